@@ -1,0 +1,64 @@
+"""Make ``import torchvision`` work beside a CPU-only torch.
+
+PyPI's torchvision 0.28 wheel is linked against CUDA. Beside the CPU build of torch 2.13 its compiled
+extension (``torchvision/_C.so``) cannot load, and ``import torchvision`` then fails inside
+``torchvision/_meta_registrations.py`` with "operator torchvision::nms does not exist": that module
+registers fake (meta) kernels for ``nms`` and ``qnms`` unconditionally, which needs the operators'
+schemas. We define those two schemas (declarations only, no kernels), which is all the import needs.
+Models, datasets and transforms then work; the detection operators in ``torchvision.ops`` do not, and
+cnnlab never uses them.
+
+Where the extension loads (a matching CUDA torch, Colab), this does nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+
+import torch
+
+# Schemas copied from torchvision/csrc/ops/nms.cpp (TORCH_LIBRARY_FRAGMENT(torchvision, m)).
+_MISSING_SCHEMAS = (
+    "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+)
+_library = None  # keeps the torch.library.Library alive: dropping it would unregister the schemas
+torchvision_status = "not checked"
+
+
+def _extension_path(package_dir: str) -> str | None:
+    found = glob.glob(os.path.join(package_dir, "_C*.so")) + glob.glob(os.path.join(package_dir, "_C*.pyd"))
+    return found[0] if found else None
+
+
+def patch_torchvision() -> str:
+    """Register torchvision's missing operator schemas if its extension cannot load.
+
+    Returns one of ``"absent"`` (torchvision not installed), ``"extension"`` (the compiled extension
+    loads: nothing done) or ``"schemas registered"`` (the CPU shim is in place). Idempotent.
+    """
+    global _library, torchvision_status
+    if _library is not None:
+        return torchvision_status
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        torchvision_status = "absent"
+        return torchvision_status
+    if hasattr(torch.ops.torchvision, "nms"):
+        torchvision_status = "extension"
+        return torchvision_status
+    so = _extension_path(os.path.dirname(spec.origin))
+    if so is not None:
+        try:
+            torch.ops.load_library(so)
+            torchvision_status = "extension"
+            return torchvision_status
+        except (OSError, RuntimeError):
+            pass  # CUDA-linked build beside a CPU torch: fall through to the shim
+    _library = torch.library.Library("torchvision", "DEF")
+    for schema in _MISSING_SCHEMAS:
+        _library.define(schema)
+    torchvision_status = "schemas registered"
+    return torchvision_status

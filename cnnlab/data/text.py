@@ -1,0 +1,123 @@
+"""IMDB movie-review sentiment (Maas et al. 2011) as padded token-id tensors, and a synthetic stand-in."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+from cnnlab.data.storage import DatasetUnavailableError, data_root, download, extract
+
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
+PAD, UNK = 0, 1
+_TOKEN = re.compile(r"[a-z0-9']+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words; IMDB's ``<br />`` line breaks are dropped."""
+    return _TOKEN.findall(text.lower().replace("<br />", " "))
+
+
+def build_vocab(documents, vocab_size: int) -> dict[str, int]:
+    """The ``vocab_size - 2`` most frequent tokens get ids 2..; 0 is padding, 1 is unknown."""
+    counts = Counter(tok for doc in documents for tok in doc)
+    return {tok: i + 2 for i, (tok, _) in enumerate(counts.most_common(vocab_size - 2))}
+
+
+def encode(documents, vocab: dict[str, int], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids padded (with 0) or truncated to ``seq_len``, and each document's unpadded length."""
+    ids = torch.zeros((len(documents), seq_len), dtype=torch.long)
+    lengths = torch.zeros(len(documents), dtype=torch.long)
+    for row, doc in enumerate(documents):
+        tokens = [vocab.get(tok, UNK) for tok in doc[:seq_len]]
+        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        lengths[row] = max(len(tokens), 1)  # an empty review still feeds one (padding) step
+    return ids, lengths
+
+
+class TokenDataset(Dataset):
+    """Items are ``(token_ids[seq_len], label)``; ``lengths`` holds the unpadded lengths for packing."""
+
+    def __init__(self, ids, lengths, labels, *, vocab, data_source: str, name: str):
+        self.ids, self.lengths, self.labels = ids, lengths, labels.long()
+        self.vocab, self.data_source, self.name = vocab, data_source, name
+        self.num_classes = 2
+        self.input_shape = (ids.shape[1],)
+        self.vocab_size = len(vocab) + 2
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        return self.ids[index], self.labels[index]
+
+
+def _read_reviews(folder: Path):
+    docs, labels = [], []
+    for label, sub in ((0, "neg"), (1, "pos")):
+        for path in sorted((folder / sub).glob("*.txt")):
+            docs.append(tokenize(path.read_text(encoding="utf-8")))
+            labels.append(label)
+    return docs, torch.tensor(labels)
+
+
+def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: int = 20000, seq_len: int = 256):
+    """The aclImdb archive: 25,000 train and 25,000 test reviews, vocabulary built on the train split.
+
+    Encoded tensors are cached in ``<data>/imdb_v{vocab_size}_l{seq_len}.pt`` so tokenising happens once.
+    """
+    root = data_root(root)
+    cache = root / f"imdb_v{vocab_size}_l{seq_len}.pt"
+    if not cache.exists():
+        folder = root / "aclImdb"
+        if not folder.exists():
+            archive = root / "aclImdb_v1.tar.gz"
+            if not download_ok and not archive.exists():
+                raise DatasetUnavailableError(f"imdb: {archive} not found and download=False; get it from {IMDB_URL}")
+            download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
+            extract(archive, root, "aclImdb")
+        train_docs, train_labels = _read_reviews(folder / "train")
+        test_docs, test_labels = _read_reviews(folder / "test")
+        vocab = build_vocab(train_docs, vocab_size)
+        payload = {"vocab": vocab}
+        for name, docs, labels in (("train", train_docs, train_labels), ("test", test_docs, test_labels)):
+            ids, lengths = encode(docs, vocab, seq_len)
+            payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
+        part = cache.with_name(cache.name + ".part")
+        torch.save(payload, part)
+        part.rename(cache)
+    payload = torch.load(cache, weights_only=True)
+    data = payload[split]
+    return TokenDataset(data["ids"], data["lengths"], data["labels"], vocab=payload["vocab"],
+                        data_source="real", name="imdb")
+
+
+def synthetic_sentiment(split: str, *, size: int = 2000, vocab_size: int = 2000, seq_len: int = 64,
+                        signal: float = 0.15, seed: int = 0) -> TokenDataset:
+    """A synthetic review corpus whose label depends on the words, so a model must learn it.
+
+    The vocabulary has 50 "positive" and 50 "negative" words; the rest are neutral. Each review mixes
+    neutral words with sentiment words; a fraction ``signal`` of its words carries sentiment, drawn 80/20
+    from the label's side, so a bag-of-words reader gets most reviews right and guessing gets 50%.
+    Reviews have random lengths (``seq_len // 4`` .. ``seq_len``). Labelled ``data_source="synthetic"``.
+    """
+    if vocab_size < 200:
+        raise ValueError(f"vocab_size must be >= 200 for the synthetic corpus, got {vocab_size}")
+    gen = torch.Generator().manual_seed(seed + (0 if split == "train" else 1))
+    positive, negative = torch.arange(2, 52), torch.arange(52, 102)
+    labels = torch.randint(0, 2, (size,), generator=gen)
+    lengths = torch.randint(seq_len // 4, seq_len + 1, (size,), generator=gen)
+    ids = torch.randint(102, vocab_size, (size, seq_len), generator=gen)
+    is_sentiment = torch.rand((size, seq_len), generator=gen) < signal
+    agrees = torch.rand((size, seq_len), generator=gen) < 0.8
+    pick = torch.randint(0, 50, (size, seq_len), generator=gen)
+    label_side = torch.where(labels[:, None].bool(), positive[pick], negative[pick])
+    other_side = torch.where(labels[:, None].bool(), negative[pick], positive[pick])
+    ids = torch.where(is_sentiment, torch.where(agrees, label_side, other_side), ids)
+    ids[torch.arange(seq_len)[None, :] >= lengths[:, None]] = PAD
+    vocab = {f"w{i}": i for i in range(2, vocab_size)}
+    return TokenDataset(ids, lengths, labels, vocab=vocab, data_source="synthetic", name="imdb")

@@ -1,0 +1,73 @@
+"""Run the notebooks headless: ``python -m cnnlab.pipeline [--notebook 01] [--preset quick]``.
+
+Each notebook is executed by papermill into ``build/notebooks/`` with ``CNNLAB_PRESET`` set; it writes its
+figures (PNG and SVG) and tidy CSVs into ``figures/<notebook-name>/`` through :func:`output_dir`. A failing
+notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = CHECKOUT / "notebooks"
+BUILD = CHECKOUT / "build" / "notebooks"
+
+
+def output_dir(notebook_name: str) -> Path:
+    """Folder for a notebook's figures and CSVs: ``$CNNLAB_FIGURES_DIR/<name>``, default ``figures/<name>``."""
+    base = Path(os.environ.get("CNNLAB_FIGURES_DIR") or (CHECKOUT / "figures"))
+    out = base / notebook_name
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def find_notebooks(selector: str | None = None) -> list[Path]:
+    """Notebooks in ``notebooks/`` in order; ``selector`` ("01" or a name) picks the matching ones."""
+    found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if selector:
+        chosen = [nb for nb in found if nb.stem == selector or nb.stem.startswith(f"{selector}_")
+                  or nb.name == selector]
+        if not chosen:
+            names = ", ".join(nb.stem for nb in found)
+            raise SystemExit(f"no notebook matches NB={selector!r}; available: {names}")
+        return chosen
+    return found
+
+
+def run(notebooks: list[Path], preset: str) -> int:
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    os.environ["CNNLAB_PRESET"] = preset
+    for nb in notebooks:
+        start = time.perf_counter()
+        print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
+        try:
+            papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
+                                       progress_bar=False, log_output=False)
+        except PapermillExecutionError as err:
+            print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
+                  f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
+            return 1
+        print(f"[cnnlab] {nb.name} done in {time.perf_counter() - start:.0f} s; "
+              f"outputs in {output_dir(nb.stem)}", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebook", "-n", help="run only this notebook (e.g. 01 or 01_batch_size)")
+    parser.add_argument("--preset", default=os.environ.get("CNNLAB_PRESET", "quick"),
+                        choices=["auto", "quick", "standard", "paper"])
+    args = parser.parse_args(argv)
+    return run(find_notebooks(args.notebook), args.preset)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

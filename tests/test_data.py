@@ -1,0 +1,144 @@
+import functools
+import hashlib
+import http.server
+import io
+import pickle
+import tarfile
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from cnnlab import data
+from cnnlab.data import images as image_data
+
+
+def _fake_cifar_archive(n_per_batch=4) -> bytes:
+    """A tarball in CIFAR-10's python layout (5 train batches, 1 test batch), tiny."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            rng = np.random.default_rng(len(name))
+            batch = {b"data": rng.integers(0, 256, (n_per_batch, 3072), dtype=np.uint8),
+                     b"labels": rng.integers(0, 10, n_per_batch).tolist()}
+            payload = pickle.dumps(batch)
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Serve bytes on a loopback HTTP server; yields a function that returns the file's URL."""
+    servers = []
+
+    def start(content: bytes, name="archive.tar.gz"):
+        (tmp_path / "www").mkdir(exist_ok=True)
+        (tmp_path / "www" / name).write_bytes(content)
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www"))
+        handler.log_message = lambda *a: None
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/{name}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+
+
+def test_offline_cifar10_fails_fast_and_clearly(tmp_path, monkeypatch):
+    # ".invalid" never resolves (RFC 2606): the same failure as a machine with no network.
+    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url="http://cnnlab.invalid/cifar-10-python.tar.gz")
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+    start = time.perf_counter()
+    with pytest.raises(data.DatasetUnavailableError) as err:
+        data.load("cifar10", root=tmp_path)
+    assert time.perf_counter() - start < 5
+    message = str(err.value)
+    assert meta["url"] in message and "cifar-10-python.tar.gz" in message and str(tmp_path) in message
+    assert "synthetic=True" in message
+    assert list(tmp_path.iterdir()) == []  # no half-written files
+
+
+def test_download_verifies_checksum_and_keeps_nothing_on_mismatch(tmp_path, serve, monkeypatch):
+    archive = _fake_cifar_archive()
+    url = serve(archive)
+    bad = dict(image_data.CIFAR_ARCHIVES["cifar10"], url=url, md5="0" * 32)
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", bad)
+    with pytest.raises(data.DatasetUnavailableError, match="md5"):
+        data.load("cifar10", root=tmp_path / "root")
+    assert list((tmp_path / "root").iterdir()) == []
+
+
+def test_real_cifar_loader_downloads_extracts_and_reads(tmp_path, serve, monkeypatch):
+    archive = _fake_cifar_archive(n_per_batch=4)
+    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url=serve(archive), md5=hashlib.md5(archive).hexdigest())
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+    train = data.load("cifar10", "train", root=tmp_path)
+    test = data.load("cifar10", "test", root=tmp_path)
+    assert (len(train), len(test)) == (20, 4)
+    image, label = train[0]
+    assert image.shape == (3, 32, 32) and image.dtype == torch.float32 and 0 <= int(label) < 10
+    assert train.data_source == "real"
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_digits_is_real_offline_data():
+    train, test = data.load("digits", "train"), data.load("digits", "test")
+    assert (len(train), len(test)) == (1437, 360)
+    assert train.data_source == "real" and train.num_classes == 10
+    x, _ = train[0]
+    assert x.shape == (3, 32, 32)
+    assert set(train.labels.tolist()) == set(range(10))
+
+
+def test_synthetic_only_when_asked_and_labelled():
+    ds = data.load("cifar100", "train", synthetic=True, synthetic_size=50)
+    assert ds.data_source == "synthetic" and ds.num_classes == 100 and len(ds) == 50
+    assert ds[0][0].shape == (3, 32, 32)
+    text = data.load("imdb", "train", synthetic=True, synthetic_size=100, seq_len=32)
+    ids, label = text[0]
+    assert text.data_source == "synthetic" and ids.shape == (32,) and ids.dtype == torch.long
+
+
+def test_synthetic_sentiment_labels_depend_on_words():
+    ds = data.load("imdb", "test", synthetic=True, synthetic_size=2000, seq_len=64)
+    positive = ((ds.ids >= 2) & (ds.ids < 52)).sum(1)
+    negative = ((ds.ids >= 52) & (ds.ids < 102)).sum(1)
+    guess = (positive > negative).long()
+    assert (guess == ds.labels).float().mean() > 0.85  # a word-counting reader beats guessing by far
+
+
+def test_imdb_tokenize_vocab_encode():
+    from cnnlab.data import text
+
+    docs = [text.tokenize("Great movie!<br />Great acting."), text.tokenize("bad")]
+    assert docs[0] == ["great", "movie", "great", "acting"]
+    vocab = text.build_vocab(docs, vocab_size=4)
+    assert vocab["great"] == 2 and len(vocab) == 2
+    ids, lengths = text.encode(docs, vocab, seq_len=3)
+    assert ids.tolist()[0] == [2, vocab.get("movie", 1), 2] and lengths.tolist() == [3, 1]
+    assert ids[1, 1:].tolist() == [0, 0]
+
+
+def test_loader_fraction_and_validation():
+    ds = data.load("digits", "test")
+    loader = data.make_loader(ds, 32, fraction=0.1, shuffle=True)
+    assert len(loader.dataset) == 36 and loader.dataset.data_source == "real"
+    with pytest.raises(ValueError, match="fraction"):
+        data.make_loader(ds, 32, fraction=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        data.make_loader(ds, 0)
+
+
+def test_unknown_names_list_valid_ones(tmp_path):
+    with pytest.raises(ValueError, match="cifar10, cifar100, mini_imagenet, imdb, digits"):
+        data.load("mnist")
+    with pytest.raises(ValueError, match="valid splits"):
+        data.load("digits", "val")
+    with pytest.raises(data.DatasetUnavailableError, match="ImageFolder"):
+        data.load("mini_imagenet", root=tmp_path)
