@@ -1,0 +1,37 @@
+"""cnnlab.models: every network the studies use, behind one registry.
+
+    model = cnnlab.models.get("resnet20")            # nn.Module with .input_shape and .num_classes
+    cnnlab.models.spec("lstm_sentiment")              # ModelSpec(name, family, input_shape, num_classes, input_kind)
+    cnnlab.models.names()                             # all registered names
+
+One module per family (lenet, alexnet, zfnet, convnet_cifar, resnet_cifar, resnet_imagenet, vgg, lstm); each cites
+the paper its design follows. The package re-exports the classes; the builder functions (``alexnet``,
+``resnet20``, ...) stay in their modules so that none shadows a module of the same name (``cnnlab.models.alexnet``).
+"""
+
+from cnnlab.models.alexnet import AlexNet
+from cnnlab.models.convnet_cifar import ConvNetCifar
+from cnnlab.models.lenet import LeNet5
+from cnnlab.models.lstm import LSTMSentiment
+from cnnlab.models.registry import ModelSpec, example_input, get, names, options, spec
+from cnnlab.models.resnet_cifar import ResNetCifar
+from cnnlab.models.resnet_imagenet import ResNetImageNet
+from cnnlab.models.vgg import VGG
+from cnnlab.models.zfnet import ZFNet
+
+__all__ = [
+    "ModelSpec",
+    "get",
+    "names",
+    "spec",
+    "options",
+    "example_input",
+    "AlexNet",
+    "ConvNetCifar",
+    "LeNet5",
+    "LSTMSentiment",
+    "ResNetCifar",
+    "ResNetImageNet",
+    "VGG",
+    "ZFNet",
+]
