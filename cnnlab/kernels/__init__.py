@@ -1,0 +1,11 @@
+"""cnnlab.kernels: convolution kernels of cnnlab's own, for the tiling study and the Li et al. 2016 comparison.
+
+    tiled_conv2d(x, weight, bias, stride, padding, tile=(16, 16))   # Triton kernel, one output tile per program
+    tile_model(model, tile=32)                                       # copy with Conv2d -> TiledConv2d
+
+One module per job: ``triton_conv`` (the Triton kernel and its drop-in module).
+"""
+
+from cnnlab.kernels.triton_conv import TILE_SIZES, TiledConv2d, interpreter_enabled, tile_model, tiled_conv2d
+
+__all__ = ["TILE_SIZES", "TiledConv2d", "interpreter_enabled", "tile_model", "tiled_conv2d"]
