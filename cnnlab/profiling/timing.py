@@ -1,0 +1,311 @@
+"""Latency, throughput and peak memory of a model's forward pass: :func:`benchmark`.
+
+Timing is done once, here, following torch.utils.benchmark: warm up first, then time every batch,
+and report the median with its spread, labelled with every setting that produced it.
+
+- GPU: CUDA events recorded around each batch on the stream, no host synchronisation inside the
+  loop (a sync per batch would add host latency the paper's numbers do not contain); one
+  synchronisation after the loop. Peak memory comes from the caching allocator's counters, which
+  are host-side bookkeeping and do not perturb the timing, so they are read around the same loop.
+- CPU: ``time.perf_counter_ns`` around each batch. Peak memory needs the profiler's allocator
+  events (see ``memory.py``), which slow the work down, so it is measured in one extra pass after
+  the timed loop.
+- Inputs that live on the host while the device is CUDA are copied inside the measured region,
+  making the host-to-device transfer (paper 001's "memory transfer" time) part of each batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from cnnlab.profiling import memory as _memory
+from cnnlab.profiling import settings as _settings
+from cnnlab.profiling.environment import cpu_model
+from cnnlab.profiling.gpu_util import UtilisationSampler
+
+MIB = 1024**2
+
+
+@dataclass
+class Measurement:
+    """One benchmarked configuration. Times in ms (per batch) or s (total), memory in MiB.
+
+    ``latencies_ms`` holds every timed batch; the summary fields are computed from it.
+    Missing quantities are NaN with a ``*_missing_reason``; they are never reported as 0.
+    """
+
+    latencies_ms: list[float]
+    latency_ms_median: float
+    latency_ms_p10: float
+    latency_ms_p90: float
+    latency_ms_mean: float
+    latency_ms_std: float
+    throughput_items_per_s: float
+    total_time_s: float
+    peak_mem_alloc_mib: float
+    peak_mem_reserved_mib: float
+    peak_mem_increment_mib: float
+    peak_mem_method: str
+    peak_mem_missing_reason: str | None
+    peak_mem_reserved_missing_reason: str | None
+    gpu_util_pct: float
+    gpu_util_samples: int
+    gpu_util_missing_reason: str | None
+    device: str
+    device_name: str
+    dtype: str | None
+    autocast: str | None
+    memory_format: str | None
+    batch_size: int
+    warmup: int
+    repeats: int
+    input_location: str
+    pin_memory: bool
+    timer: str
+    cpu_threads: int
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, Any]:
+        """Flat dict for one DataFrame row: every field except the raw latencies, labels merged in."""
+        row = asdict(self)
+        del row["latencies_ms"]
+        labels = row.pop("labels")
+        row.update(labels)
+        return row
+
+    def __str__(self) -> str:
+        mem = "n/a" if math.isnan(self.peak_mem_alloc_mib) else f"{self.peak_mem_alloc_mib:.1f} MiB"
+        return (
+            f"{self.device} bs={self.batch_size} {self.dtype or 'model dtype'}"
+            f"{' autocast ' + self.autocast if self.autocast else ''}: "
+            f"median {self.latency_ms_median:.3f} ms [p10 {self.latency_ms_p10:.3f}, p90 {self.latency_ms_p90:.3f}], "
+            f"{self.throughput_items_per_s:,.0f} items/s, peak mem {mem}"
+        )
+
+
+def _as_tuple(inputs) -> tuple:
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    if isinstance(inputs, (tuple, list)) and inputs and all(isinstance(t, torch.Tensor) for t in inputs):
+        return tuple(inputs)
+    raise ValueError(f"inputs must be a tensor or a non-empty tuple/list of tensors, got {type(inputs).__name__}")
+
+
+def _prepare_inputs(inputs: tuple, device, dtype, memory_format, pin_memory) -> tuple[tuple, str]:
+    """Cast inputs (floating ones only: token ids stay integers) and place them. Returns (inputs, location).
+
+    On a CUDA device, host inputs stay on the host ("host": copied inside the timed region);
+    inputs already on the GPU are used in place ("device").
+    """
+    out = []
+    location = "device"
+    for t in inputs:
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        if memory_format is not None and t.dim() == 4:
+            t = t.contiguous(memory_format=memory_format)
+        if device.type == "cuda" and t.device.type == "cpu":
+            location = "host"
+            if pin_memory:
+                t = t.pin_memory()
+        elif t.device != device:
+            t = t.to(device)
+        out.append(t)
+    if device.type == "cpu":
+        location = "device"
+    return tuple(out), location
+
+
+def benchmark(
+    model: torch.nn.Module | Callable[..., Any],
+    inputs: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    device: str | torch.device,
+    dtype: str | torch.dtype | None = None,
+    autocast: str | torch.dtype | bool | None = None,
+    memory_format: str | torch.memory_format | None = None,
+    warmup: int = 10,
+    repeats: int = 50,
+    batch_size: int | None = None,
+    pin_memory: bool = False,
+    measure_memory: bool = True,
+    measure_gpu_util: bool = True,
+    inference_mode: bool = True,
+    labels: dict[str, Any] | None = None,
+) -> Measurement:
+    """Time ``model(*inputs)`` ``repeats`` times after ``warmup`` untimed calls; return a :class:`Measurement`.
+
+    model: an ``nn.Module`` (moved/converted *in place*, like ``Module.to``, and put in eval mode)
+        or any callable (called as is; only the inputs are converted).
+    inputs: a tensor or tuple of tensors, passed positionally. On ``device="cuda"`` a host tensor is
+        copied to the GPU inside every timed batch (``pin_memory=True`` pins it first and copies
+        asynchronously); a GPU tensor is used in place.
+    device: "cpu", "cuda" or "cuda:N". dtype: cast model and floating inputs ("float32", "float16",
+        "bfloat16"; None keeps them). autocast: None/False, True (=float16), "float16", "bfloat16".
+    memory_format: None, "contiguous_format" or "channels_last" (model and 4-D inputs).
+    batch_size: items per call, for throughput; default: first input's dim 0.
+
+    Returned units: ``latency_ms_*`` per batch in ms; ``total_time_s`` for the ``repeats`` timed
+    batches; ``throughput_items_per_s = batch_size * repeats / total_time_s``;
+    ``peak_mem_alloc_mib`` = memory already resident that the method can see plus the peak growth
+    ``peak_mem_increment_mib`` inside one batch (GPU: all CUDA tensors of the process, from the
+    allocator's counters over the timed loop; CPU: the model's parameters and buffers plus the
+    inputs, plus the allocator-event peak of one extra pass, see ``memory.py``);
+    ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
+    ``gpu_util_pct`` = mean NVML utilisation over the timed loop (NaN on CPU, with a reason).
+    """
+    dev = _settings.to_device(device)
+    dtype_name = _settings.dtype_name(dtype)
+    autocast_dtype = _settings.autocast_name(autocast)
+    fmt_name = _settings.memory_format_name(memory_format)
+    warmup = _settings.positive_int(warmup, parameter="warmup", minimum=0)
+    repeats = _settings.positive_int(repeats, parameter="repeats", minimum=1)
+    torch_dtype = _settings.to_dtype(dtype_name)
+    torch_fmt = None if fmt_name is None else _settings.MEMORY_FORMATS[fmt_name]
+
+    inputs_t = _as_tuple(inputs)
+    if batch_size is None:
+        batch_size = int(inputs_t[0].shape[0]) if inputs_t[0].dim() > 0 else 1
+    batch_size = _settings.positive_int(batch_size, parameter="batch_size")
+    if isinstance(model, torch.nn.Module):
+        model.to(device=dev, dtype=torch_dtype) if torch_dtype is not None else model.to(dev)
+        if torch_fmt is not None:
+            model.to(memory_format=torch_fmt)
+        model.eval()
+    elif not callable(model):
+        raise ValueError(f"model must be an nn.Module or a callable, got {type(model).__name__}")
+    dev_inputs, location = _prepare_inputs(inputs_t, dev, torch_dtype, torch_fmt, pin_memory)
+    non_blocking = bool(pin_memory)
+
+    def call():
+        args = dev_inputs
+        if location == "host":  # pageable memory makes this copy block the host: that cost is real
+            args = tuple(t.to(dev, non_blocking=non_blocking) for t in dev_inputs)
+        return model(*args)
+
+    amp = (torch.autocast(dev.type, dtype=_settings.DTYPES[autocast_dtype]) if autocast_dtype
+           else contextlib.nullcontext())
+    grad = torch.inference_mode() if inference_mode else contextlib.nullcontext()
+
+    def step():
+        with grad, amp:
+            return call()
+
+    if dev.type == "cuda":
+        timed = _time_cuda(step, dev, warmup, repeats, measure_gpu_util)
+    else:
+        timed = _time_cpu(step, warmup, repeats)
+        if measure_memory:
+            increment = _memory.cpu_peak_bytes(step)
+            resident = _memory.resident_bytes(model, dev_inputs)
+            timed.update(
+                peak_mem_increment_mib=increment / MIB,
+                peak_mem_alloc_mib=(resident + increment) / MIB,
+                peak_mem_method=_memory.CPU_METHOD,
+                peak_mem_missing_reason=None,
+            )
+    if not measure_memory:
+        timed.update(peak_mem_alloc_mib=math.nan, peak_mem_increment_mib=math.nan,
+                     peak_mem_reserved_mib=math.nan, peak_mem_method="",
+                     peak_mem_missing_reason="measure_memory=False",
+                     peak_mem_reserved_missing_reason="measure_memory=False")
+
+    lat = np.asarray(timed.pop("latencies_ms"), dtype=float)
+    total_s = timed.pop("total_time_s")
+    return Measurement(
+        latencies_ms=lat.tolist(),
+        latency_ms_median=float(np.median(lat)),
+        latency_ms_p10=float(np.percentile(lat, 10)),
+        latency_ms_p90=float(np.percentile(lat, 90)),
+        latency_ms_mean=float(lat.mean()),
+        latency_ms_std=float(lat.std(ddof=1)) if lat.size > 1 else math.nan,
+        throughput_items_per_s=batch_size * repeats / total_s,
+        total_time_s=total_s,
+        device=str(dev),
+        device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
+        dtype=dtype_name,
+        autocast=autocast_dtype,
+        memory_format=fmt_name,
+        batch_size=batch_size,
+        warmup=warmup,
+        repeats=repeats,
+        input_location=location,
+        pin_memory=bool(pin_memory and location == "host"),
+        cpu_threads=torch.get_num_threads(),
+        labels=dict(labels or {}),
+        **timed,
+    )
+
+
+def _time_cpu(step, warmup: int, repeats: int) -> dict[str, Any]:
+    for _ in range(warmup):
+        step()
+    clock = time.perf_counter_ns
+    ns = [0] * repeats  # preallocated: no list growth inside the timed loop
+    start = clock()
+    for i in range(repeats):
+        t0 = clock()
+        step()
+        ns[i] = clock() - t0
+    total_ns = clock() - start
+    return {
+        "latencies_ms": [v / 1e6 for v in ns],
+        "total_time_s": total_ns / 1e9,
+        "timer": "perf_counter_ns",
+        "peak_mem_alloc_mib": math.nan,
+        "peak_mem_increment_mib": math.nan,
+        "peak_mem_reserved_mib": math.nan,
+        "peak_mem_method": "",
+        "peak_mem_missing_reason": "not measured",
+        "peak_mem_reserved_missing_reason": "CPU tensors have no caching allocator pool to reserve from",
+        "gpu_util_pct": math.nan,
+        "gpu_util_samples": 0,
+        "gpu_util_missing_reason": "CPU run: no GPU to sample",
+    }
+
+
+def _time_cuda(step, dev: torch.device, warmup: int, repeats: int, measure_gpu_util: bool) -> dict[str, Any]:
+    with torch.cuda.device(dev):
+        for _ in range(warmup):
+            step()
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sampler = UtilisationSampler(dev.index if measure_gpu_util else None,
+                                     missing_reason=None if measure_gpu_util else "measure_gpu_util=False")
+        with sampler:
+            first.record()
+            for i in range(repeats):
+                starts[i].record()
+                step()
+                ends[i].record()
+            last.record()
+            last.synchronize()  # the only host wait: after the whole loop
+        peak = torch.cuda.max_memory_allocated(dev)
+        reserved = torch.cuda.max_memory_reserved(dev)
+    util = sampler.result
+    return {
+        "latencies_ms": [s.elapsed_time(e) for s, e in zip(starts, ends)],
+        "total_time_s": first.elapsed_time(last) / 1e3,
+        "timer": "cuda_events",
+        "peak_mem_alloc_mib": peak / MIB,
+        "peak_mem_increment_mib": max(peak - base, 0) / MIB,
+        "peak_mem_reserved_mib": reserved / MIB,
+        "peak_mem_method": _memory.CUDA_METHOD,
+        "peak_mem_missing_reason": None,
+        "peak_mem_reserved_missing_reason": None,
+        "gpu_util_pct": util.gpu_util_pct,
+        "gpu_util_samples": util.samples,
+        "gpu_util_missing_reason": util.missing_reason,
+    }
+
