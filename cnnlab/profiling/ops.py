@@ -1,0 +1,231 @@
+"""Operator and kernel breakdown of a workload with the PyTorch profiler: :func:`profile_ops`.
+
+Gives the metrics of paper 001 (kernel execution times, host-to-device and device-to-host transfer
+time, time waiting in synchronisation, its "semwait") and of paper 002 (CPU and CUDA total time,
+number of calls, maximum CPU and GPU memory) as tidy DataFrames. Field names follow torch 2.13's
+profiler (``device_time_total``, ``self_device_memory_usage``; the ``cuda_*`` names are deprecated).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+
+from cnnlab.profiling import settings as _settings
+from cnnlab.profiling.memory import MIB, peak_from_memory_events
+
+# CUDA runtime calls during which the host blocks until the device catches up (paper 001's "semwait").
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
+_ITERATION = "cnnlab::iteration"
+_FINAL_SYNC = "cnnlab::final_sync"
+DEVICE_KINDS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass
+class OpsProfile:
+    """Result of :func:`profile_ops`.
+
+    operators: one row per CPU-side event name (aten ops, CUDA runtime calls, user annotations):
+        name, kind, calls, self_cpu_time_us, cpu_time_total_us, self_device_time_us,
+        device_time_total_us, self_cpu_memory_bytes, cpu_memory_bytes, self_device_memory_bytes,
+        device_memory_bytes (device columns NaN on a CPU run).
+    kernels: one row per device activity name (kernels, memcpy, memset): name, kind, calls,
+        device_time_total_us, device_time_mean_us, device_time_min_us, device_time_max_us
+        (empty on a CPU run).
+    summary: totals, see :func:`profile_ops`.
+    """
+
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+    trace_path: str | None = None
+
+
+def _kind(event) -> str:
+    kind = getattr(event, "activity_type", None)
+    if kind:
+        return str(kind)
+    return "memory" if event.name == "[memory]" else "cpu_op"
+
+
+def profile_ops(
+    fn: Callable[[], Any],
+    *,
+    iterations: int = 1,
+    device: str | torch.device = "cpu",
+    warmup: int = 1,
+    record_shapes: bool = False,
+    profile_memory: bool = True,
+    with_stack: bool = False,
+    trace_path: str | None = None,
+) -> OpsProfile:
+    """Run ``fn()`` ``warmup`` times unprofiled, then ``iterations`` times under ``torch.profiler``.
+
+    ``fn`` is one iteration of the workload (e.g. ``lambda: model(x)``), already set up on
+    ``device``. Each iteration is wrapped in a ``cnnlab::iteration`` annotation; on CUDA a final
+    ``torch.cuda.synchronize`` (annotated ``cnnlab::final_sync``) makes sure every kernel is recorded.
+
+    ``summary`` (times in ms, memory in MiB): iterations, device, wall_time_ms (host time of the
+    iterations), cpu_time_total_ms (sum of self CPU time of all ops: the profiler table's
+    "Self CPU time total"), device_time_total_ms (sum of all device activity: "Self CUDA time total"),
+    kernel_time_total_ms, kernel_launches (device kernels run), memcpy_htod_ms / _dtoh_ms / _dtod_ms
+    with their counts, memset_ms, sync_wait_ms and sync_calls (host time in cudaDevice/Stream/Event
+    Synchronize called by ``fn``; the harness's own final sync is reported apart as
+    final_sync_wait_ms), max_cpu_mem_mib and max_device_mem_mib (peak live tensor memory allocated
+    during the profiled iterations, from the allocator's events; needs ``profile_memory``),
+    max_device_mem_allocated_mib (absolute ``torch.cuda.max_memory_allocated``), and
+    ``device_missing_reason`` (None on CUDA). Device quantities on a CPU run are NaN, never 0.
+    """
+    dev = _settings.to_device(device)
+    iterations = _settings.positive_int(iterations, parameter="iterations")
+    warmup = _settings.positive_int(warmup, parameter="warmup", minimum=0)
+    cuda = dev.type == "cuda"
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    for _ in range(warmup):
+        fn()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    with profile(activities=activities, record_shapes=record_shapes, profile_memory=profile_memory,
+                 with_stack=with_stack) as prof:
+        for _ in range(iterations):
+            with record_function(_ITERATION):
+                fn()
+        if cuda:
+            with record_function(_FINAL_SYNC):
+                torch.cuda.synchronize(dev)
+    events = list(prof.events())
+    operators = _operators_table(events, cuda)
+    kernels = _kernels_table(events)
+    summary = _summary(events, kernels, operators, prof, dev, iterations, profile_memory)
+    if trace_path is not None:
+        prof.export_chrome_trace(str(trace_path))
+    return OpsProfile(operators=operators, kernels=kernels, summary=summary,
+                      trace_path=None if trace_path is None else str(trace_path))
+
+
+def _is_host(event) -> bool:
+    return str(event.device_type) == "DeviceType.CPU"
+
+
+def _operators_table(events, cuda: bool) -> pd.DataFrame:
+    rows: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if not _is_host(e) or e.name in (_ITERATION, _FINAL_SYNC, "[memory]"):
+            continue
+        r = rows.setdefault(e.name, {
+            "name": e.name, "kind": _kind(e), "calls": 0,
+            "self_cpu_time_us": 0.0, "cpu_time_total_us": 0.0,
+            "self_device_time_us": 0.0, "device_time_total_us": 0.0,
+            "self_cpu_memory_bytes": 0, "cpu_memory_bytes": 0,
+            "self_device_memory_bytes": 0, "device_memory_bytes": 0,
+        })
+        r["calls"] += e.count
+        r["self_cpu_time_us"] += e.self_cpu_time_total
+        r["cpu_time_total_us"] += e.cpu_time_total
+        r["self_device_time_us"] += e.self_device_time_total
+        r["device_time_total_us"] += e.device_time_total
+        r["self_cpu_memory_bytes"] += e.self_cpu_memory_usage
+        r["cpu_memory_bytes"] += e.cpu_memory_usage
+        r["self_device_memory_bytes"] += e.self_device_memory_usage
+        r["device_memory_bytes"] += e.device_memory_usage
+    table = pd.DataFrame(list(rows.values()), columns=[
+        "name", "kind", "calls", "self_cpu_time_us", "cpu_time_total_us", "self_device_time_us",
+        "device_time_total_us", "self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes",
+        "device_memory_bytes"])
+    if not cuda:  # no device was profiled: these are unknown, not zero
+        for col in ("self_device_time_us", "device_time_total_us", "self_device_memory_bytes", "device_memory_bytes"):
+            table[col] = math.nan
+    return table.sort_values("cpu_time_total_us", ascending=False, ignore_index=True)
+
+
+def _kernels_table(events) -> pd.DataFrame:
+    # gpu_user_annotation events mirror record_function ranges on the device timeline: not work, skip them
+    rows = [{"name": e.name, "kind": _device_kind(e), "duration_us": e.time_range.elapsed_us()}
+            for e in events if not _is_host(e) and _device_kind(e) in DEVICE_KINDS]
+    columns = ["name", "kind", "calls", "device_time_total_us", "device_time_mean_us",
+               "device_time_min_us", "device_time_max_us"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    df = pd.DataFrame(rows)
+    table = (df.groupby(["name", "kind"], sort=False)["duration_us"]
+             .agg(calls="count", device_time_total_us="sum", device_time_mean_us="mean",
+                  device_time_min_us="min", device_time_max_us="max").reset_index())
+    return table.sort_values("device_time_total_us", ascending=False, ignore_index=True)[columns]
+
+
+def _device_kind(event) -> str:
+    kind = getattr(event, "activity_type", None)
+    if kind:
+        return str(kind)
+    if event.name.startswith("Memcpy"):
+        return "gpu_memcpy"
+    if event.name.startswith("Memset"):
+        return "gpu_memset"
+    return "kernel"
+
+
+def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) -> dict[str, Any]:
+    cuda = dev.type == "cuda"
+    nan = math.nan
+    iter_events = [e for e in events if e.name == _ITERATION and _is_host(e)]
+    final = [e for e in events if e.name == _FINAL_SYNC and _is_host(e)]
+    spans = [(f.time_range.start, f.time_range.end, f.thread) for f in final]
+
+    def inside_final(e) -> bool:
+        return any(s <= e.time_range.start and e.time_range.end <= t and e.thread == th for s, t, th in spans)
+
+    # the iteration annotations' self time is fn's own Python overhead: part of the CPU total
+    host = [e for e in events if _is_host(e) and e.name != _FINAL_SYNC and not inside_final(e)]
+    summary: dict[str, Any] = {
+        "iterations": iterations,
+        "device": str(dev),
+        "wall_time_ms": sum(e.cpu_time_total for e in iter_events) / 1e3,
+        "cpu_time_total_ms": sum(e.self_cpu_time_total for e in host) / 1e3,
+    }
+    if cuda:
+        by_kind = kernels.groupby("kind")["device_time_total_us"].sum() if len(kernels) else pd.Series(dtype=float)
+        kern = kernels[kernels["kind"] == "kernel"]
+        copies = {d: kernels[kernels["name"].str.contains(f"Memcpy {d}", regex=False)] for d in ("HtoD", "DtoH", "DtoD")}
+        syncs = [e for e in events if _is_host(e) and e.name in SYNC_CALLS]
+        own = [e for e in syncs if not inside_final(e)]
+        summary.update({
+            "device_time_total_ms": float(kernels["device_time_total_us"].sum()) / 1e3,
+            "kernel_time_total_ms": float(kern["device_time_total_us"].sum()) / 1e3,
+            "kernel_launches": int(kern["calls"].sum()),
+            "memcpy_htod_ms": float(copies["HtoD"]["device_time_total_us"].sum()) / 1e3,
+            "memcpy_htod_count": int(copies["HtoD"]["calls"].sum()),
+            "memcpy_dtoh_ms": float(copies["DtoH"]["device_time_total_us"].sum()) / 1e3,
+            "memcpy_dtoh_count": int(copies["DtoH"]["calls"].sum()),
+            "memcpy_dtod_ms": float(copies["DtoD"]["device_time_total_us"].sum()) / 1e3,
+            "memcpy_dtod_count": int(copies["DtoD"]["calls"].sum()),
+            "memset_ms": float(by_kind.get("gpu_memset", 0.0)) / 1e3,
+            "sync_wait_ms": sum(e.cpu_time_total for e in own) / 1e3,
+            "sync_calls": len(own),
+            "final_sync_wait_ms": sum(e.cpu_time_total for e in syncs if inside_final(e)) / 1e3,
+            "max_device_mem_allocated_mib": torch.cuda.max_memory_allocated(dev) / MIB,
+            "device_missing_reason": None,
+        })
+    else:
+        reason = "CPU run: no device activity to profile"
+        summary.update({k: nan for k in (
+            "device_time_total_ms", "kernel_time_total_ms", "kernel_launches", "memcpy_htod_ms", "memcpy_htod_count",
+            "memcpy_dtoh_ms", "memcpy_dtoh_count", "memcpy_dtod_ms", "memcpy_dtod_count", "memset_ms",
+            "sync_wait_ms", "sync_calls", "final_sync_wait_ms", "max_device_mem_allocated_mib")})
+        summary["device_missing_reason"] = reason
+    if profile_memory:
+        peaks = peak_from_memory_events(prof.profiler.kineto_results.events())
+        summary["max_cpu_mem_mib"] = peaks["cpu_bytes"] / MIB
+        summary["max_device_mem_mib"] = peaks["device_bytes"] / MIB if cuda else nan
+        summary["memory_missing_reason"] = None if cuda else "CPU run: no device memory"
+    else:
+        summary["max_cpu_mem_mib"] = nan
+        summary["max_device_mem_mib"] = nan
+        summary["memory_missing_reason"] = "profile_memory=False"
+    return summary
