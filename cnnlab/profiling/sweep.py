@@ -1,0 +1,218 @@
+"""Run a parameter grid, one stored row per finished point, resumable: :func:`sweep`.
+
+Sweeps over batch size, model and precision take long and die (OOM, a closed laptop, a preempted
+Colab). So every finished point is on disk at once, a restart skips what is stored, an OOM point is
+a result (``status="oom"``: the configuration does not fit) rather than a crash, and bad grid
+values are rejected before the first point runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from cnnlab.profiling import settings as _settings
+from cnnlab.profiling.environment import environment
+from cnnlab.profiling.store import ResultStore, key_value
+
+RESERVED = ("status", "error", "point_time_s", "finished_utc")
+# Messages of allocation failures that are not torch.OutOfMemoryError (CPU allocator, cuDNN/cuBLAS).
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory",
+             "CUBLAS_STATUS_ALLOC_FAILED")
+
+
+def grid_points(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Points of a grid: a dict of lists (cartesian product, in order) or a list of dicts (as given)."""
+    if isinstance(grid, Mapping):
+        for name, values in grid.items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise ValueError(f"grid[{name!r}] must be a list of values, got {values!r}")
+        lists = {name: list(values) for name, values in grid.items()}
+        for name, values in lists.items():
+            if not values:
+                raise ValueError(f"grid[{name!r}] is empty: the grid would have no points")
+        return [dict(zip(lists, combo)) for combo in itertools.product(*lists.values())]
+    points = list(grid)
+    if not all(isinstance(p, Mapping) for p in points):
+        raise ValueError("grid must be a dict of lists or a list of dicts")
+    return [dict(p) for p in points]
+
+
+def _model_names() -> list[str] | None:
+    try:
+        from cnnlab import models  # lazy: the registry imports every architecture
+
+        return list(models.names())
+    except (ImportError, AttributeError):
+        return None
+
+
+def check_point(point: Mapping[str, Any]) -> None:
+    """Built-in checks of well-known parameter names; ValueError naming the parameter and valid values.
+
+    batch_size: int >= 1; model / model_name: in ``cnnlab.models.names()``; dtype: a known dtype;
+    autocast, memory_format, device: as :func:`cnnlab.profiling.benchmark` accepts them.
+    """
+    for name in RESERVED:
+        if name in point:
+            raise ValueError(f"grid parameter {name!r} clashes with a column the sweep writes; rename it")
+    if "batch_size" in point:
+        _settings.positive_int(point["batch_size"], parameter="batch_size")
+    for name in ("model", "model_name"):
+        if name in point and isinstance(point[name], str):
+            valid = _model_names()
+            if valid is None:
+                warnings.warn(f"cnnlab.models is not available: {name}={point[name]!r} not checked", stacklevel=3)
+            elif point[name] not in valid:
+                raise ValueError(f"{name}={point[name]!r} is not a known model; valid: {', '.join(valid)}")
+    if "dtype" in point:
+        _settings.dtype_name(point["dtype"])
+    if "autocast" in point:
+        _settings.autocast_name(point["autocast"])
+    if "memory_format" in point:
+        _settings.memory_format_name(point["memory_format"])
+    if "device" in point:
+        _settings.to_device(point["device"])
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(t.lower() in str(exc).lower() for t in _OOM_TEXT)
+
+
+def _free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _write_env(store_path: Path) -> None:
+    """Write ``<store>.env.json``; on resume keep the first run's record and add this one if it differs."""
+    path = store_path.with_name(store_path.name + ".env.json")
+    env = environment()
+    if path.exists():
+        try:
+            first = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            first = None
+        if isinstance(first, dict):
+            fields = ("device_name", "torch_version", "cuda_version", "driver_version", "git_commit", "preset")
+            changed = [f for f in fields if first.get(f) != env.get(f)]
+            if changed:
+                warnings.warn(f"resuming {store_path} in a different environment ({', '.join(changed)} changed); "
+                              f"both are recorded in {path.name}", stacklevel=3)
+                first.setdefault("resumed_runs", []).append(env)
+                path.write_text(json.dumps(first, indent=2, default=str))
+            return
+    path.write_text(json.dumps(env, indent=2, default=str))
+
+
+def sweep(
+    fn: Callable[..., Mapping[str, Any] | Sequence[Mapping[str, Any]]],
+    grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]],
+    store: str | Path,
+    *,
+    validate: Callable[[dict[str, Any]], None] | None = None,
+    builtin_checks: bool = True,
+    retry_errors: bool = False,
+    desc: str | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Call ``fn(**point)`` for every grid point not yet in ``store``; return the whole store as a DataFrame.
+
+    fn returns a dict of metrics (or a list of dicts: several rows for one point). Each row stored
+    is the point's parameters, then ``status`` ("ok", "oom", "error"), ``error`` (message, failed
+    points only), ``point_time_s`` (wall time of the point, s), ``finished_utc``, then the metrics.
+
+    Before any point runs, every point is checked (:func:`check_point` unless
+    ``builtin_checks=False``, then ``validate(point)``, which should raise ValueError); one bad
+    value fails the whole call with a message naming the parameter. ``<store>.env.json`` records
+    the environment. A point is skipped when the store has a row with the same parameter values;
+    with ``retry_errors=True`` points stored with ``status="error"`` are run again (their old rows
+    removed). An OOM (torch.OutOfMemoryError, MemoryError or an allocation-failure RuntimeError)
+    frees memory and is stored as ``status="oom"``; any other Exception as ``status="error"``;
+    the sweep goes on and warns with the list of failures at the end. KeyboardInterrupt stops it:
+    finished points are kept, so running the same call again resumes.
+    """
+    points = grid_points(grid)
+    for point in points:
+        if builtin_checks:
+            check_point(point)
+        if validate is not None:
+            validate(point)
+    results = ResultStore(store)
+    _write_env(results.path)
+
+    stored = results.rows()
+    names_sets = {tuple(sorted(p)) for p in points}
+    if retry_errors:
+        wanted = {(tuple(sorted(p)), _key(p, sorted(p))) for p in points}
+        kept = [r for r in stored if not (r.get("status") == "error"
+                                          and any((n, _key(r, n)) in wanted for n in names_sets))]
+        if len(kept) != len(stored):
+            results.replace_rows(kept)
+            stored = kept
+    done = {(names, _key(r, names)) for names in names_sets for r in stored}
+    todo = []
+    for p in points:  # skip stored points and repeats within the grid
+        key = (tuple(sorted(p)), _key(p, sorted(p)))
+        if key not in done:
+            done.add(key)
+            todo.append(p)
+    failures: list[tuple[dict, str, str]] = []
+    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc, disable=not progress)
+    try:
+        for point in todo:
+            bar.set_postfix_str(", ".join(f"{k}={v}" for k, v in point.items()), refresh=False)
+            rows, status, message = _run_point(fn, point)
+            if status != "ok":
+                failures.append((point, status, message))
+                _free_memory()
+            for row in rows:
+                results.append(row)
+            bar.update(1)
+    finally:
+        bar.close()
+    if failures:
+        lines = "\n".join(f"  {status}: {p} {msg[:200]}" for p, status, msg in failures)
+        warnings.warn(f"{len(failures)} of {len(todo)} points failed in {results.path}:\n{lines}", stacklevel=2)
+    return results.to_frame()
+
+
+def _key(row: Mapping[str, Any], names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(key_value(row.get(n)) for n in names)
+
+
+def _run_point(fn, point: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
+    start = time.perf_counter()
+    status, message, metrics = "ok", "", []
+    try:
+        out = fn(**point)
+        metrics = [dict(out)] if isinstance(out, Mapping) else [dict(m) for m in (out or [])]
+        for m in metrics:
+            clash = [k for k in m if k in point and key_value(m[k]) != key_value(point[k])] + \
+                    [k for k in m if k in RESERVED]
+            if clash:
+                raise ValueError(f"fn returned metrics named like parameters or sweep columns: {clash}")
+    except Exception as exc:  # recorded, not raised: one bad point must not lose the sweep
+        status = "oom" if _is_oom(exc) else "error"
+        message = f"{type(exc).__name__}: {exc}"
+        metrics = []
+    elapsed = time.perf_counter() - start
+    stamp = pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")
+    base = {**point, "status": status}
+    if status != "ok":
+        base["error"] = message
+    base.update(point_time_s=elapsed, finished_utc=stamp)
+    rows = [{**base, **{k: v for k, v in m.items() if k not in point}} for m in metrics] or [base]
+    return rows, status, message
