@@ -1,0 +1,97 @@
+"""One look for every cnnlab figure: seaborn theme, unit-bearing labels, log2 batch axes, PNG + SVG.
+
+Notebooks call :func:`set_theme` once, label axes from tidy column names with :func:`label_for`
+(``latency_ms_median`` -> "Latency median (ms)"), put batch size on a base-2 log axis with
+:func:`log2_batch_axis` (the papers double the batch size from 1 to 1024), and save with
+:func:`save_figure`, which writes the same figure as PNG (for the notebook and README) and SVG
+(for papers and zooming).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Iterable
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
+import seaborn as sns
+
+# Unit suffixes used in cnnlab column names -> how they read in a label.
+UNITS: dict[str, str] = {
+    "ms": "ms", "us": "µs", "ns": "ns", "s": "s",
+    "mib": "MiB", "gib": "GiB", "bytes": "bytes", "mb": "MB", "gb": "GB",
+    "pct": "%", "items_per_s": "items/s", "tflop_per_s": "TFLOP/s", "gflop_per_s": "GFLOP/s",
+    "gb_per_s": "GB/s", "flop_per_byte": "FLOP/byte", "hz": "Hz",
+}
+# Longest suffix first so "items_per_s" wins over "s".
+_UNIT_RE = re.compile(r"_(" + "|".join(sorted(map(re.escape, UNITS), key=len, reverse=True)) + r")(?=_|$)")
+_WORDS = {"gpu": "GPU", "cpu": "CPU", "mem": "memory", "alloc": "allocated", "dram": "DRAM", "l2": "L2",
+          "l1tex": "L1/TEX", "sm": "SM", "flops": "FLOPs", "htod": "HtoD", "dtoh": "DtoH", "util": "utilisation"}
+_NAMES = {"batch_size": "Batch size", "num_gpus": "GPUs", "model": "Model", "dtype": "Precision"}
+
+PALETTE = "colorblind"
+
+
+def set_theme(context: str = "notebook") -> None:
+    """Apply cnnlab's seaborn theme (white grid, colour-blind-safe palette, readable sizes). Idempotent."""
+    sns.set_theme(context=context, style="whitegrid", palette=PALETTE,
+                  rc={"figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight",
+                      "axes.titleweight": "bold", "svg.fonttype": "none"})
+
+
+def label_for(column: str, unit: str | None = None) -> str:
+    """Axis label from a tidy column name: ``"latency_ms_median"`` -> ``"Latency median (ms)"``.
+
+    ``unit`` overrides the unit parsed from the name. Names without a unit are title-cased only.
+    """
+    if column in _NAMES and unit is None:
+        return _NAMES[column]
+    match = _UNIT_RE.search(column)
+    found = UNITS[match.group(1)] if match else None
+    words = (column[: match.start()] + column[match.end():]) if match else column
+    text = " ".join(_WORDS.get(w, w) for w in words.split("_") if w)
+    text = text[:1].upper() + text[1:]
+    unit = unit or found
+    return f"{text} ({unit})" if unit else text
+
+
+def log2_batch_axis(ax, axis: str = "x", values: Iterable[int] | None = None, label: str = "Batch size"):
+    """Put ``axis`` of ``ax`` on a base-2 log scale with integer ticks (1, 2, 4, ...); returns ``ax``.
+
+    ``values`` sets the ticks (default: powers of two inside the current limits).
+    """
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis={axis!r} is not valid; valid: x, y")
+    scale = ax.set_xscale if axis == "x" else ax.set_yscale
+    scale("log", base=2)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if values is None:
+        lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+        lo, hi = max(lo, 1e-9), max(hi, 1e-9)
+        values = [2**k for k in range(math.floor(math.log2(lo)), math.floor(math.log2(hi)) + 1) if lo <= 2**k <= hi]
+    target.set_major_locator(mticker.FixedLocator(list(values)))
+    target.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(mticker.NullLocator())
+    (ax.set_xlabel if axis == "x" else ax.set_ylabel)(label)
+    return ax
+
+
+def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, Path]:
+    """Save ``fig`` as ``<outdir>/<name>.png`` and ``<outdir>/<name>.svg``; return both paths.
+
+    ``name`` is a bare file stem (letters, digits, ``-``, ``_``, ``.``), e.g. "001_batch_latency".
+    """
+    if not name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name) or name.endswith((".png", ".svg")):
+        raise ValueError(f"name={name!r} must be a bare file stem of letters, digits, '-', '_', '.' "
+                         "(no directory, no extension)")
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    fig.savefig(png, format="png")
+    fig.savefig(svg, format="svg")
+    return png, svg
+
+
+__all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "plt", "save_figure", "set_theme"]
