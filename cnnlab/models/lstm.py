@@ -1,6 +1,6 @@
 """LSTM sentiment classifier for IMDB, after the Kaggle notebook the HPML slides used (affand20, "IMDB with
-PyTorch"): token embedding, a stacked LSTM (Hochreiter & Schmidhuber 1997) and a linear head on the last layer's
-final hidden state.
+PyTorch"): token embedding, a stacked LSTM (Hochreiter & Schmidhuber 1997) and a linear head on the top layer's
+hidden state after the last real token.
 
 Differences from that notebook: the head gives ``num_classes`` logits (2 by default, for cross-entropy) instead of
 one sigmoid unit, and the sizes are options. The layers stay plain ``nn.Embedding`` / ``nn.LSTM`` / ``nn.Linear``
@@ -17,11 +17,13 @@ PAD_INDEX = 0  # token id 0 is padding: its embedding row stays zero
 
 
 class LSTMSentiment(nn.Module):
-    """Token ids (batch, seq_len) -> logits (batch, num_classes).
+    """Token ids (batch, seq_len) -> logits (batch, num_classes), from the top LSTM layer's hidden state at each
+    sequence's last real (non-padding) token.
 
-    Without ``lengths`` the LSTM reads every position, so pad on the left (as the reference notebook does) to make
-    the final hidden state follow the last real token. With ``lengths`` (real tokens per sequence, right padding)
-    the sequences are packed and the padding is skipped.
+    Without ``lengths`` the LSTM runs over every position and the state is read at the last non-zero token, which
+    works for right padding (cnnlab.data) and left padding (the reference notebook) alike; since the LSTM is
+    causal, right padding then gives exactly the unpadded result. With ``lengths`` (real tokens per sequence,
+    right padding) the sequences are packed, so the LSTM also skips the padding's compute.
     """
 
     def __init__(
@@ -47,14 +49,17 @@ class LSTMSentiment(nn.Module):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         embedded = self.embedding(tokens)
-        if lengths is None:
-            _, (hidden, _) = self.lstm(embedded)
-        else:
+        if lengths is not None:
             # pack_padded_sequence wants the lengths on the CPU as int64, whatever the device of the tokens.
             lengths = torch.as_tensor(lengths).to("cpu", torch.int64)
             packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
             _, (hidden, _) = self.lstm(packed)
-        return self.head(self.dropout(hidden[-1]))
+            return self.head(self.dropout(hidden[-1]))
+        output, _ = self.lstm(embedded)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        last = ((tokens != PAD_INDEX) * positions).amax(dim=1)  # an all-padding row reads position 0
+        final = output[torch.arange(tokens.shape[0], device=tokens.device), last]
+        return self.head(self.dropout(final))
 
 
 def lstm_sentiment(
