@@ -1,0 +1,274 @@
+"""Data-parallel training of one configuration, the script ``torchrun`` launches: ``python -m cnnlab.ddp``.
+
+Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with ResNet152", sec. 3)
+trains ResNet-152 on CIFAR-100 with DistributedDataParallel: the process group comes from the
+environment (RANK, WORLD_SIZE), a DistributedSampler gives every process its own shard of the data,
+SGD(lr=0.001, momentum=0.9) updates the model, and the PyTorch profiler records CPU and CUDA time,
+number of calls and maximum CPU and GPU memory. This script does the same with any registry model
+and dataset, on GPUs (NCCL, one GPU per process) or CPUs (Gloo):
+
+    torchrun --standalone --nproc-per-node 2 -m cnnlab.ddp --model lenet5 --dataset digits \
+        --batch-size 64 --fraction 1 --epochs 1 --out runs/lenet5_b64
+
+Every rank writes ``rank<r>.json`` (its own metrics) to ``--out``; rank 0 gathers all ranks' metrics
+through the process group (so it also works when the ranks are on different machines) and writes
+``row.json``: one tidy row for the configuration (see :func:`merge`). A rank that raises writes
+``rank<r>.error.json`` first, so the launcher (``cnnlab.studies.ddp_scaling.run_config``) can say why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import resource
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+
+# The convolution operators counted in conv_calls: one aten::convolution per conv layer per forward
+# and one aten::convolution_backward per backward (the backend ops they dispatch to are not counted
+# again, so the count means the same on CPU and GPU).
+CONV_OPS = ("aten::convolution", "aten::convolution_backward")
+MIB = 1024**2
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m cnnlab.ddp", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="resnet152", help="cnnlab.models name (paper: resnet152)")
+    p.add_argument("--dataset", default="cifar100", help="cnnlab.data name (paper: cifar100)")
+    p.add_argument("--synthetic", action="store_true", help="labelled synthetic data of the dataset's shape")
+    p.add_argument("--synthetic-size", type=int, default=None, help="number of synthetic training images")
+    p.add_argument("--batch-size", type=int, default=128, help="batch size PER RANK (paper's DataLoader batch)")
+    p.add_argument("--fraction", type=float, default=1.0, help="fraction of the training set (paper: 1, 1/2, 1/10)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.001, help="SGD learning rate (paper sec. 4.2.1: 0.001)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (paper sec. 4.2.1: 0.9)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: one GPU per process when CUDA is available, else the CPU")
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes per rank")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pg-timeout-s", type=float, default=300.0,
+                   help="a collective that waits longer than this fails instead of hanging")
+    p.add_argument("--no-profile-memory", action="store_true", help="skip the profiler's allocator events")
+    p.add_argument("--save-params", action="store_true", help="each rank saves params_rank<r>.pt after training")
+    p.add_argument("--fail-rank", type=int, default=None,
+                   help="fault injection for tests: this rank raises after the process group has formed")
+    p.add_argument("--out", required=True, help="output folder for rank<r>.json and row.json")
+    args = p.parse_args(argv)
+    for name in ("batch_size", "epochs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 < args.fraction <= 1:
+        p.error(f"--fraction must be in (0, 1], got {args.fraction}")
+    return args
+
+
+def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, torch.device, str]:
+    """Join the group torchrun set up in the environment: (rank, world_size, local_rank, device, backend).
+
+    NCCL with one GPU per process (``cuda:LOCAL_RANK``) when CUDA is used, Gloo on CPUs.
+    """
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        if var not in os.environ:
+            raise RuntimeError(f"environment variable {var} is not set: launch this script with torchrun "
+                               f"(e.g. torchrun --standalone --nproc-per-node 2 -m cnnlab.ddp ...)")
+    rank, world_size, local_rank = (int(os.environ[v]) for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda:
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda asked for, but CUDA is not available")
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(f"local rank {local_rank} has no GPU: only {torch.cuda.device_count()} visible")
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+        backend = "nccl"
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
+                            device_id=dev if use_cuda else None)
+    return rank, world_size, local_rank, dev, backend
+
+
+def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bool):
+    """(dataset fraction, its DistributedSampler, DataLoader over this rank's shard)."""
+    import cnnlab  # noqa: F401  (torchvision shim before any dataset code)
+    from cnnlab import data
+
+    def load():
+        return data.load(args.dataset, "train", synthetic=args.synthetic, synthetic_size=args.synthetic_size)
+
+    # Local rank 0 loads (and downloads) first, so processes on one machine do not race on the files.
+    dataset = load() if local_rank == 0 else None
+    dist.barrier()
+    dataset = dataset if dataset is not None else load()
+    part = data.subset(dataset, args.fraction, seed=args.seed)  # same seeded subset on every rank
+    sampler = DistributedSampler(part, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
+    loader = data.make_loader(part, args.batch_size, sampler=sampler, num_workers=args.num_workers,
+                              pin_memory=pin_memory)
+    return part, sampler, loader
+
+
+def param_digest(model: torch.nn.Module) -> str:
+    """SHA-256 of every parameter's bytes, in order: equal on two ranks iff their parameters are identical."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple[dict, torch.nn.Module]:
+    """Train ``args.epochs`` epochs under the profiler: (this rank's metrics, the trained model).
+
+    Metrics: times in ms (profiler totals) and s (wall time of the profiled epochs), memory in MiB
+    (peak tensor memory allocated during training, from the profiler's allocator events, and the
+    process's peak resident set size), calls counted by the profiler on this rank.
+    """
+    from cnnlab import models
+    from cnnlab.profiling.ops import profile_ops
+
+    part, sampler, loader = load_shard(args, rank, world_size, local_rank, pin_memory=dev.type == "cuda")
+    torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = models.get(args.model, num_classes=part.num_classes).to(dev)
+    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.fail_rank == rank:
+        raise RuntimeError(f"injected failure on rank {rank} (--fail-rank {args.fail_rank})")
+    epoch = {"n": 0, "samples": 0, "steps": 0, "loss": math.nan}
+
+    def one_epoch():
+        sampler.set_epoch(epoch["n"])  # a new shuffle every epoch, the same one on every rank
+        epoch["n"] += 1
+        for inputs, labels in loader:
+            inputs = inputs.to(dev, non_blocking=True)
+            labels = labels.to(dev, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(ddp(inputs), labels)
+            loss.backward()  # DDP all-reduces the gradients here
+            optimizer.step()
+            epoch["samples"] += len(labels)
+            epoch["steps"] += 1
+        epoch["loss"] = loss.item()
+
+    # One profiled iteration = one epoch; no unprofiled warm-up epoch (the paper profiles the training).
+    prof = profile_ops(one_epoch, iterations=args.epochs, warmup=0, device=dev,
+                       profile_memory=not args.no_profile_memory)
+    ops, s = prof.operators, prof.summary
+    cuda = dev.type == "cuda"
+    return {
+        "rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "pid": os.getpid(),
+        "device": str(dev), "backend": backend, "data_source": part.data_source,
+        "samples": epoch["samples"], "steps": epoch["steps"], "final_loss": epoch["loss"],
+        "wall_time_s": s["wall_time_ms"] / 1e3,
+        "cpu_total_ms": s["cpu_time_total_ms"],
+        "cuda_total_ms": s["device_time_total_ms"],
+        "cuda_missing_reason": s["device_missing_reason"],
+        "calls_total": int(ops["calls"].sum()),
+        "conv_calls": int(ops.loc[ops["name"].isin(CONV_OPS), "calls"].sum()),
+        "kernel_launches": s["kernel_launches"],
+        "max_cpu_mem_mib": s["max_cpu_mem_mib"],
+        "max_gpu_mem_mib": s["max_device_mem_mib"],
+        "max_gpu_mem_missing_reason": None if cuda else "CPU run: no GPU memory",
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # Linux reports KiB
+        "torch_threads": torch.get_num_threads(),
+        "param_sha256": param_digest(model),
+    }, model
+
+
+def merge(ranks: list[dict], config: dict) -> dict:
+    """One tidy row for a configuration from every rank's metrics.
+
+    Times: wall_time_s, cpu_total_ms and cuda_total_ms are the maximum over ranks (the slowest rank
+    sets the pace of synchronous data parallelism); memory: max_cpu_mem_mib / max_gpu_mem_mib are the
+    maximum over ranks, with the per-rank values in ``*_per_rank`` lists (rank order); calls are per rank
+    (maximum over ranks, every rank runs the same ops). throughput_samples_per_s = samples of all ranks /
+    wall_time_s. batch_size_per_rank is the DataLoader batch; global_batch_size = it x world_size.
+    """
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+    world_size = len(ranks)
+
+    def worst(key):
+        values = [r[key] for r in ranks]
+        return math.nan if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values) else max(values)
+
+    wall = worst("wall_time_s")
+    samples = sum(r["samples"] for r in ranks)
+    digests = {r["param_sha256"] for r in ranks}
+    return {
+        "model": config["model"], "dataset": config["dataset"], "data_source": ranks[0]["data_source"],
+        "backend": ranks[0]["backend"], "device": ranks[0]["device"].split(":")[0],
+        "world_size": world_size, "nnodes": len({r["hostname"] for r in ranks}),
+        "batch_size_per_rank": config["batch_size"], "global_batch_size": config["batch_size"] * world_size,
+        "data_fraction": config["fraction"], "epochs": config["epochs"],
+        "samples_total": samples, "steps_per_rank": max(r["steps"] for r in ranks),
+        "wall_time_s": wall,
+        "throughput_samples_per_s": samples / wall if wall > 0 else math.nan,
+        "cpu_total_ms": worst("cpu_total_ms"),
+        "cpu_total_ms_per_rank": [r["cpu_total_ms"] for r in ranks],
+        "cuda_total_ms": worst("cuda_total_ms"),
+        "cuda_total_ms_per_rank": [r["cuda_total_ms"] for r in ranks],
+        "cuda_missing_reason": ranks[0]["cuda_missing_reason"],
+        "calls_total": max(r["calls_total"] for r in ranks),
+        "conv_calls": max(r["conv_calls"] for r in ranks),
+        "kernel_launches": worst("kernel_launches"),
+        "max_cpu_mem_mib": worst("max_cpu_mem_mib"),
+        "max_cpu_mem_mib_per_rank": [r["max_cpu_mem_mib"] for r in ranks],
+        "max_gpu_mem_mib": worst("max_gpu_mem_mib"),
+        "max_gpu_mem_mib_per_rank": [r["max_gpu_mem_mib"] for r in ranks],
+        "max_gpu_mem_missing_reason": ranks[0]["max_gpu_mem_missing_reason"],
+        "max_rss_mib": worst("max_rss_mib"),
+        "torch_threads_per_rank": ranks[0]["torch_threads"],
+        "final_loss": ranks[0]["final_loss"],
+        "params_identical": len(digests) == 1,
+        "status": "ok", "error": None,
+    }
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(obj, indent=1, default=str, allow_nan=True))
+    tmp.replace(path)  # readers never see a half-written file
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rank = int(os.environ.get("RANK", "-1"))
+    try:
+        rank, world_size, local_rank, dev, backend = init_process_group(args.device, args.pg_timeout_s)
+        metrics, model = train_and_profile(args, rank, world_size, local_rank, dev, backend)
+        _write_json(out / f"rank{rank}.json", metrics)
+        if args.save_params:
+            torch.save({k: v.detach().cpu() for k, v in model.named_parameters()}, out / f"params_rank{rank}.pt")
+        gathered = [None] * world_size if rank == 0 else None
+        dist.gather_object(metrics, gathered, dst=0)
+        if rank == 0:
+            config = {k: getattr(args, k) for k in ("model", "dataset", "batch_size", "fraction", "epochs")}
+            _write_json(out / "row.json", merge(gathered, config))
+        dist.barrier()
+    except BaseException as exc:
+        oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+        _write_json(out / f"rank{rank}.error.json", {
+            "rank": rank, "hostname": socket.gethostname(), "error_type": type(exc).__name__,
+            "error": f"{'out of memory: ' if oom else ''}{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()})
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
