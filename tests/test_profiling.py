@@ -1,0 +1,435 @@
+"""Tests for cnnlab.profiling: each checks a number or behaviour that could be wrong."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from cnnlab.profiling import (
+    Measurement, OpsProfile, achieved, benchmark, cost_model, device_peaks, environment,
+    hardware_counters, profile_ops, sweep,
+)
+from cnnlab.profiling.counters import _target_command, parse_ncu_csv
+from cnnlab.profiling.store import ResultStore
+
+MIB = 1024**2
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class SmallConvNet(nn.Module):
+    """Three conv layers: profile_ops must count exactly 3 aten::conv2d per forward."""
+
+    n_conv = 3
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc(self.features(x))
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def test_cpu_benchmark_agrees_with_torch_utils_benchmark():
+    """Same forward passes timed by both: medians within 15%.
+
+    One thread and interleaved rounds: on a shared 2-core machine two-thread timings swing with
+    whatever else runs, which would compare the neighbours' load, not the two timers.
+    """
+    from torch.utils.benchmark import Timer
+
+    torch.manual_seed(0)
+    model, x = SmallConvNet().eval(), torch.randn(16, 3, 32, 32)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ours, ref = [], []
+    try:
+        timer = Timer("with torch.inference_mode(): model(x)", globals={"model": model, "x": x, "torch": torch},
+                      num_threads=1)
+        for _ in range(3):
+            ours += benchmark(model, x, device="cpu", warmup=2, repeats=15, measure_memory=False).latencies_ms
+            ref += [t * 1e3 for t in timer.blocked_autorange(min_run_time=0.3).times]
+    finally:
+        torch.set_num_threads(threads)
+    ratio = float(np.median(ours) / np.median(ref))
+    print(f"benchmark / torch.utils.benchmark median latency: {ratio:.3f}")
+    assert abs(ratio - 1) <= 0.15, ratio
+
+
+def test_measurement_row_has_settings_and_consistent_numbers():
+    model, x = SmallConvNet(), torch.randn(8, 3, 32, 32)
+    m = benchmark(model, x, device="cpu", warmup=1, repeats=5, labels={"model": "small"})
+    assert isinstance(m, Measurement)
+    row = m.as_row()
+    for key in ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "throughput_items_per_s", "total_time_s",
+                "peak_mem_alloc_mib", "peak_mem_reserved_mib", "peak_mem_method", "gpu_util_pct",
+                "gpu_util_missing_reason", "device", "dtype", "autocast", "memory_format", "batch_size",
+                "warmup", "repeats"):
+        assert key in row, key
+    assert "latencies_ms" not in row and row["model"] == "small"
+    assert len(m.latencies_ms) == 5
+    assert row["latency_ms_p10"] <= row["latency_ms_median"] <= row["latency_ms_p90"]
+    # total covers the 5 batches (plus loop overhead); throughput follows from it
+    assert sum(m.latencies_ms) / 1e3 <= row["total_time_s"] * 1.0001
+    assert row["throughput_items_per_s"] == pytest.approx(8 * 5 / row["total_time_s"])
+    # CPU: utilisation and reserved memory are missing with a reason, never 0
+    assert math.isnan(row["gpu_util_pct"]) and row["gpu_util_missing_reason"]
+    assert math.isnan(row["peak_mem_reserved_mib"]) and row["peak_mem_reserved_missing_reason"]
+    # the peak includes the weights and the input already resident
+    resident = (sum(p.numel() for p in model.parameters()) * 4 + x.numel() * 4) / MIB
+    assert row["peak_mem_alloc_mib"] >= resident + row["peak_mem_increment_mib"] - 1e-9
+
+
+def test_cpu_peak_memory_of_a_256_mib_allocation():
+    n = 256 * MIB // 4  # float32 elements
+
+    def allocate(x):  # the 256 MiB tensor exists only inside the measured region
+        big = torch.ones(n)
+        return big[:1] + x
+
+    m = benchmark(allocate, torch.zeros(1), device="cpu", warmup=0, repeats=1)
+    assert m.peak_mem_increment_mib == pytest.approx(256, rel=0.10)
+    assert m.peak_mem_alloc_mib == pytest.approx(256, rel=0.10)
+    prof = profile_ops(lambda: allocate(torch.zeros(1)), iterations=1, warmup=0, device="cpu")
+    assert prof.summary["max_cpu_mem_mib"] == pytest.approx(256, rel=0.10)
+
+
+def test_benchmark_applies_dtype_and_memory_format():
+    seen = {}
+
+    def probe(x):
+        seen["dtype"], seen["channels_last"] = x.dtype, x.is_contiguous(memory_format=torch.channels_last)
+        return x.sum()
+
+    m = benchmark(probe, torch.randn(2, 3, 8, 8), device="cpu", dtype="fp64", memory_format="channels_last",
+                  warmup=0, repeats=2, measure_memory=False)
+    assert seen == {"dtype": torch.float64, "channels_last": True}
+    assert (m.dtype, m.memory_format) == ("float64", "channels_last")
+    model = nn.Conv2d(3, 4, 3)
+    benchmark(model, torch.randn(2, 3, 8, 8), device="cpu", dtype="float64", memory_format="channels_last",
+              warmup=0, repeats=1, measure_memory=False)
+    assert model.weight.dtype == torch.float64 and model.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("kwargs, parameter, valid", [
+    ({"dtype": "fp12"}, "dtype", "float16"),
+    ({"memory_format": "nhcw"}, "memory_format", "channels_last"),
+    ({"autocast": "int8"}, "autocast", "bfloat16"),
+    ({"device": "tpu"}, "device", "cpu"),
+    ({"repeats": 0}, "repeats", ">= 1"),
+])
+def test_benchmark_rejects_bad_settings_naming_them(kwargs, parameter, valid):
+    args = {"device": "cpu", "warmup": 0, "repeats": 1, **kwargs}
+    with pytest.raises(ValueError) as err:
+        benchmark(nn.Identity(), torch.zeros(1), **args)
+    assert parameter in str(err.value) and valid in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_benchmark_cuda_without_gpu_says_so():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        benchmark(nn.Identity(), torch.zeros(1), device="cuda", warmup=0, repeats=1)
+
+
+# ---------------------------------------------------------------- profile_ops
+
+
+def test_profile_ops_counts_k_times_n_conv_calls(tmp_path):
+    model, x, k = SmallConvNet().eval(), torch.randn(4, 3, 32, 32), 4
+    trace = tmp_path / "trace.json"
+    with torch.inference_mode():
+        prof = profile_ops(lambda: model(x), iterations=k, device="cpu", record_shapes=True, trace_path=trace)
+    assert isinstance(prof, OpsProfile)
+    ops = prof.operators.set_index("name")
+    assert ops.loc["aten::conv2d", "calls"] == k * SmallConvNet.n_conv
+    assert ops.loc["aten::linear", "calls"] == k
+    assert ops.loc["aten::conv2d", "cpu_time_total_us"] >= ops.loc["aten::conv2d", "self_cpu_time_us"] > 0
+    s = prof.summary
+    assert s["iterations"] == k and 0 < s["cpu_time_total_ms"] <= s["wall_time_ms"] * 1.01
+    # no device on CPU: missing with a reason, never 0
+    assert math.isnan(s["kernel_time_total_ms"]) and math.isnan(s["sync_wait_ms"]) and s["device_missing_reason"]
+    assert ops["device_time_total_us"].isna().all() and prof.kernels.empty
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e.get("name") == "aten::conv2d" for e in events) == k * SmallConvNet.n_conv
+
+
+# ---------------------------------------------------------------- cost model
+
+
+def test_cost_model_counts_conv_flops_and_bytes():
+    conv = nn.Conv2d(3, 8, 3)  # 32x32 -> 30x30
+    c = cost_model(conv, (3, 32, 32), batch_size=2)
+    macs = 2 * 8 * 30 * 30 * 3 * 3 * 3
+    assert c["flops"] == 2 * macs
+    assert c["param_bytes"] == (8 * 3 * 3 * 3 + 8) * 4
+    assert c["input_bytes"] == 2 * 3 * 32 * 32 * 4
+    assert c["activation_bytes"] == 2 * 8 * 30 * 30 * 4
+    assert c["memory_bytes"] == c["param_bytes"] + c["input_bytes"] + c["activation_bytes"]
+    assert c["arithmetic_intensity_flop_per_byte"] == pytest.approx(c["flops"] / c["memory_bytes"])
+    half = cost_model(conv, (3, 32, 32), batch_size=2, dtype="float16")
+    assert half["flops"] == c["flops"] and half["memory_bytes"] * 2 == c["memory_bytes"]
+    assert conv.weight.device.type == "cpu" and conv.weight.dtype == torch.float32  # untouched
+    rate = achieved(c, 1e-3)
+    assert rate["achieved_tflop_per_s"] == pytest.approx(c["flops"] / 1e-3 / 1e12)
+    with pytest.raises(ValueError, match="time_s"):
+        achieved(c, 0)
+
+
+def test_device_peaks_known_unknown_and_cpu():
+    t4 = device_peaks(device_name="Tesla T4")
+    assert t4["peak_bandwidth_gb_per_s"] == 320 and t4["peak_fp16_tflop_per_s"] == 65 and t4["peaks_missing_reason"] is None
+    assert device_peaks(device_name="NVIDIA H100 PCIe")["peak_bandwidth_gb_per_s"] == 2000  # not the SXM entry
+    assert device_peaks(device_name="NVIDIA L40S")["peaks_missing_reason"]  # "L4" must not match L40S
+    cpu = device_peaks("cpu")
+    assert math.isnan(cpu["peak_fp32_tflop_per_s"]) and cpu["peaks_missing_reason"]
+
+
+# ---------------------------------------------------------------- hardware counters
+
+
+def test_hardware_counters_without_ncu_warns_and_returns_none(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no ncu
+    with pytest.warns(UserWarning, match="not on the PATH"):
+        assert hardware_counters("cnnlab.profiling:environment") is None
+
+
+def test_hardware_counter_target_forms():
+    assert _target_command(["python", "x.py"], "py") == ["python", "x.py"]
+    cmd = _target_command("cnnlab.profiling:environment", "py")
+    assert cmd[:2] == ["py", "-c"] and "'cnnlab.profiling'" in cmd[2] and "'environment'" in cmd[2]
+    assert _target_command(environment, "py") == _target_command("cnnlab.profiling.environment:environment", "py")
+    with pytest.raises(ValueError, match="module-level"):
+        _target_command(lambda: None, "py")
+    with pytest.raises(ValueError, match="module:function"):
+        _target_command("no_colon", "py")
+
+
+def test_parse_ncu_details_csv():
+    # Layout of `ncu --import r.ncu-rep --csv --page details --print-units base` (one row per launch x metric).
+    text = textwrap.dedent('''\
+        ==PROF== Connected to process 1234
+        "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+        "0","1234","python","h","void conv_kernel<float>(...)","1","7","(256, 1, 1)","(120, 1, 1)","0","7.5","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","61.25"
+        "0","1234","python","h","void conv_kernel<float>(...)","1","7","(256, 1, 1)","(120, 1, 1)","0","7.5","Command line profiler metrics","gpu__time_duration.sum","usecond","12.5"
+        "0","1234","python","h","void conv_kernel<float>(...)","1","7","(256, 1, 1)","(120, 1, 1)","0","7.5","Command line profiler metrics","sm__cycles_active.avg","cycle","1,234,567"
+        "1","1234","python","h","relu_kernel","1","7","(128, 1, 1)","(64, 1, 1)","0","7.5","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","88"
+        "1","1234","python","h","relu_kernel","1","7","(128, 1, 1)","(64, 1, 1)","0","7.5","Command line profiler metrics","smsp__inst_executed.sum","inst","42"
+        ''')
+    df = parse_ncu_csv(text)
+    assert list(df["kernel_name"]) == ["void conv_kernel<float>(...)", "relu_kernel"]
+    assert list(df["dram_throughput_pct"]) == [61.25, 88.0]
+    assert df.loc[0, "kernel_time_ns"] == 12500.0  # usecond scaled to the column's ns
+    assert df.loc[0, "sm_cycles_active"] == 1234567.0  # thousands separators removed
+    assert df.loc[1, "smsp__inst_executed_sum_inst"] == 42.0 and math.isnan(df.loc[1, "kernel_time_ns"])
+
+
+# ---------------------------------------------------------------- sweep
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_sweep_interrupted_then_resumed_measures_each_point_once(tmp_path):
+    store = tmp_path / "s.csv"
+    grid = {"batch_size": [1, 2, 4], "width": [8, 16]}
+    calls = []
+
+    def fn(batch_size, width, stop_after=None):
+        if stop_after is not None and len(calls) == stop_after:
+            raise KeyboardInterrupt  # what Ctrl-C or a notebook "interrupt" does mid-sweep
+        calls.append((batch_size, width))
+        return {"latency_ms": batch_size * width / 10}
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(lambda **p: fn(**p, stop_after=3), grid, store, progress=False)
+    assert len(_rows(store)) == 3
+    df = sweep(fn, grid, store, progress=False)
+    assert sorted(calls) == sorted((b, w) for b in grid["batch_size"] for w in grid["width"])
+    assert len(calls) == 6 and len(df) == 6 and not df.duplicated(["batch_size", "width"]).any()
+    assert (df["status"] == "ok").all()
+    assert df.set_index(["batch_size", "width"]).loc[(4, 16), "latency_ms"] == pytest.approx(6.4)
+    sweep(fn, grid, store, progress=False)  # a third run finds nothing to do
+    assert len(calls) == 6
+
+
+def test_sweep_killed_process_resumes(tmp_path):
+    store = tmp_path / "killed.csv"
+    log = tmp_path / "calls.log"
+    script = textwrap.dedent(f'''
+        import time, cnnlab
+        from cnnlab.profiling import sweep
+        def fn(i):
+            with open({str(log)!r}, "a") as f:
+                f.write(f"{{i}}\\n")
+            time.sleep(0.3)
+            return {{"value": i * i}}
+        sweep(fn, {{"i": list(range(8))}}, {str(store)!r}, progress=False)
+    ''')
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + 60
+    while time.time() < deadline and (not store.exists() or len(_rows(store)) < 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _rows(store)
+    assert 3 <= len(before) < 8
+    started_before = [int(v) for v in log.read_text().split()]
+
+    resumed = []
+    df = sweep(lambda i: resumed.append(i) or {"value": i * i}, {"i": list(range(8))}, store, progress=False)
+    assert sorted(df["i"]) == list(range(8)) and (df["value"] == df["i"] ** 2).all()
+    done_before = {int(r["i"]) for r in before}
+    assert done_before.isdisjoint(resumed) and done_before | set(resumed) == set(range(8))
+    # a point killed mid-measurement (started, never stored) is measured again, never lost
+    assert set(started_before) - done_before <= set(resumed)
+
+
+def test_store_drops_a_torn_last_line(tmp_path):
+    path = tmp_path / "torn.csv"
+    path.write_text("i,status,value\n0,ok,0\n1,ok,1\n2,o")  # killed while writing row 2
+    assert [r["i"] for r in ResultStore(path).rows()] == ["0", "1"]
+
+
+def test_sweep_records_oom_and_errors_and_goes_on(tmp_path):
+    store = tmp_path / "oom.csv"
+    ran = []
+
+    def fn(batch_size):
+        ran.append(batch_size)
+        if batch_size == 2:
+            torch.empty(1 << 50, dtype=torch.uint8)  # 1 PiB: a real allocation failure
+        if batch_size == 4:
+            raise ZeroDivisionError("boom")
+        return {"latency_ms": float(batch_size), **({"extra_col": 1} if batch_size == 8 else {})}
+
+    with pytest.warns(UserWarning, match="2 of 4 points failed") as record:
+        df = sweep(fn, {"batch_size": [1, 2, 4, 8]}, store, progress=False)
+    assert ran == [1, 2, 4, 8]
+    status = df.set_index("batch_size")["status"].to_dict()
+    assert status == {1: "ok", 2: "oom", 4: "error", 8: "ok"}
+    errors = df.set_index("batch_size")["error"]
+    assert "allocate" in errors[2] and "ZeroDivisionError: boom" in errors[4]
+    assert math.isnan(df.set_index("batch_size").loc[2, "latency_ms"])  # missing, not 0
+    assert df.set_index("batch_size").loc[8, "extra_col"] == 1  # a column that appeared late
+    assert "oom" in str(record[0].message) and "boom" in str(record[0].message)
+
+    # a GPU-style OOM exception is recognised too, and retry_errors re-runs only the error point
+    def fn2(batch_size):
+        ran.append(("again", batch_size))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.warns(UserWarning, match="1 of 1 points failed"):
+        df = sweep(fn2, {"batch_size": [1, 2, 4, 8]}, store, retry_errors=True, progress=False)
+    assert ran[-1] == ("again", 4) and len(df) == 4
+    assert df.set_index("batch_size").loc[4, "status"] == "oom"
+
+
+@pytest.mark.parametrize("grid, parameter, valid", [
+    ({"batch_size": [8, 0]}, "batch_size", ">= 1"),
+    ({"model": ["resnet20", "resnet999"]}, "model", "resnet20"),
+    ({"dtype": ["float32", "fp12"]}, "dtype", "float16"),
+    ({"batch_size": 8}, "batch_size", "list"),
+])
+def test_sweep_rejects_bad_grid_values_before_any_work(tmp_path, grid, parameter, valid):
+    store = tmp_path / "bad.csv"
+    ran = []
+    with pytest.raises(ValueError) as err:
+        sweep(lambda **p: ran.append(p) or {}, grid, store, progress=False)
+    assert parameter in str(err.value) and valid in str(err.value)
+    assert ran == [] and not store.exists() and not (tmp_path / "bad.csv.env.json").exists()
+
+
+def test_sweep_user_validate_hook_runs_first(tmp_path):
+    def validate(point):
+        if point["tile"] not in (8, 16):
+            raise ValueError(f"tile={point['tile']} is not valid; valid: 8, 16")
+
+    with pytest.raises(ValueError, match="tile=3"):
+        sweep(lambda tile: pytest.fail("ran"), {"tile": [8, 3]}, tmp_path / "v.csv", validate=validate)
+
+
+def test_sweep_writes_environment_beside_store_and_supports_jsonl(tmp_path):
+    store = tmp_path / "r.jsonl"
+    df = sweep(lambda n, shape: [{"part": 0, "v": n}, {"part": 1, "v": -n}],
+               [{"n": 1, "shape": (3, 32, 32)}, {"n": 2, "shape": (3, 32, 32)}], store, progress=False)
+    assert len(df) == 4 and sorted(df["v"]) == [-2, -1, 1, 2]
+    again = sweep(lambda **p: pytest.fail("re-ran a stored point"),
+                  [{"n": 1, "shape": (3, 32, 32)}, {"n": 2, "shape": (3, 32, 32)}], store, progress=False)
+    assert len(again) == 4
+    env = json.loads((tmp_path / "r.jsonl.env.json").read_text())
+    for key in ("device_name", "driver_version", "cuda_version", "cudnn_version", "torch_version",
+                "cnnlab_version", "cpu_model", "cpu_cores_logical", "git_commit", "preset", "date_utc"):
+        assert key in env, key
+    assert env["torch_version"] == torch.__version__ and env["cnnlab_version"] == cnnlab.__version__
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if head.returncode == 0:
+        assert env["git_commit"] == head.stdout.strip()
+    if not torch.cuda.is_available():
+        assert env["driver_version"] is None and env["driver_missing_reason"]
+
+
+# ---------------------------------------------------------------- GPU paths (run on a CUDA machine)
+
+
+@cuda
+def test_cuda_benchmark_host_inputs_memory_and_utilisation():
+    model, x = SmallConvNet(), torch.randn(64, 3, 32, 32)
+    m = benchmark(model, x, device="cuda", warmup=5, repeats=50)
+    assert m.timer == "cuda_events" and m.input_location == "host"
+    assert 0 < m.latency_ms_p10 <= m.latency_ms_median <= m.latency_ms_p90
+    assert m.peak_mem_alloc_mib >= x.numel() * 4 / MIB  # the copied input lives on the GPU
+    assert m.peak_mem_reserved_mib >= m.peak_mem_alloc_mib
+    assert (0 <= m.gpu_util_pct <= 100) or (math.isnan(m.gpu_util_pct) and m.gpu_util_missing_reason)
+    on_gpu = benchmark(model, x.cuda(), device="cuda", warmup=5, repeats=50, pin_memory=True)
+    assert on_gpu.input_location == "device"
+
+
+@cuda
+def test_cuda_peak_memory_of_a_256_mib_allocation():
+    n = 256 * MIB // 4
+    m = benchmark(lambda x: torch.ones(n, device="cuda")[:1] + x, torch.zeros(1, device="cuda"),
+                  device="cuda", warmup=0, repeats=2)
+    assert m.peak_mem_increment_mib == pytest.approx(256, rel=0.10)
+
+
+@cuda
+def test_cuda_profile_ops_kernels_copies_and_syncs():
+    model, k = SmallConvNet().cuda().eval(), 3
+    x = torch.randn(8, 3, 32, 32)
+
+    def step():
+        with torch.inference_mode():
+            y = model(x.cuda())  # one HtoD copy per iteration
+            y.cpu()              # one DtoH copy (synchronising) per iteration
+            torch.cuda.synchronize()
+
+    prof = profile_ops(step, iterations=k, device="cuda")
+    s = prof.summary
+    assert prof.operators.set_index("name").loc["aten::conv2d", "calls"] == k * SmallConvNet.n_conv
+    assert s["memcpy_htod_count"] == k and s["memcpy_dtoh_count"] == k
+    assert s["kernel_launches"] >= k * SmallConvNet.n_conv and s["kernel_time_total_ms"] > 0
+    assert s["sync_calls"] >= k and s["sync_wait_ms"] >= 0 and s["device_missing_reason"] is None
+    assert s["device_time_total_ms"] >= s["kernel_time_total_ms"]
