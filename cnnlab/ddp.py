@@ -40,7 +40,15 @@ from torch.utils.data.distributed import DistributedSampler
 # and one aten::convolution_backward per backward (the backend ops they dispatch to are not counted
 # again, so the count means the same on CPU and GPU).
 CONV_OPS = ("aten::convolution", "aten::convolution_backward")
-MIB = 1024**2
+# The merged row of one configuration (see merge), in column order.
+ROW_FIELDS = (
+    "model", "dataset", "data_source", "backend", "device", "world_size", "nnodes", "batch_size_per_rank",
+    "global_batch_size", "data_fraction", "epochs", "samples_total", "steps_per_rank", "wall_time_s",
+    "throughput_samples_per_s", "cpu_total_ms", "cpu_total_ms_per_rank", "cuda_total_ms", "cuda_total_ms_per_rank",
+    "cuda_missing_reason", "calls_total", "conv_calls", "kernel_launches", "max_cpu_mem_mib",
+    "max_cpu_mem_mib_per_rank", "max_gpu_mem_mib", "max_gpu_mem_mib_per_rank", "max_gpu_mem_missing_reason",
+    "max_rss_mib", "torch_threads_per_rank", "final_loss", "params_identical", "status", "error",
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -204,7 +212,7 @@ def merge(ranks: list[dict], config: dict) -> dict:
     wall = worst("wall_time_s")
     samples = sum(r["samples"] for r in ranks)
     digests = {r["param_sha256"] for r in ranks}
-    return {
+    row = {
         "model": config["model"], "dataset": config["dataset"], "data_source": ranks[0]["data_source"],
         "backend": ranks[0]["backend"], "device": ranks[0]["device"].split(":")[0],
         "world_size": world_size, "nnodes": len({r["hostname"] for r in ranks}),
@@ -232,6 +240,8 @@ def merge(ranks: list[dict], config: dict) -> dict:
         "params_identical": len(digests) == 1,
         "status": "ok", "error": None,
     }
+    assert tuple(row) == ROW_FIELDS, "merge() and ROW_FIELDS disagree"
+    return row
 
 
 def _write_json(path: Path, obj) -> None:

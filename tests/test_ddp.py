@@ -1,0 +1,134 @@
+"""cnnlab.ddp (the torchrun training script) and the launcher/sweep of cnnlab.studies.ddp_scaling.
+
+The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostly process start-up.
+"""
+
+import math
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+import cnnlab  # noqa: F401
+from cnnlab import models
+from cnnlab.ddp import ROW_FIELDS, merge
+from cnnlab.studies import ddp_scaling
+
+TINY = dict(model="lenet5", dataset="digits", data_fraction=0.05, batch_size_per_rank=8, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp")
+    row = ddp_scaling.run_config(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, **TINY)
+    return row, Path(row["run_dir"])
+
+
+def test_two_gloo_ranks_train_to_identical_parameters(two_ranks):
+    row, run_dir = two_ranks
+    assert row["status"] == "ok", row["error"]
+    assert row["params_identical"] is True
+    p0 = torch.load(run_dir / "params_rank0.pt", weights_only=True)
+    p1 = torch.load(run_dir / "params_rank1.pt", weights_only=True)
+    assert list(p0) == list(p1) and len(p0) > 0
+    for name in p0:
+        assert torch.equal(p0[name], p1[name]), name
+    torch.manual_seed(0)  # the script's seed: the initial weights, which training must have changed
+    initial = dict(models.get("lenet5", num_classes=10).named_parameters())
+    assert any(not torch.equal(p0[name], initial[name]) for name in p0)
+
+
+def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
+    row, run_dir = two_ranks
+    assert set(ROW_FIELDS) <= set(row)
+    assert (row["world_size"], row["nnodes"], row["backend"], row["device"]) == (2, 1, "gloo", "cpu")
+    assert (row["batch_size_per_rank"], row["global_batch_size"], row["data_fraction"]) == (8, 16, 0.05)
+    # 71 images; DistributedSampler pads to 36 per rank -> 5 steps of <= 8 per epoch, 2 epochs.
+    assert row["samples_total"] == 2 * 36 * 2 and row["steps_per_rank"] == 10
+    assert row["conv_calls"] == 10 * 2 * 2  # LeNet-5: 2 convolutions, forward + backward, per step
+    assert row["calls_total"] > row["conv_calls"]
+    assert row["wall_time_s"] > 0 and row["cpu_total_ms"] > 0 and row["max_cpu_mem_mib"] > 0
+    assert row["throughput_samples_per_s"] == pytest.approx(row["samples_total"] / row["wall_time_s"])
+    assert len(row["cpu_total_ms_per_rank"]) == len(row["max_cpu_mem_mib_per_rank"]) == 2
+    assert row["max_cpu_mem_mib"] == max(row["max_cpu_mem_mib_per_rank"])
+    assert math.isnan(row["cuda_total_ms"]) and "CPU" in row["cuda_missing_reason"]
+    assert math.isnan(row["max_gpu_mem_mib"]) and row["max_gpu_mem_missing_reason"]
+    assert row["data_source"] == "real" and row["torch_threads_per_rank"] == 1
+    assert {p.name for p in run_dir.glob("rank*.json")} == {"rank0.json", "rank1.json"}
+
+
+def test_a_crashing_rank_is_recorded_as_failed_within_the_timeout(tmp_path):
+    start = time.perf_counter()
+    row = ddp_scaling.run_config(world_size=2, out_dir=tmp_path, timeout_s=90, fail_rank=1, **TINY)
+    assert time.perf_counter() - start < 90
+    assert row["status"] == "failed"
+    assert row["error"].startswith("rank 1: RuntimeError: injected failure")
+    assert set(ROW_FIELDS) <= set(row) and math.isnan(row["wall_time_s"])
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+def test_timeout_kills_torchrun_and_its_workers(tmp_path):
+    start = time.perf_counter()
+    row = ddp_scaling.run_config(world_size=2, out_dir=tmp_path, timeout_s=4, **TINY)  # start-up alone is longer
+    assert time.perf_counter() - start < 15
+    assert row["status"] == "failed" and row["error"].startswith("timeout")
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
+    rank = dict(local_rank=0, hostname="a", pid=1, device="cpu", backend="gloo", data_source="real", samples=100,
+                steps=10, final_loss=1.0, wall_time_s=2.0, cpu_total_ms=2000.0, cuda_total_ms=math.nan,
+                cuda_missing_reason="CPU run", calls_total=500, conv_calls=40, kernel_launches=math.nan,
+                max_cpu_mem_mib=10.0, max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run",
+                max_rss_mib=300.0, torch_threads=1, param_sha256="x")
+    ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, hostname="b"),
+             dict(rank, rank=0)]
+    row = merge(ranks, dict(model="lenet5", dataset="digits", batch_size=32, fraction=0.5, epochs=1))
+    assert tuple(row) == ROW_FIELDS
+    assert row["wall_time_s"] == 4.0 and row["throughput_samples_per_s"] == 200 / 4.0
+    assert row["cpu_total_ms_per_rank"] == [2000.0, 3000.0] and row["max_cpu_mem_mib"] == 12.0
+    assert row["global_batch_size"] == 64 and row["nnodes"] == 2 and row["params_identical"] is True
+    assert math.isnan(row["cuda_total_ms"])
+    assert merge([dict(rank, rank=0), dict(rank, rank=1, param_sha256="y")],
+                 dict(model="m", dataset="d", batch_size=1, fraction=1.0, epochs=1))["params_identical"] is False
+
+
+def test_scaling_efficiency_against_one_process():
+    df = pd.DataFrame([dict(model="m", dataset="d", device="cpu", epochs=1, data_fraction=1.0, batch_size_per_rank=b,
+                            world_size=w, status=s, throughput_samples_per_s=t)
+                       for b, w, s, t in [(8, 1, "ok", 100.0), (8, 2, "ok", 150.0), (16, 2, "ok", 90.0),
+                                          (32, 1, "failed", math.nan), (32, 2, "ok", 80.0)]])
+    out = ddp_scaling.add_scaling(df)
+    assert out["speedup_vs_1"].tolist()[:2] == [1.0, 1.5]
+    assert out["scaling_efficiency"].tolist()[:2] == [1.0, 0.75]
+    assert out["scaling_missing_reason"].tolist()[2:] == ["no successful 1-process point to compare with",
+                                                         "point failed", "no successful 1-process point to compare with"]
+
+
+def test_plan_skips_what_the_machine_cannot_run_and_validate_names_the_parameter():
+    cfg = SimpleNamespace(**ddp_scaling.PRESETS["paper"])
+    cfg.device = "cpu"
+    points, skipped = ddp_scaling.plan(cfg)
+    assert len(points) == 3 * 4 * 3 and skipped.empty  # Gloo runs every process count on a CPU
+    assert {"world_size", "batch_size_per_rank", "data_fraction"} <= set(points[0])
+    ddp_scaling.validate(cfg)
+    for name, bad in [("batch_sizes", [0]), ("data_fractions", [1.5]), ("device", "tpu"), ("model", "nope")]:
+        with pytest.raises(ValueError, match=name.rstrip("s")):
+            ddp_scaling.validate(SimpleNamespace(**{**vars(cfg), name: bad}))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            ddp_scaling.plan(SimpleNamespace(**{**vars(cfg), "device": "cuda"}))
