@@ -3,9 +3,16 @@
     tiled_conv2d(x, weight, bias, stride, padding, tile=(16, 16))   # Triton kernel, one output tile per program
     tile_model(model, tile=32)                                       # copy with Conv2d -> TiledConv2d
 
-One module per job: ``triton_conv`` (the Triton kernel and its drop-in module).
+    tile_spatially(model, tile=32, until="layer3")                   # prefix runs tile by tile, output stitched
+
+One module per job: ``triton_conv`` (the Triton kernel and its drop-in module), ``spatial`` (model-level spatial
+tiling with a receptive-field halo).
 """
 
+from cnnlab.kernels.spatial import SpatiallyTiled, TiledModel, receptive_field, split_model, tile_spatially
 from cnnlab.kernels.triton_conv import TILE_SIZES, TiledConv2d, interpreter_enabled, tile_model, tiled_conv2d
 
-__all__ = ["TILE_SIZES", "TiledConv2d", "interpreter_enabled", "tile_model", "tiled_conv2d"]
+__all__ = [
+    "TILE_SIZES", "SpatiallyTiled", "TiledConv2d", "TiledModel", "interpreter_enabled", "receptive_field",
+    "split_model", "tile_model", "tile_spatially", "tiled_conv2d",
+]  # fmt: skip
