@@ -113,13 +113,21 @@ def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bo
     import cnnlab  # noqa: F401  (torchvision shim before any dataset code)
     from cnnlab import data
 
-    def load():
-        return data.load(args.dataset, "train", synthetic=args.synthetic, synthetic_size=args.synthetic_size)
+    def load(download: bool):
+        return data.load(args.dataset, "train", synthetic=args.synthetic, synthetic_size=args.synthetic_size,
+                         download=download)
 
-    # Local rank 0 loads (and downloads) first, so processes on one machine do not race on the files.
-    dataset = load() if local_rank == 0 else None
-    dist.barrier()
-    dataset = dataset if dataset is not None else load()
+    try:  # every rank reads the files at once when they are there ...
+        dataset = load(download=False)
+    except data.DatasetUnavailableError:
+        dataset = None
+    missing = [None] * world_size
+    dist.all_gather_object(missing, dataset is None)
+    if any(missing):  # ... else local rank 0 downloads first, so processes on one machine do not race
+        if local_rank == 0 and dataset is None:
+            dataset = load(download=True)
+        dist.barrier()
+        dataset = dataset if dataset is not None else load(download=False)
     part = data.subset(dataset, args.fraction, seed=args.seed)  # same seeded subset on every rank
     sampler = DistributedSampler(part, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     loader = data.make_loader(part, args.batch_size, sampler=sampler, num_workers=args.num_workers,

@@ -108,8 +108,8 @@ def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
 
 
 def test_scaling_efficiency_against_one_process():
-    df = pd.DataFrame([dict(model="m", dataset="d", device="cpu", epochs=1, data_fraction=1.0, batch_size_per_rank=b,
-                            world_size=w, status=s, throughput_samples_per_s=t)
+    df = pd.DataFrame([dict(model="m", dataset="d", device="cpu", epochs=1, data_fraction=1.0,
+                            batch_size_per_rank=b, world_size=w, status=s, throughput_samples_per_s=t)
                        for b, w, s, t in [(8, 1, "ok", 100.0), (8, 2, "ok", 150.0), (16, 2, "ok", 90.0),
                                           (32, 1, "failed", math.nan), (32, 2, "ok", 80.0)]])
     out = ddp_scaling.add_scaling(df)
@@ -132,3 +132,18 @@ def test_plan_skips_what_the_machine_cannot_run_and_validate_names_the_parameter
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             ddp_scaling.plan(SimpleNamespace(**{**vars(cfg), "device": "cuda"}))
+
+
+def test_claims_follow_the_measurements():
+    rows = [dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cpu",
+                 cpu_total_ms=1000.0 / (b * w) if f == 1.0 else 5.0 * b, cuda_total_ms=math.nan,
+                 cuda_missing_reason="CPU run", calls_total=1000 // b, max_cpu_mem_mib=float(b),
+                 max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run")
+            for f in (1.0, 0.5) for b in (32, 128) for w in (1, 2)]
+    checks = {c.claim: c for c in ddp_scaling.check_claims(pd.DataFrame(rows))}
+    by_batch = checks["CPU runtime falls with batch size on the larger data fractions (1, 1/2)"]
+    assert by_batch.held is False and by_batch.ours == "fell in 2 of 4 comparisons"  # fraction 0.5 grows
+    assert checks["number of calls falls with batch size"].held is True
+    assert checks["max CPU memory is about the same for every batch size and process count"].held is False
+    cuda = checks["CUDA runtime falls with process count on the larger data fractions (1, 1/2)"]
+    assert cuda.held is None and cuda.note == "CPU run"
