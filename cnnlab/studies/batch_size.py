@@ -115,7 +115,7 @@ def validate(cfg):
 
 # ------------------------------------------------------------------------------------------------ helpers
 
-def _release() -> None:
+def free_memory() -> None:
     """Free the previous point's tensors, so that a GPU's peak-memory counters see only the current one."""
     gc.collect()
     if torch.cuda.is_available():
@@ -127,7 +127,8 @@ def _build(name: str) -> torch.nn.Module:
     return models.get(name).eval()
 
 
-def _run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
+def run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
+    """:func:`cnnlab.profiling.sweep` into ``store``, or into a temporary file when ``store`` is None."""
     if store is not None:
         return sweep(fn, grid, store=store, desc=desc, progress=progress)
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,7 +159,7 @@ def measure_point(model: str, batch_size: int, *, device, images: int, warmup: i
                    total_time_s=float(np.sum(m.latencies_ms[:batches])) / 1e3)
     finally:
         del net, x
-        _release()
+        free_memory()
     row.update(model_cost(model), data_source=DATA_SOURCE)
     return {k: row[k] for k in MEASURE_COLUMNS}
 
@@ -188,7 +189,7 @@ def measure(models_: list[str], batch_sizes: list[int], *, device="cpu", images:
         return measure_point(model, batch_size, device=dev, images=images, warmup=warmup, min_repeats=min_repeats)
 
     grid = {"model": models_, "batch_size": batch_sizes}
-    return _run_sweep(point, grid, store, "batch size: time and memory", progress)
+    return run_sweep(point, grid, store, "batch size: time and memory", progress)
 
 
 def breakdown_point(model: str, batch_size: int, *, device, iterations: int = 2, warmup: int = 1) -> list[dict]:
@@ -206,7 +207,7 @@ def breakdown_point(model: str, batch_size: int, *, device, iterations: int = 2,
         s = prof.summary
     finally:
         del net, x
-        _release()
+        free_memory()
     per = 1.0 / iterations
     wall = s["wall_time_ms"] * per
     nan = math.nan
@@ -264,7 +265,7 @@ def breakdown(models_: list[str], batch_sizes: list[int], *, device="cpu", itera
         return breakdown_point(model, batch_size, device=dev, iterations=iterations, warmup=warmup)
 
     grid = {"model": models_, "batch_size": batch_sizes}
-    return _run_sweep(point, grid, store, "batch size: time breakdown", progress)
+    return run_sweep(point, grid, store, "batch size: time breakdown", progress)
 
 
 def best_batches(measured: pd.DataFrame) -> pd.DataFrame:
@@ -526,6 +527,6 @@ def plot_roofline(roof: pd.DataFrame):
 
 
 __all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "best_batches",
-           "breakdown", "check_batch_sizes", "check_claims", "check_models", "image_models", "measure",
+           "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory", "image_models", "measure",
            "model_cost", "plot_breakdown", "plot_latency_utilisation", "plot_roofline", "plot_time_memory",
-           "roofline", "validate"]
+           "roofline", "run_sweep", "validate"]
