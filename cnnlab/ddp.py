@@ -182,7 +182,8 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     ops, s = prof.operators, prof.summary
     cuda = dev.type == "cuda"
     return {
-        "rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "pid": os.getpid(),
+        "rank": rank, "local_rank": local_rank, "node": int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node id
+        "hostname": socket.gethostname(), "pid": os.getpid(),
         "device": str(dev), "backend": backend, "data_source": part.data_source,
         "samples": epoch["samples"], "steps": epoch["steps"], "final_loss": epoch["loss"],
         "wall_time_s": s["wall_time_ms"] / 1e3,
@@ -223,7 +224,7 @@ def merge(ranks: list[dict], config: dict) -> dict:
     row = {
         "model": config["model"], "dataset": config["dataset"], "data_source": ranks[0]["data_source"],
         "backend": ranks[0]["backend"], "device": ranks[0]["device"].split(":")[0],
-        "world_size": world_size, "nnodes": len({r["hostname"] for r in ranks}),
+        "world_size": world_size, "nnodes": len({r["node"] for r in ranks}),
         "batch_size_per_rank": config["batch_size"], "global_batch_size": config["batch_size"] * world_size,
         "data_fraction": config["fraction"], "epochs": config["epochs"],
         "samples_total": samples, "steps_per_rank": max(r["steps"] for r in ranks),

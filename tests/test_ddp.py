@@ -90,12 +90,12 @@ def test_timeout_kills_torchrun_and_its_workers(tmp_path):
 
 
 def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
-    rank = dict(local_rank=0, hostname="a", pid=1, device="cpu", backend="gloo", data_source="real", samples=100,
+    rank = dict(local_rank=0, node=0, hostname="a", pid=1, device="cpu", backend="gloo", data_source="real", samples=100,
                 steps=10, final_loss=1.0, wall_time_s=2.0, cpu_total_ms=2000.0, cuda_total_ms=math.nan,
                 cuda_missing_reason="CPU run", calls_total=500, conv_calls=40, kernel_launches=math.nan,
                 max_cpu_mem_mib=10.0, max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run",
                 max_rss_mib=300.0, torch_threads=1, param_sha256="x")
-    ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, hostname="b"),
+    ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, node=1),
              dict(rank, rank=0)]
     row = merge(ranks, dict(model="lenet5", dataset="digits", batch_size=32, fraction=0.5, epochs=1))
     assert tuple(row) == ROW_FIELDS
