@@ -59,6 +59,7 @@ def _driver_version() -> tuple[str | None, str | None]:
 
         pynvml.nvmlInit()
         version = pynvml.nvmlSystemGetDriverVersion()
+        pynvml.nvmlShutdown()
         return (version.decode() if isinstance(version, bytes) else version), None
     except ImportError:
         return None, "pynvml (nvidia-ml-py) is not installed"

@@ -25,11 +25,13 @@ class Utilisation:
 
 
 def _nvml_handle(device_index: int):
-    """NVML handle for torch's CUDA device ``device_index`` (matched by UUID: CUDA_VISIBLE_DEVICES reorders)."""
+    """NVML handle for torch's CUDA device ``device_index`` (matched by UUID: CUDA_VISIBLE_DEVICES reorders).
+
+    NVML must already be initialised.
+    """
     import pynvml
     import torch
 
-    pynvml.nvmlInit()
     uuid = getattr(torch.cuda.get_device_properties(device_index), "uuid", None)
     if uuid is not None:
         try:
@@ -37,6 +39,16 @@ def _nvml_handle(device_index: int):
         except pynvml.NVMLError:
             pass  # MIG instances carry a MIG- UUID; fall back to the index
     return pynvml.nvmlDeviceGetHandleByIndex(device_index)
+
+
+def _shutdown() -> None:
+    """Balance an nvmlInit (NVML counts initialisations)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlShutdown()
+    except Exception:  # already shut down or never loaded: nothing to release
+        pass
 
 
 class UtilisationSampler:
@@ -60,16 +72,22 @@ class UtilisationSampler:
         if self.device_index is None:
             return self
         try:
-            self._handle = _nvml_handle(self.device_index)
             import pynvml
-
-            pynvml.nvmlDeviceGetUtilizationRates(self._handle)  # fails here, not in the thread, if unsupported
         except ImportError:
             self.result = Utilisation(math.nan, 0, "pynvml (nvidia-ml-py) is not installed")
             return self
-        except Exception as exc:  # NVMLError subclasses: library missing, not supported (MIG), no permission
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:  # no driver / library on this machine
+            self.result = Utilisation(math.nan, 0, f"NVML unavailable: {exc}")
+            return self
+        try:
+            self._handle = _nvml_handle(self.device_index)
+            pynvml.nvmlDeviceGetUtilizationRates(self._handle)  # fails here, not in the thread, if unsupported
+        except pynvml.NVMLError as exc:  # not supported (MIG), no permission, device not found
             self.result = Utilisation(math.nan, 0, f"NVML unavailable: {exc}")
             self._handle = None
+            _shutdown()
             return self
         self._thread = threading.Thread(target=self._run, name="cnnlab-nvml-sampler", daemon=True)
         self._thread.start()
@@ -91,6 +109,7 @@ class UtilisationSampler:
             return
         self._stop.set()
         self._thread.join()
+        _shutdown()
         if self._samples:
             self.result = Utilisation(sum(self._samples) / len(self._samples), len(self._samples), None)
         else:

@@ -160,6 +160,7 @@ def benchmark(
     inputs, plus the allocator-event peak of one extra pass, see ``memory.py``);
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop (NaN on CPU, with a reason).
+    On CPU, ``measure_memory`` costs one extra call of the model after the timed loop.
     """
     dev = _settings.to_device(device)
     dtype_name = _settings.dtype_name(dtype)
