@@ -176,10 +176,13 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
     nan = math.nan
     iter_events = [e for e in events if e.name == _ITERATION and _is_host(e)]
     final = [e for e in events if e.name == _FINAL_SYNC and _is_host(e)]
-    spans = [(f.time_range.start, f.time_range.end, f.thread) for f in final]
+    spans = [(f.time_range.start, f.time_range.end) for f in final]
 
     def inside_final(e) -> bool:
-        return any(s <= e.time_range.start and e.time_range.end <= t and e.thread == th for s, t, th in spans)
+        # By time alone: runtime calls made outside an aten op (torch.cuda.synchronize) keep CUPTI's thread
+        # id, not the profiler's; the midpoint tolerates the small offset between the two clocks.
+        mid = (e.time_range.start + e.time_range.end) / 2
+        return any(s <= mid <= t for s, t in spans)
 
     # the iteration annotations' self time is fn's own Python overhead: part of the CPU total
     host = [e for e in events if _is_host(e) and e.name != _FINAL_SYNC and not inside_final(e)]
