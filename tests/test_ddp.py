@@ -81,11 +81,17 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
-def test_timeout_kills_torchrun_and_its_workers(tmp_path):
+def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_path):
+    cfg = SimpleNamespace(**{**ddp_scaling.PRESETS["quick"], "data_fractions": [0.05], "batch_sizes": [8],
+                             "world_sizes": [1, 2], "timeout_s": 4})  # start-up alone takes longer than 4 s
     start = time.perf_counter()
-    row = ddp_scaling.run_config(world_size=2, out_dir=tmp_path, timeout_s=4, **TINY)  # start-up alone is longer
-    assert time.perf_counter() - start < 15
-    assert row["status"] == "failed" and row["error"].startswith("timeout")
+    with pytest.warns(UserWarning, match="2 of 2 points failed"):
+        runs = ddp_scaling.run_sweep(cfg, tmp_path, progress=False)
+    assert time.perf_counter() - start < 30
+    assert runs["world_size"].tolist() == [1, 2]  # the second point ran after the first failed
+    assert (runs["status"] == "failed").all() and runs["error"].str.startswith("timeout").all()
+    assert set(ROW_FIELDS) <= set(runs.columns) and runs["global_batch_size"].tolist() == [8, 16]
+    assert runs["scaling_missing_reason"].eq("point failed").all()
     assert _processes_mentioning(str(tmp_path)) == []
 
 

@@ -263,6 +263,8 @@ def run_sweep(cfg, out_dir, *, progress: bool = True) -> pd.DataFrame:
         df = df[df.apply(lambda r: any(_same(r, p) for p in points), axis=1)].copy()  # this grid's points only
         df = df.reindex(columns=list(dict.fromkeys([*ROW_FIELDS, *df.columns])))
         failed = df["status"] != "ok"
+        text = ("backend", "data_source", "error", "cuda_missing_reason", "max_gpu_mem_missing_reason")
+        df = df.astype({c: object for c in text})  # all-NaN (float) columns when every point failed
         # The sweep stores a failed point as its parameters + error: fill in what the configuration says.
         df["status"] = df["status"].replace({"error": "failed", "oom": "failed"})
         df["error"] = df["error"].map(lambda e: e.removeprefix("RunFailed: ") if isinstance(e, str) else None)
