@@ -78,6 +78,10 @@ def test_store_makes_the_sweep_resumable(measured):
                        progress=False)
     assert again["finished_utc"].tolist() == df["finished_utc"].tolist()  # nothing re-measured
     assert len(pd.read_csv(store)) == 6
+    part = bs.measure(["resnet20", "lenet5"], [4], images=16, warmup=1, min_repeats=2, store=store, progress=False)
+    assert list(zip(part["model"], part["batch_size"])) == [("resnet20", 4), ("lenet5", 4)]  # this grid, its order
+    assert bs.store_path("f", "m", images=16) != bs.store_path("f", "m", images=32)
+    assert bs.store_path("f", "m", images=16, device="cpu") == bs.store_path("f", "m", device="cpu", images=16)
 
 
 def test_breakdown_rows_and_shares_on_cpu():

@@ -16,6 +16,8 @@ plus (Sec. III-A) kernel time, host<->device transfer time and time waiting on s
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import math
 import tempfile
 from pathlib import Path
@@ -26,8 +28,9 @@ import torch
 
 from cnnlab import models
 from cnnlab.claims import Claim
-from cnnlab.profiling import achieved, benchmark, cost_model, device_peaks, profile_ops, sweep
+from cnnlab.profiling import achieved, benchmark, cost_model, device_peaks, grid_points, profile_ops, sweep
 from cnnlab.profiling import settings as _settings
+from cnnlab.profiling.store import key_value
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
@@ -128,11 +131,25 @@ def _build(name: str) -> torch.nn.Module:
 
 
 def run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
-    """:func:`cnnlab.profiling.sweep` into ``store``, or into a temporary file when ``store`` is None."""
-    if store is not None:
-        return sweep(fn, grid, store=store, desc=desc, progress=progress)
-    with tempfile.TemporaryDirectory() as tmp:
-        return sweep(fn, grid, store=Path(tmp) / "sweep.csv", desc=desc, progress=progress)
+    """:func:`cnnlab.profiling.sweep` into ``store`` (a temporary file when None); returns the rows of
+    ``grid``'s points only (a store kept from an earlier, larger grid may hold others), in grid order."""
+    if store is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return run_sweep(fn, grid, Path(tmp) / "sweep.csv", desc, progress)
+    df = sweep(fn, grid, store=store, desc=desc, progress=progress)
+    points = grid_points(grid)
+    names = list(points[0])
+    order = {tuple(key_value(p[n]) for n in names): i for i, p in enumerate(points)}
+    rank = df[names].apply(lambda r: order.get(tuple(key_value(v) for v in r)), axis=1)
+    return df[rank.notna()].assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank") \
+        .reset_index(drop=True)
+
+
+def store_path(folder: str | Path, name: str, **settings) -> Path:
+    """``<folder>/<name>_<digest>.csv``: a sweep store keyed by the settings that are not grid parameters
+    (images, repeats, device, ...), so that a run with other settings never resumes from this one's rows."""
+    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return Path(folder) / f"{name}_{digest}.csv"
 
 
 def model_cost(name: str) -> dict:
@@ -529,4 +546,4 @@ def plot_roofline(roof: pd.DataFrame):
 __all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "best_batches",
            "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory", "image_models", "measure",
            "model_cost", "plot_breakdown", "plot_latency_utilisation", "plot_roofline", "plot_time_memory",
-           "roofline", "run_sweep", "validate"]
+           "roofline", "run_sweep", "store_path", "validate"]
