@@ -36,8 +36,8 @@ PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
 
 PRESETS = {
-    # CPU smoke run of the whole code path: two models, four batch sizes, 256 images per point.
-    "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64], images=256, warmup=2,
+    # CPU smoke run of the whole code path: two models, four batch sizes, 128 images per point.
+    "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64], images=128, warmup=2,
                   min_repeats=3, profile_iterations=2, device=None),
     # One Colab GPU: the paper's models and batch sizes, 2048 images per point.
     "standard": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=2048, warmup=5,
@@ -400,8 +400,8 @@ def check_claims(measured: pd.DataFrame, *, device: str) -> list[Claim]:
 # ------------------------------------------------------------------------------------------------ figures
 
 def _missing_panel(ax, text: str) -> None:
+    """Say in the panel why it is empty (the x axis stays: it may be shared with a panel above)."""
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes, fontsize=9, color="0.3")
-    ax.set_xticks([])
     ax.set_yticks([])
 
 
@@ -448,7 +448,7 @@ def plot_latency_utilisation(measured: pd.DataFrame):
     if util.empty:
         reasons = "; ".join(ok["gpu_util_missing_reason"].dropna().unique()) or "not measured"
         _missing_panel(bottom, f"GPU utilisation not measured on this device:\n{reasons}")
-        bottom.set_xlabel("Batch size")
+        plotting.log2_batch_axis(bottom, values=sizes)
     else:
         _lines(bottom, util, "gpu_util_pct", sizes, plotting.label_for("gpu_util_pct"), log=False)
         bottom.set_ylim(0, 100)
@@ -500,18 +500,18 @@ def plot_breakdown(parts: pd.DataFrame):
 
 
 def plot_roofline(roof: pd.DataFrame):
-    """Achieved TFLOP/s against arithmetic intensity, each model at its best batch; roof lines where the
+    """Achieved GFLOP/s against arithmetic intensity, each model at its best batch; roof lines where the
     device's peaks are known (a CPU has none: the plot then says so and shows the points only)."""
+    import matplotlib.ticker as mticker
+
     from cnnlab import plotting
 
     fig, ax = plotting.plt.subplots(figsize=(7, 5))
-    x, y = roof["arithmetic_intensity_flop_per_byte"], roof["achieved_tflop_per_s"]
-    for i, (_, r) in enumerate(roof.iterrows()):
-        ax.scatter(r["arithmetic_intensity_flop_per_byte"], r["achieved_tflop_per_s"], s=60, zorder=3,
-                   color=plotting.plt.get_cmap("tab10")(i % 10))
-        ax.annotate(f"{r['model']} (bs {int(r['batch_size'])})",
-                    (r["arithmetic_intensity_flop_per_byte"], r["achieved_tflop_per_s"]),
-                    textcoords="offset points", xytext=(5, 5), fontsize=8)
+    gflops = roof["achieved_tflop_per_s"] * 1e3
+    colors = plotting.plt.get_cmap("tab10")
+    for i, (r, y) in enumerate(zip(roof.itertuples(), gflops)):
+        ax.scatter(r.arithmetic_intensity_flop_per_byte, y, s=60, zorder=3, color=colors(i % 10),
+                   label=f"{r.model} (batch {int(r.batch_size)})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     bw = roof["peak_bandwidth_gb_per_s"].iloc[0] if len(roof) else math.nan
@@ -520,25 +520,29 @@ def plot_roofline(roof: pd.DataFrame):
         roofs.append(("TF32 (cuDNN default for fp32 convs)", "peak_tf32_tflop_per_s"))
     drawn = False
     if len(roof) and not math.isnan(bw):
-        lo, hi = min(x.min() / 4, 0.5), max(x.max() * 4, 1e3)
-        ai = np.logspace(np.log10(lo), np.log10(hi), 200)
+        x = roof["arithmetic_intensity_flop_per_byte"]
+        ai = np.logspace(np.log10(min(x.min() / 4, 0.5)), np.log10(max(x.max() * 4, 1e3)), 200)
         for label, col in roofs:
-            peak = roof[col].iloc[0]
+            peak = roof[col].iloc[0] * 1e3  # GFLOP/s
             if math.isnan(peak):
                 continue
-            ax.plot(ai, np.minimum(peak, ai * bw / 1e3), "--", label=f"roof: {label} {peak:g} TFLOP/s, {bw:g} GB/s")
+            # below the ridge point a kernel is bound by bandwidth: GB/s x FLOP/byte = GFLOP/s
+            ax.plot(ai, np.minimum(peak, ai * bw), "--", label=f"roof {label}: {peak / 1e3:g} TFLOP/s, {bw:g} GB/s")
             drawn = True
-    if drawn:
-        ax.legend(fontsize=8, loc="lower right")
-        title = f"Roofline: {roof['device_name'].iloc[0]}"
     else:
-        reason = roof["peaks_missing_reason"].dropna().iloc[0] if len(roof) and roof["peaks_missing_reason"].notna().any() \
-            else "device peaks unknown"
-        title = "Achieved FLOP/s vs arithmetic intensity (no roof lines)"
-        ax.text(0.02, 0.02, f"No roof lines: {reason}", transform=ax.transAxes, fontsize=8, color="0.3", wrap=True)
-    ax.set_title(title)
+        ax.margins(x=0.4, y=0.4)
+    if drawn:
+        ax.set_title(f"Roofline: {roof['device_name'].iloc[0]}")
+    else:
+        reason = next(iter(roof["peaks_missing_reason"].dropna()), "device peaks unknown") if len(roof) else "no data"
+        ax.set_title("Achieved FLOP/s vs arithmetic intensity\n(no roof lines: " + reason.split(";")[0] + ")",
+                     fontsize=11)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if str(v)[0] in "25" else ""))
+    ax.legend(fontsize=8, loc="best")
     ax.set_xlabel(plotting.label_for("arithmetic_intensity_flop_per_byte"))
-    ax.set_ylabel(plotting.label_for("achieved_tflop_per_s"))
+    ax.set_ylabel(plotting.label_for("achieved_gflop_per_s"))
     fig.tight_layout()
     return fig
 
