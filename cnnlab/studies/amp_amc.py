@@ -31,7 +31,7 @@ from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep
+from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep, store_path
 
 VARIANTS = {
     "fp32": dict(amp=False, amc=False, compile=False),
@@ -256,5 +256,5 @@ def plot_variants(df: pd.DataFrame):
     return fig
 
 
-__all__ = ["MEMORY_DROP_HELD_PCT", "PAPER_MEMORY_DROP_PCT", "PRESETS", "VARIANTS", "add_changes", "amp_dtype",
+__all__ = ["store_path", "MEMORY_DROP_HELD_PCT", "PAPER_MEMORY_DROP_PCT", "PRESETS", "VARIANTS", "add_changes", "amp_dtype",
            "check_claims", "check_variants", "cudnn_benchmark", "measure", "plot_variants", "validate"]

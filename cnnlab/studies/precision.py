@@ -30,7 +30,7 @@ from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep
+from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep, store_path
 
 # User-facing names -> what they do. "autocast" resolves per device (float16 on CUDA, bfloat16 on CPU).
 PRECISIONS = {
@@ -341,5 +341,5 @@ def plot_accuracy(acc: pd.DataFrame):
     return fig
 
 
-__all__ = ["ACCURACY_TOLERANCE_PP", "PRECISIONS", "PRESETS", "accuracy", "check_claims", "plot_accuracy",
+__all__ = ["store_path", "ACCURACY_TOLERANCE_PP", "PRECISIONS", "PRESETS", "accuracy", "check_claims", "plot_accuracy",
            "plot_time_memory", "resolve_precisions", "timing", "validate"]
