@@ -110,7 +110,6 @@ def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, to
 
 def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bool):
     """(dataset fraction, its DistributedSampler, DataLoader over this rank's shard)."""
-    import cnnlab  # noqa: F401  (torchvision shim before any dataset code)
     from cnnlab import data
 
     def load(download: bool):

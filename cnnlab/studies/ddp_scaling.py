@@ -369,7 +369,7 @@ def plot_scaling(df: pd.DataFrame):
     from cnnlab import plotting
 
     ok = df[df["status"] == "ok"].copy()
-    ok["configuration"] = ok.apply(lambda r: f"b{r.batch_size_per_rank:g}, f{r.data_fraction:g}", axis=1)
+    ok["configuration"] = [f"b{b:g}, f{f:g}" for b, f in zip(ok["batch_size_per_rank"], ok["data_fraction"])]
     fig, (left, right) = plotting.plt.subplots(1, 2, figsize=(10, 3.8))
     worlds = sorted(ok["world_size"].unique()) if len(ok) else [1]
     if len(ok):
