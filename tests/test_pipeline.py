@@ -1,0 +1,29 @@
+import pytest
+
+from cnnlab import pipeline
+
+
+def test_output_dir_follows_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path))
+    out = pipeline.output_dir("00_quickstart")
+    assert out == tmp_path / "00_quickstart" and out.is_dir()
+
+
+def test_find_notebooks_by_number_and_unknown_selector():
+    everything = pipeline.find_notebooks()
+    assert everything and all(nb.suffix == ".ipynb" for nb in everything)
+    assert [nb.stem for nb in everything] == sorted(nb.stem for nb in everything)
+    assert [nb.stem for nb in pipeline.find_notebooks("00")] == ["00_quickstart"]
+    with pytest.raises(SystemExit, match="available: 00_quickstart"):
+        pipeline.find_notebooks("99")
+
+
+def test_notebooks_are_committed_without_outputs():
+    import json
+
+    for nb in pipeline.find_notebooks():
+        cells = json.loads(nb.read_text())["cells"]
+        assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in cells), nb.name
+        for cell in cells:
+            if cell["cell_type"] == "code":
+                assert not cell.get("outputs") and cell.get("execution_count") is None, nb.name

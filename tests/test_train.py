@@ -1,0 +1,54 @@
+import time
+
+import pytest
+import torch
+
+from cnnlab import data, train
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    start = time.perf_counter()
+    model, history = train.train("resnet20", "digits", recipe="quick", root=root, progress=False)
+    return root, model, history, time.perf_counter() - start
+
+
+def test_resnet20_learns_digits_above_90_percent(trained):
+    _, model, history, _ = trained
+    assert history["test_accuracy_pct"].iloc[-1] > 90
+    assert (history["data_source"] == "real").all()
+    assert list(history.columns[:3]) == ["epoch", "lr", "train_loss"]
+    test = data.make_loader(data.load("digits", "test"), 256)
+    assert train.evaluate(model, test)["accuracy_pct"] == pytest.approx(history["test_accuracy_pct"].iloc[-1])
+
+
+def test_second_call_loads_the_checkpoint(trained):
+    root, model, history, first_s = trained
+    start = time.perf_counter()
+    again, history2 = train.train("resnet20", "digits", recipe="quick", root=root, progress=False)
+    assert time.perf_counter() - start < first_s / 3
+    for a, b in zip(model.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+    assert history2.equals(history)
+    assert len(list((root / "checkpoints").glob("*.pt"))) == 1
+
+
+def test_checkpoint_key_depends_on_recipe_and_source():
+    a = train.checkpoint_path("resnet20", "cifar10", train.RECIPES["quick"], data_source="real")
+    b = train.checkpoint_path("resnet20", "cifar10", train.RECIPES["standard"], data_source="real")
+    c = train.checkpoint_path("resnet20", "cifar10", train.RECIPES["quick"], data_source="synthetic")
+    assert len({a, b, c}) == 3
+
+
+def test_evaluate_in_reduced_precision_and_bad_recipe():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
+    loader = data.make_loader(data.load("digits", "test"), 128)
+    fp32 = train.evaluate(model, loader)
+    bf16 = train.evaluate(model, loader, autocast=torch.bfloat16)
+    assert fp32["num_examples"] == bf16["num_examples"] == 360
+    assert abs(fp32["loss"] - bf16["loss"]) < 0.05
+    with pytest.raises(ValueError, match="valid recipes"):
+        train.train("resnet20", "digits", recipe="long")
+    with pytest.raises(ValueError, match="valid schedules"):
+        train.Recipe(schedule="linear")
