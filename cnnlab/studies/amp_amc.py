@@ -236,17 +236,24 @@ def plot_variants(df: pd.DataFrame):
 
     ok = df[df["status"] == "ok"]
     order = [v for v in VARIANTS if v in set(ok["variant"])]
+    names = list(dict.fromkeys(ok["model"]))
     fig, (top, bottom) = plotting.plt.subplots(2, 1, figsize=(max(7, 1.6 * ok["model"].nunique() + 3), 8),
                                                sharex=True)
-    for ax, col, title in ((top, "latency_ms_median", "Average time per batch"),
+    for ax, col, title in ((top, "latency_ms_median", "Time per batch (median, bars: p10-p90)"),
                            (bottom, "peak_mem_alloc_mib", "Peak memory allocated")):
-        sns.barplot(data=ok, x="model", y=col, hue="variant", hue_order=order, ax=ax)
+        sns.barplot(data=ok, x="model", y=col, order=names, hue="variant", hue_order=order, ax=ax, errorbar=None)
         ax.set_ylabel(plotting.label_for(col))
-        ax.set_title(f"{title} (batch {int(ok['batch_size'].iloc[0])})" if len(ok) else title)
+        ax.set_title(f"{title}, batch {int(ok['batch_size'].iloc[0])}" if len(ok) else title)
+    for container, variant in zip(top.containers, order):  # the spread of the timed batches
+        rows = ok[ok["variant"] == variant].set_index("model").reindex(names)
+        x = [bar.get_x() + bar.get_width() / 2 for bar in container]
+        low = (rows["latency_ms_median"] - rows["latency_ms_p10"]).to_numpy(dtype=float)
+        high = (rows["latency_ms_p90"] - rows["latency_ms_median"]).to_numpy(dtype=float)
+        top.errorbar(x, rows["latency_ms_median"].to_numpy(dtype=float), yerr=[low, high], fmt="none",
+                     ecolor="0.2", capsize=3, lw=1)
     for container, variant in zip(bottom.containers, order):
         rows = ok[ok["variant"] == variant].set_index("model")["mem_change_pct_vs_fp32"]
-        labels = [] if variant == "fp32" else [f"{rows.get(t.get_text(), math.nan):+.0f}%"
-                                                for t in bottom.get_xticklabels()]
+        labels = [] if variant == "fp32" else [f"{rows.get(name, math.nan):+.0f}%" for name in names]
         if labels:
             bottom.bar_label(container, labels=labels, fontsize=8)
     bottom.get_legend().remove()

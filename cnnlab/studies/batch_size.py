@@ -405,6 +405,15 @@ def _missing_panel(ax, text: str) -> None:
     ax.set_yticks([])
 
 
+def plain_log_ticks(ax, axis: str = "y") -> None:
+    """Tick labels of a log axis as plain numbers (0.5, 2, 40) instead of powers of ten (4 x 10^1)."""
+    import matplotlib.ticker as mticker
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
 def _lines(ax, df, y, batch_sizes, ylabel, log=True):
     import seaborn as sns
 
@@ -413,6 +422,7 @@ def _lines(ax, df, y, batch_sizes, ylabel, log=True):
     sns.lineplot(data=df, x="batch_size", y=y, hue="model", style="model", markers=True, dashes=False, ax=ax)
     if log:
         ax.set_yscale("log")
+        plain_log_ticks(ax)
     plotting.log2_batch_axis(ax, values=batch_sizes)
     ax.set_ylabel(ylabel)
 
@@ -502,8 +512,6 @@ def plot_breakdown(parts: pd.DataFrame):
 def plot_roofline(roof: pd.DataFrame):
     """Achieved GFLOP/s against arithmetic intensity, each model at its best batch; roof lines where the
     device's peaks are known (a CPU has none: the plot then says so and shows the points only)."""
-    import matplotlib.ticker as mticker
-
     from cnnlab import plotting
 
     fig, ax = plotting.plt.subplots(figsize=(7, 5))
@@ -537,9 +545,8 @@ def plot_roofline(roof: pd.DataFrame):
         reason = next(iter(roof["peaks_missing_reason"].dropna()), "device peaks unknown") if len(roof) else "no data"
         ax.set_title("Achieved FLOP/s vs arithmetic intensity\n(no roof lines: " + reason.split(";")[0] + ")",
                      fontsize=11)
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if str(v)[0] in "25" else ""))
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
     ax.legend(fontsize=8, loc="best")
     ax.set_xlabel(plotting.label_for("arithmetic_intensity_flop_per_byte"))
     ax.set_ylabel(plotting.label_for("achieved_gflop_per_s"))
@@ -549,5 +556,5 @@ def plot_roofline(roof: pd.DataFrame):
 
 __all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "best_batches",
            "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory", "image_models", "measure",
-           "model_cost", "plot_breakdown", "plot_latency_utilisation", "plot_roofline", "plot_time_memory",
+           "model_cost", "plain_log_ticks", "plot_breakdown", "plot_latency_utilisation", "plot_roofline", "plot_time_memory",
            "roofline", "run_sweep", "store_path", "validate"]

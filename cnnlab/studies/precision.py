@@ -30,7 +30,8 @@ from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep, store_path
+from cnnlab.studies.batch_size import (check_batch_sizes, check_models, free_memory, plain_log_ticks, run_sweep,
+                                      store_path)
 
 # User-facing names -> what they do. "autocast" resolves per device (float16 on CUDA, bfloat16 on CPU).
 PRECISIONS = {
@@ -305,6 +306,7 @@ def plot_time_memory(times: pd.DataFrame):
         sns.lineplot(data=ok, x="batch_size", y=col, hue="precision", style="precision", markers=True,
                      dashes=False, ax=ax, markersize=8)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         plotting.log2_batch_axis(ax, values=sizes)
         ax.set_ylabel(plotting.label_for(col))
         ax.set_title(title)
