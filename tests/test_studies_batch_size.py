@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 import numpy as np
@@ -165,6 +164,11 @@ def test_validate_names_the_bad_parameter_and_valid_values():
 def test_validate_normalises_papermill_values():
     cfg = bs.validate(_cfg(models="resnet32", batch_sizes=[8, 2, 8]))
     assert cfg.models == ["resnet32"] and cfg.batch_sizes == [2, 8] and cfg.device == "cpu"
+    # `papermill -p` passes text: a string that spells a list is read as one
+    cfg = bs.validate(_cfg(models='["lenet5", "alexnet"]', batch_sizes="[4, 1]"))
+    assert cfg.models == ["lenet5", "alexnet"] and cfg.batch_sizes == [1, 4]
+    with pytest.raises(ValueError, match=r"batch_sizes: '\[1, 4'"):
+        bs.validate(_cfg(batch_sizes="[1, 4"))
 
 
 def test_figures_have_the_papers_panels(measured):

@@ -31,7 +31,7 @@ from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import check_batch_sizes, check_models, free_memory, run_sweep, store_path
+from cnnlab.studies.batch_size import as_list, check_batch_sizes, check_models, free_memory, run_sweep, store_path
 
 VARIANTS = {
     "fp32": dict(amp=False, amc=False, compile=False),
@@ -61,14 +61,15 @@ DATA_SOURCE = "synthetic"  # random CIFAR-shaped inputs: time and memory do not 
 
 def check_variants(value) -> list[str]:
     """``value`` as a non-empty list of variant names that includes ``fp32`` (the baseline)."""
-    names = [value] if isinstance(value, str) else list(value or [])
+    names = as_list(value) if value is not None else []
     if not names:
         raise ValueError(f"variants is empty; valid variants: {', '.join(VARIANTS)}")
     for name in names:
         if name not in VARIANTS:
             raise ValueError(f"variants: {name!r} is not a known variant; valid variants: {', '.join(VARIANTS)}")
     if "fp32" not in names:
-        raise ValueError(f"variants={names!r} must include 'fp32' (the baseline); valid variants: {', '.join(VARIANTS)}")
+        raise ValueError(f"variants={names!r} must include 'fp32' (the baseline); "
+                         f"valid variants: {', '.join(VARIANTS)}")
     return list(dict.fromkeys(names))
 
 
@@ -216,7 +217,8 @@ def check_claims(df: pd.DataFrame, *, device: str) -> list[Claim]:
     else:
         checks.append(Claim(claim="AMP + AMC cuts peak memory allocated by 45-50%", paper=paper_mem,
                             ours=drops or "not measured",
-                            held=bool((ok["mem_change_pct_vs_fp32"] <= -MEMORY_DROP_HELD_PCT).all()) if len(ok) else None,
+                            held=bool((ok["mem_change_pct_vs_fp32"] <= -MEMORY_DROP_HELD_PCT).all())
+                            if len(ok) else None,
                             device=dev, note=f"held = every model drops by at least {MEMORY_DROP_HELD_PCT:.0f}%"
                             if len(ok) else "no amp+amc point measured"))
     slower = ", ".join(f"{r.model} {r.time_change_pct_vs_fp32:+.0f}%" for r in ok.itertuples())
@@ -263,5 +265,5 @@ def plot_variants(df: pd.DataFrame):
     return fig
 
 
-__all__ = ["store_path", "MEMORY_DROP_HELD_PCT", "PAPER_MEMORY_DROP_PCT", "PRESETS", "VARIANTS", "add_changes", "amp_dtype",
-           "check_claims", "check_variants", "cudnn_benchmark", "measure", "plot_variants", "validate"]
+__all__ = ["MEMORY_DROP_HELD_PCT", "PAPER_MEMORY_DROP_PCT", "PRESETS", "VARIANTS", "add_changes", "amp_dtype",
+           "check_claims", "check_variants", "cudnn_benchmark", "measure", "plot_variants", "store_path", "validate"]

@@ -15,6 +15,7 @@ plus (Sec. III-A) kernel time, host<->device transfer time and time waiting on s
 
 from __future__ import annotations
 
+import ast
 import gc
 import hashlib
 import json
@@ -65,8 +66,14 @@ DATA_SOURCE = "synthetic"  # random CIFAR-shaped tensors: a dense CNN's time doe
 
 # ------------------------------------------------------------------------------------------------ validation
 
-def _as_list(value) -> list:
-    """A lone value (e.g. ``models="resnet20"`` from papermill) as a one-element list."""
+def as_list(value) -> list:
+    """A parameter as a list: a lone value (``models="resnet20"``) becomes a one-element list, and a string
+    that spells a list (``papermill -p batch_sizes "[1, 4]"`` passes text) is read as that list."""
+    if isinstance(value, str) and value.strip().startswith(("[", "(")):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            pass  # not a list after all: reported as a bad value by the caller
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]
@@ -79,7 +86,7 @@ def image_models() -> list[str]:
 
 def check_models(value, parameter: str = "models") -> list[str]:
     """``value`` as a non-empty list of image model names; ValueError naming ``parameter`` otherwise."""
-    names = _as_list(value)
+    names = as_list(value)
     valid = image_models()
     if not names:
         raise ValueError(f"{parameter} is empty; valid models: {', '.join(valid)}")
@@ -91,7 +98,7 @@ def check_models(value, parameter: str = "models") -> list[str]:
 
 def check_batch_sizes(value, parameter: str = "batch_sizes") -> list[int]:
     """``value`` as a non-empty, sorted, duplicate-free list of ints >= 1; ValueError otherwise."""
-    sizes = _as_list(value)
+    sizes = as_list(value)
     if not sizes:
         raise ValueError(f"{parameter} is empty; valid: a list of integers >= 1, e.g. [1, 2, 4, 8]")
     for v in sizes:
@@ -392,7 +399,8 @@ def check_claims(measured: pd.DataFrame, *, device: str) -> list[Claim]:
         checks.append(Claim(claim="GPU utilisation rises with batch size and model depth",
                             paper="Fig. 2 bottom: rises, plateaus at large batches",
                             ours=", ".join(f"{m} {s.iloc[0]:.0f}->{s.iloc[-1]:.0f}%" for m, s in by_batch.items())
-                            + (f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}" if depth else ""),
+                            + (f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}"
+                               if depth else ""),
                             held=rises_batch and rises_depth, device=dev))
     return checks
 
@@ -554,7 +562,7 @@ def plot_roofline(roof: pd.DataFrame):
     return fig
 
 
-__all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "best_batches",
-           "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory", "image_models", "measure",
-           "model_cost", "plain_log_ticks", "plot_breakdown", "plot_latency_utilisation", "plot_roofline", "plot_time_memory",
-           "roofline", "run_sweep", "store_path", "validate"]
+__all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "as_list",
+           "best_batches", "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory",
+           "image_models", "measure", "model_cost", "plain_log_ticks", "plot_breakdown", "plot_latency_utilisation",
+           "plot_roofline", "plot_time_memory", "roofline", "run_sweep", "store_path", "validate"]

@@ -18,11 +18,9 @@ Functions: :func:`resolve_precisions`, :func:`timing` (Fig. 3), :func:`accuracy`
 from __future__ import annotations
 
 import copy
-import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -30,8 +28,8 @@ from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import (check_batch_sizes, check_models, free_memory, plain_log_ticks, run_sweep,
-                                      store_path)
+from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, free_memory, plain_log_ticks,
+                                      run_sweep, store_path)
 
 # User-facing names -> what they do. "autocast" resolves per device (float16 on CUDA, bfloat16 on CPU).
 PRECISIONS = {
@@ -73,14 +71,15 @@ def resolve_precisions(precisions, device) -> list[dict]:
     CUDA and autocast-bf16 on a CPU. Duplicates after resolution are dropped. ValueError for an unknown
     name or a list without ``fp32`` (the baseline every change is measured against).
     """
-    names = [precisions] if isinstance(precisions, str) else list(precisions or [])
+    names = as_list(precisions) if precisions is not None else []
     if not names:
         raise ValueError(f"precisions is empty; valid precisions: {', '.join(PRECISIONS)}")
     dev = _settings.to_device(device)
     out, seen = [], set()
     for name in names:
         if name not in PRECISIONS:
-            raise ValueError(f"precisions: {name!r} is not a known precision; valid precisions: {', '.join(PRECISIONS)}")
+            raise ValueError(f"precisions: {name!r} is not a known precision; "
+                             f"valid precisions: {', '.join(PRECISIONS)}")
         if name == "autocast":
             name = "autocast-fp16" if dev.type == "cuda" else "autocast-bf16"
         if name in seen:
@@ -111,7 +110,8 @@ def validate(cfg):
     cfg.model = cfg.model[0]
     image_sets = [n for n in data.names() if data.info(n).input_kind == "image"]
     if cfg.dataset not in image_sets:
-        raise ValueError(f"dataset={cfg.dataset!r} is not a known image dataset; valid datasets: {', '.join(image_sets)}")
+        raise ValueError(f"dataset={cfg.dataset!r} is not a known image dataset; "
+                         f"valid datasets: {', '.join(image_sets)}")
     if not isinstance(cfg.recipe, train.Recipe) and cfg.recipe not in train.RECIPES:
         raise ValueError(f"recipe={cfg.recipe!r} is not valid; valid recipes: {', '.join(train.RECIPES)} "
                          "(or a cnnlab.train.Recipe)")
@@ -200,9 +200,9 @@ def accuracy(model: torch.nn.Module, precisions, *, dataset: str = "digits", syn
              batch_size: int = 128) -> pd.DataFrame:
     """Test accuracy and loss of ``model`` in each precision on the test split of ``dataset`` (paper Fig. 4).
 
-    One row per precision: precision, dtype, autocast (dtype or "off"), accuracy_pct (%), loss (mean cross-entropy, nats),
-    num_examples, accuracy_change_pp (percentage points vs fp32), loss_change (vs fp32), eval_time_s (s),
-    dataset, data_source, device. ``model`` stays untouched.
+    One row per precision: precision, dtype, autocast (dtype or "off"), accuracy_pct (%), loss (mean
+    cross-entropy, nats), num_examples, accuracy_change_pp (percentage points vs fp32), loss_change (vs fp32),
+    eval_time_s (s), dataset, data_source, device. ``model`` stays untouched.
     """
     from cnnlab import train
 
@@ -343,5 +343,5 @@ def plot_accuracy(acc: pd.DataFrame):
     return fig
 
 
-__all__ = ["store_path", "ACCURACY_TOLERANCE_PP", "PRECISIONS", "PRESETS", "accuracy", "check_claims", "plot_accuracy",
-           "plot_time_memory", "resolve_precisions", "timing", "validate"]
+__all__ = ["ACCURACY_TOLERANCE_PP", "PRECISIONS", "PRESETS", "accuracy", "check_claims", "plot_accuracy",
+           "plot_time_memory", "resolve_precisions", "store_path", "timing", "validate"]
