@@ -128,7 +128,8 @@ def _slice_window(index, name: str) -> tuple[_Window, _Window]:
     steps = []
     for axis, sl in enumerate(index):
         if sl.start not in (None, 0) or sl.stop is not None:
-            raise ValueError(f"spatial tiling supports slices with a step only (no start/stop), got {index!r} at {name}")
+            raise ValueError(f"spatial tiling supports slices with a step only (no start/stop), got {index!r} "
+                             f"at {name}")  # fmt: skip
         if axis < 2 and sl.step not in (None, 1):
             raise ValueError(f"spatial tiling cannot slice the batch or channel axis with a step ({name})")
         steps.append(sl.step or 1)

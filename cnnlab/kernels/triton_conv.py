@@ -14,8 +14,9 @@ remaining ``kh*kw - 1`` taps, shifted by at most the halo, re-read the same line
 processed ``sub_rows`` output rows at a time so the accumulator fits in registers.
 
 On a GPU the kernel is compiled; on the CPU it runs only in Triton's interpreter, which needs the environment
-variable ``TRITON_INTERPRET=1`` set before the first call (the kernel is built on first use, in whichever mode the
-variable selects then). The interpreter is slow: use it to check correctness on small inputs, never to time.
+variable ``TRITON_INTERPRET=1`` set before ``triton`` is first imported (Triton builds its own ``tl.*`` helpers in
+one mode at import). Importing this module works either way; a CPU call without the interpreter raises a
+RuntimeError that says so. The interpreter is slow: use it to check correctness on small inputs, never to time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -47,8 +47,15 @@ _MAX_SUB_PIXELS = 128  # output pixels per accumulator block: 128 x block_co fp3
 
 
 def interpreter_enabled() -> bool:
-    """True when ``TRITON_INTERPRET`` is set to a true value now (Triton then interprets kernels on the CPU)."""
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+    """True when Triton runs kernels in its CPU interpreter: TRITON_INTERPRET was set when triton was imported.
+
+    (Setting the variable later is not enough: Triton's ``tl.*`` helpers are built in one mode at import.)
+    """
+    if triton is None:
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(tl.zeros, InterpretedFunction)
 
 
 if triton is not None:
@@ -84,7 +91,7 @@ if triton is not None:
         if HAS_BIAS:
             bias = tl.load(b_ptr + co, mask=co_mask, other=0.0).to(tl.float32)
 
-        num_ci_blocks = tl.cdiv(C_in, BLOCK_CI)
+        num_ci_blocks = (C_in + BLOCK_CI - 1) // BLOCK_CI  # not tl.cdiv: a jitted helper, fixed at import
         for sub in range(0, TILE_H, SUB_H):
             oh = tile_h_idx * TILE_H + sub + pix // TILE_W
             out_mask = (oh < OH) & (ow < OW)
@@ -126,16 +133,8 @@ if triton is not None:
                 mask=out_mask[:, None] & co_mask[None, :],
             )
 
-_KERNELS: dict[bool, object] = {}
-
-
-def _kernel():
-    """The jitted kernel for the current mode (compiled, or interpreted when TRITON_INTERPRET=1), built once."""
-    mode = interpreter_enabled()
-    if mode not in _KERNELS:
-        # triton.jit reads TRITON_INTERPRET when it wraps the function, so build per mode on first use.
-        _KERNELS[mode] = triton.jit(_conv2d_tile_kernel)
-    return _KERNELS[mode]
+    # Built in the mode triton.language was built in (TRITON_INTERPRET at the time triton was imported).
+    _KERNEL = triton.jit(_conv2d_tile_kernel)
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,8 @@ def tile_config(
     tile_h, tile_w = _pair(tile, "tile")
     for edge in (tile_h, tile_w):
         if not (_power_of_two(edge) and edge <= MAX_TILE_EDGE):
-            raise ValueError(f"tile edges must be powers of two up to {MAX_TILE_EDGE} (e.g. {TILE_SIZES}), got {tile!r}")
+            raise ValueError(f"tile edges must be powers of two up to {MAX_TILE_EDGE} (e.g. {TILE_SIZES}), "
+                             f"got {tile!r}")  # fmt: skip
     if tile_h * tile_w < 16:
         raise ValueError(f"tile must cover at least 16 pixels (Triton's dot needs M >= 16), got {tile!r}")
     co = _block(block_co, c_out, "block_co", 64)
@@ -189,7 +189,8 @@ def tile_config(
             sub_rows *= 2
     if not (_power_of_two(sub_rows) and sub_rows <= tile_h and sub_rows * tile_w >= 16):
         raise ValueError(
-            f"sub_rows must be a power of two <= tile height {tile_h} with sub_rows * tile width >= 16, got {sub_rows!r}"
+            f"sub_rows must be a power of two <= tile height {tile_h} with sub_rows * tile width >= 16, "
+            f"got {sub_rows!r}"
         )
     if num_warps is None:
         num_warps = 8 if sub_rows * tile_w * co >= 128 * 64 else 4
@@ -243,8 +244,9 @@ def _check_device(x: torch.Tensor) -> None:
         if not interpreter_enabled():
             raise RuntimeError(
                 "tiled_conv2d got CPU tensors, but compiled Triton kernels need a GPU. To run it on the CPU "
-                "(slowly, for correctness checks only) set the environment variable TRITON_INTERPRET=1 before the "
-                "first call, e.g. os.environ['TRITON_INTERPRET'] = '1'."
+                "(slowly, for correctness checks only) set the environment variable TRITON_INTERPRET=1 before "
+                "triton is first imported, e.g. `TRITON_INTERPRET=1 python ...` or os.environ['TRITON_INTERPRET'] "
+                "= '1' at the very top of the script."
             )
         return
     raise RuntimeError(f"tiled_conv2d supports CUDA tensors (and CPU under TRITON_INTERPRET=1), got {x.device}")
@@ -324,7 +326,7 @@ def tiled_conv2d(
     tiles_h, tiles_w = math.ceil(oh / cfg.tile_h), math.ceil(ow / cfg.tile_w)
     grid = (n * tiles_h * tiles_w, math.ceil(c_out / cfg.block_co))
     with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-        _kernel()[grid](
+        _KERNEL[grid](
             x, wp, bias if bias is not None else wp, out,
             c_in, h, w, c_out, oh, ow,
             *x.stride(), *wp.stride(), *out.stride(),
@@ -391,8 +393,10 @@ class TiledConv2d(nn.Module):
         if not isinstance(conv, nn.Conv2d):
             raise ValueError(f"conv must be an nn.Conv2d, got {type(conv).__name__}")
         unsupported = {
-            "groups": (conv.groups, 1), "dilation": (conv.dilation, (1, 1)), "padding_mode": (conv.padding_mode, "zeros")
-        }  # fmt: skip
+            "groups": (conv.groups, 1),
+            "dilation": (conv.dilation, (1, 1)),
+            "padding_mode": (conv.padding_mode, "zeros"),
+        }
         for name, (value, needed) in unsupported.items():
             if value != needed:
                 raise ValueError(f"TiledConv2d supports {name}={needed!r} only, got {name}={value!r}")
@@ -438,3 +442,65 @@ def tile_model(model: nn.Module, tile=(16, 16), **options) -> nn.Module:
 def reference_conv2d(x, weight, bias=None, stride=1, padding=0) -> torch.Tensor:
     """F.conv2d computed in fp32 and cast back: the reference the tests compare the kernel against."""
     return F.conv2d(x.float(), weight.float(), None if bias is None else bias.float(), stride, padding).to(x.dtype)
+
+
+def compile_report(
+    dtype: torch.dtype = torch.float16,
+    tile=(16, 16),
+    kernel_size: int = 3,
+    stride: int = 1,
+    c_in: int = 64,
+    c_out: int = 64,
+    *,
+    arch: int = 90,
+    **options,
+) -> dict:
+    """Compile the kernel ahead of time for an NVIDIA GPU of compute capability ``arch`` (90 = H100), no GPU needed.
+
+    Returns a dict: registers_per_thread, spill_bytes (local memory per thread; 0 = no spills), shared_mem_bytes
+    (per program), num_warps, sub_rows, block_co, block_ci, compile_s. Needs Triton in compiled mode (not under
+    TRITON_INTERPRET=1) and the ptxas/cuobjdump that ship with Triton.
+    """
+    import os
+    import subprocess
+    import tempfile
+    import time
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if interpreter_enabled():
+        raise RuntimeError("compile_report needs compiled Triton: run it without TRITON_INTERPRET=1")
+    if dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype must be one of {SUPPORTED_DTYPES}, got {dtype}")
+    cfg = tile_config(tile, c_in, c_out, dtype, **options)
+    ptr = "*" + {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    pad = kernel_size // 2
+    constants = dict(
+        STRIDE_H=stride, STRIDE_W=stride, PAD_H=pad, PAD_W=pad, KH=kernel_size, KW=kernel_size,
+        TILE_H=cfg.tile_h, TILE_W=cfg.tile_w, SUB_H=cfg.sub_rows, BLOCK_CO=cfg.block_co, BLOCK_CI=cfg.block_ci,
+        HAS_BIAS=False, PRECISION="tf32" if dtype == torch.float32 else "ieee", DOT_IN_FP32=False,
+    )  # fmt: skip
+    signature = {name: "i32" for name in _KERNEL.arg_names}
+    signature.update({name: ptr for name in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")})
+    signature.update({name: "constexpr" for name in constants})
+    start = time.perf_counter()
+    compiled = triton.compile(
+        ASTSource(_KERNEL, signature, constants),
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": cfg.num_warps},
+    )
+    seconds = time.perf_counter() - start
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(compiled.asm["cubin"])
+        usage = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True)
+    fields = dict(part.split(":", 1) for part in usage.stdout.split() if ":" in part and part.split(":")[0].isupper())
+    return {
+        "arch": arch, "dtype": str(dtype).removeprefix("torch."), "tile_h": cfg.tile_h, "tile_w": cfg.tile_w,
+        "registers_per_thread": int(fields["REG"]), "spill_bytes": int(fields["STACK"]) + int(fields["LOCAL"]),
+        "shared_mem_bytes": int(compiled.metadata.shared), "num_warps": cfg.num_warps, "sub_rows": cfg.sub_rows,
+        "block_co": cfg.block_co, "block_ci": cfg.block_ci, "compile_s": seconds,
+    }  # fmt: skip

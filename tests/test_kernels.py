@@ -1,0 +1,430 @@
+"""Tests for cnnlab.kernels: the Triton tiled convolution, the convolution strategies and spatial tiling.
+
+Every kernel is compared with torch.nn.functional.conv2d on fresh random shapes and inputs (the seed is printed
+in each failure message), writing into an output poisoned with NaN so elements a kernel forgets to write fail.
+The Triton kernel runs on the CPU in Triton's interpreter: TRITON_INTERPRET=1 must be set before triton is first
+imported, hence the first lines below. If some other test module imported triton earlier in this process (so
+the interpreter is off), each interpreter test re-runs itself in a fresh subprocess with the variable set.
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see module docstring)
+
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import cnnlab  # noqa: E402,F401
+from cnnlab import models  # noqa: E402
+from cnnlab.kernels import spatial, strategies, triton_conv  # noqa: E402
+from cnnlab.kernels.spatial import SpatiallyTiled, receptive_field, split_model, tile_spatially  # noqa: E402
+from cnnlab.kernels.triton_conv import TiledConv2d, tile_model, tiled_conv2d  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# Relative error (max |error| / max |reference|) each precision must meet: fp32 accumulation in every case.
+TOLERANCE = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def _seed() -> int:
+    return random.SystemRandom().randrange(2**31)  # fresh inputs every run; printed on failure
+
+
+def _random_case(gen: torch.Generator, kernel: int, stride: int, padding: int, max_batch=8, max_channels=9, extra=12):
+    def r(lo, hi):
+        return int(torch.randint(lo, hi + 1, (1,), generator=gen))
+
+    n, c_in, c_out = r(1, max_batch), r(1, max_channels), r(1, max_channels)
+    h, w = r(max(1, kernel - 2 * padding), kernel + extra), r(max(1, kernel - 2 * padding), kernel + extra)
+    return n, c_in, c_out, h, w
+
+
+def _rel_error(y: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6)).item()
+
+
+def _reference(x, w, b, stride, padding):
+    return F.conv2d(x.float(), w.float(), None if b is None else b.float(), stride, padding)
+
+
+def _rerun_interpreted(request) -> bool:
+    """If Triton is not in interpreter mode here, run this test in a subprocess that is; True if it did."""
+    if triton_conv.interpreter_enabled():
+        return False
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           request.node.nodeid], cwd=ROOT, env=env, capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return True
+
+
+# ---------------------------------------------------------------- Triton kernel (interpreter on the CPU)
+
+# (kernel, stride, padding, tile, channels_last, bias): 1x1/3x3/5x5/11x11, stride 1 and 2, padding 0-2.
+KERNEL_CASES = [
+    (1, 1, 0, (8, 8), False, True),
+    (1, 2, 1, (4, 8), True, False),
+    (3, 1, 1, (16, 16), False, True),
+    (3, 2, 0, (8, 16), True, True),
+    (3, 2, 2, (8, 8), False, False),
+    (5, 1, 2, (8, 8), True, True),
+    (5, 2, 1, (16, 8), False, True),
+    (11, 2, 2, (8, 8), False, True),
+    (11, 1, 0, (8, 8), True, False),
+]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,tile,channels_last,bias", KERNEL_CASES)
+def test_triton_kernel_matches_conv2d_fp32(request, kernel, stride, padding, tile, channels_last, bias):
+    if _rerun_interpreted(request):
+        return
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    n, c_in, c_out, h, w = _random_case(gen, kernel, stride, padding, max_batch=8 if kernel < 5 else 2, extra=10)
+    if kernel == 11:
+        n, c_in, c_out = 1, min(c_in, 3), min(c_out, 4)  # keep the interpreted 121-tap loop short
+    x = torch.randn(n, c_in, h, w, generator=gen)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen)
+    b = torch.randn(c_out, generator=gen) if bias else None
+    ref = _reference(x, wt, b, stride, padding)
+    out = torch.full(ref.shape, float("nan"))
+    y = tiled_conv2d(x, wt, b, stride, padding, tile, out=out)
+    assert y is out
+    assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
+    assert _rel_error(out, ref) < TOLERANCE[torch.float32], f"seed {seed}: {(n, c_in, c_out, h, w)}"
+    # Without out=: the result keeps the input's memory format (where the input's format is unambiguous).
+    y = tiled_conv2d(x, wt, b, stride, padding, tile)
+    if c_in > 1 and h * w > 1:
+        assert y.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    assert _rel_error(y, ref) < TOLERANCE[torch.float32], f"seed {seed}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kernel,stride,padding", [(3, 1, 1), (5, 2, 2)])
+def test_triton_kernel_half_precisions(request, dtype, kernel, stride, padding):
+    if _rerun_interpreted(request):
+        return
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    n, c_in, c_out, h, w = _random_case(gen, kernel, stride, padding, max_batch=3, max_channels=20, extra=8)
+    x = torch.randn(n, c_in, h, w, generator=gen).to(dtype)
+    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen).to(dtype)
+    b = torch.randn(c_out, generator=gen).to(dtype)
+    ref = _reference(x, wt, b, stride, padding)  # exact products of the rounded inputs, fp32 sums
+    out = torch.full(ref.shape, float("nan"), dtype=dtype).contiguous(memory_format=torch.channels_last)
+    tiled_conv2d(x, wt, b, stride, padding, (8, 8), out=out)
+    assert out.dtype == dtype
+    assert not torch.isnan(out).any(), f"seed {seed}"
+    assert _rel_error(out, ref) < TOLERANCE[dtype], f"seed {seed}: {(n, c_in, c_out, h, w)}"
+
+
+def test_triton_kernel_writes_only_its_output_view(request):
+    """out may be any strided view (here every other channel of a bigger tensor): the rest stays untouched."""
+    if _rerun_interpreted(request):
+        return
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 5, 13, 9, generator=gen)
+    wt = torch.randn(20, 5, 3, 3, generator=gen)
+    big = torch.full((2, 40, 13, 9), float("nan"))
+    view = big[:, ::2]
+    tiled_conv2d(x, wt, None, 1, 1, (8, 8), out=view)
+    assert _rel_error(view, _reference(x, wt, None, 1, 1)) < TOLERANCE[torch.float32], f"seed {seed}"
+    assert torch.isnan(big[:, 1::2]).all(), "wrote outside the out view"
+
+
+def test_tiled_conv2d_module_and_tile_model(request):
+    if _rerun_interpreted(request):
+        return
+    torch.manual_seed(_seed())
+    model = nn.Sequential(nn.Conv2d(3, 6, 5, padding=2), nn.ReLU(), nn.Conv2d(6, 4, 3, stride=2, bias=False)).eval()
+    x = torch.randn(2, 3, 15, 17)
+    tiled = tile_model(model, tile=(8, 16))
+    assert [type(m) for m in tiled] == [TiledConv2d, nn.ReLU, TiledConv2d]
+    assert isinstance(model[0], nn.Conv2d), "tile_model must not modify its argument"
+    assert tiled[0].weight is not model[0].weight  # a copy
+    with torch.no_grad():
+        assert _rel_error(tiled(x), model(x)) < TOLERANCE[torch.float32]
+    # Gradients flow (the backward uses PyTorch's reference convolution gradients).
+    layer = TiledConv2d.from_conv(model[0], tile=8)
+    xg = x.clone().requires_grad_()
+    layer(xg).square().sum().backward()
+    xr = x.clone().requires_grad_()
+    ref_w = model[0].weight.detach().clone().requires_grad_()
+    F.conv2d(xr, ref_w, model[0].bias.detach(), 1, 2).square().sum().backward()
+    assert _rel_error(xg.grad, xr.grad) < 1e-4
+    assert _rel_error(layer.weight.grad, ref_w.grad) < 1e-4
+
+
+def test_triton_kernel_rejects_what_it_does_not_implement():
+    x, w = torch.randn(1, 4, 8, 8), torch.randn(4, 2, 3, 3)
+    with pytest.raises(ValueError, match="groups must be 1"):
+        tiled_conv2d(x, w, groups=2)
+    with pytest.raises(ValueError, match="tile edges must be powers of two"):
+        tiled_conv2d(x, torch.randn(4, 4, 3, 3), tile=(12, 12))
+    with pytest.raises(ValueError, match="dtype"):
+        tiled_conv2d(x.double(), torch.randn(4, 4, 3, 3).double())
+    with pytest.raises(ValueError, match="groups="):
+        TiledConv2d.from_conv(nn.Conv2d(4, 4, 3, groups=2))
+
+
+def test_cpu_call_without_interpreter_says_how_to_enable_it():
+    """In a process where triton was imported without TRITON_INTERPRET, a CPU call raises a clear RuntimeError."""
+    code = (
+        "import torch\nfrom cnnlab.kernels import tiled_conv2d\n"
+        "try:\n    tiled_conv2d(torch.randn(1, 2, 8, 8), torch.randn(3, 2, 3, 3))\n"
+        "except RuntimeError as e:\n    print('ERR', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ERR" in proc.stdout and "TRITON_INTERPRET=1" in proc.stdout
+
+
+def test_gpu_kernel_compiles_for_h100_without_spills():
+    """Ahead-of-time compilation for sm_90 (no GPU needed): the GPU path builds and keeps its accumulator in
+    registers at every tile size the study sweeps; larger tiles never use less shared memory per program."""
+    code = (
+        "import json, torch\nfrom cnnlab.kernels.triton_conv import compile_report\n"
+        "rows = [compile_report(d, t, 3, 1, 64, 64) for d in (torch.float16, torch.float32) for t in (8, 64)]\n"
+        "print(json.dumps(rows))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    if "ptxas" in proc.stderr and proc.returncode != 0 and "No such file" in proc.stderr:
+        pytest.skip("Triton's bundled ptxas is missing")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    for row in rows:
+        assert row["spill_bytes"] == 0, row
+        assert 0 < row["registers_per_thread"] <= 255, row
+    assert rows[1]["shared_mem_bytes"] >= rows[0]["shared_mem_bytes"] > 0
+
+
+# ---------------------------------------------------------------- strategies
+
+CONV_CASES = [(k, s, p) for k in (1, 3, 5, 11) for s in (1, 2) for p in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("name", ["native", "gemm", "fft", "fft_tiled"])
+def test_strategy_functions_match_conv2d(name):
+    fn = strategies.CONV_FUNCTIONS[name]
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    for kernel, stride, padding in CONV_CASES:  # 24 shapes, fresh inputs for each
+        n, c_in, c_out, h, w = _random_case(gen, kernel, stride, padding, max_channels=7, extra=20)
+        x = torch.randn(n, c_in, h, w, generator=gen)
+        if kernel == 3:
+            x = x.contiguous(memory_format=torch.channels_last)
+        wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen)
+        b = torch.randn(c_out, generator=gen) if kernel != 5 else None
+        ref = _reference(x, wt, b, stride, padding)
+        out = torch.full(ref.shape, float("nan"))
+        assert fn(x, wt, b, stride, padding, out=out) is out
+        case = f"seed {seed}: {name} {(n, c_in, c_out, h, w)} k={kernel} s={stride} p={padding}"
+        assert not torch.isnan(out).any(), case
+        assert _rel_error(out, ref) < TOLERANCE[torch.float32], case
+
+
+def test_fft_tiled_uses_several_blocks_and_small_workspaces():
+    """Overlap-add across many 32x32 blocks and output-channel chunks (tiny workspace) is still exact."""
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, 75, 61, generator=gen)
+    wt = torch.randn(10, 3, 5, 5, generator=gen)
+    ref = _reference(x, wt, None, 2, 2)
+    for fn in (strategies.conv2d_fft_tiled, strategies.conv2d_fft, strategies.conv2d_gemm):
+        y = fn(x, wt, None, 2, 2, workspace_mib=0.05)
+        assert _rel_error(y, ref) < TOLERANCE[torch.float32], f"seed {seed}: {fn.__name__}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_strategy_functions_keep_half_dtypes(dtype):
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 6, 15, 13, generator=gen).to(dtype)
+    wt = torch.randn(5, 6, 3, 3, generator=gen).to(dtype)
+    ref = _reference(x, wt, None, 1, 1)
+    for name in ("gemm", "fft", "fft_tiled"):
+        y = strategies.CONV_FUNCTIONS[name](x, wt, None, 1, 1)
+        assert y.dtype == dtype
+        assert _rel_error(y, ref) < TOLERANCE[dtype], f"seed {seed}: {name}"
+
+
+def _randomise_bn(model: nn.Module, gen: torch.Generator) -> nn.Module:
+    """Non-trivial BatchNorm statistics, so folding BN into the conv weights is really tested."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.copy_(0.3 * torch.randn(m.num_features, generator=gen))
+            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=gen))
+            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=gen))
+            m.bias.data.copy_(0.2 * torch.randn(m.num_features, generator=gen))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def resnet20():
+    gen = torch.Generator().manual_seed(_seed())
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    return _randomise_bn(models.get("resnet20"), gen)
+
+
+@pytest.mark.parametrize("name", ["gemm", "fft", "fft_tiled", "best", "opt", "native"])
+def test_apply_strategy_on_resnet20_matches(resnet20, name):
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        ref = resnet20(x)
+        model = strategies.apply_strategy(resnet20, name)
+        y = model(x)
+    assert _rel_error(y, ref) < 1e-4, name
+    assert any(isinstance(m, nn.BatchNorm2d) for m in resnet20.modules()), "the original must stay untouched"
+    if name == "opt":
+        assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()), "BN must be folded"
+        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+        assert convs and all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    elif name != "native":
+        layers = [m for m in model.modules() if isinstance(m, strategies.StrategyConv2d)]
+        assert len(layers) == 19 and all(m.last_choice in strategies.CONV_STRATEGIES for m in layers)
+
+
+def test_best_measures_once_per_layer_shape():
+    strategies.best_cache().clear()
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.Conv2d(8, 8, 3, padding=1)).eval()  # fmt: skip
+    best = strategies.apply_strategy(model, "best")
+    x = torch.randn(1, 3, 20, 20)
+    with torch.no_grad():
+        y = best(x)
+        assert len(strategies.best_cache()) == 2  # the two 8->8 layers share one shape, so one measurement
+        entry = next(iter(strategies.best_cache().values()))
+        assert entry["choice"] in strategies.candidates_for("cpu") and "direct" not in strategies.candidates_for("cpu")
+        assert entry[f"{entry['choice']}_ms"] == min(v for k, v in entry.items() if k.endswith("_ms"))
+        y2 = best(x)
+        assert len(strategies.best_cache()) == 2
+    assert _rel_error(y, model(x)) < 1e-5 and torch.equal(y, y2)
+
+
+def test_direct_strategy_uses_triton_kernel(request):
+    if _rerun_interpreted(request):
+        return
+    model = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(5, 4, 1)).eval()
+    x = torch.randn(2, 3, 11, 9)
+    direct = strategies.apply_strategy(model, "direct", tile=(8, 8))
+    with torch.no_grad():
+        assert _rel_error(direct(x), model(x)) < TOLERANCE[torch.float32]
+    assert [m.last_choice for m in direct if isinstance(m, strategies.StrategyConv2d)] == ["direct", "direct"]
+
+
+def test_unknown_strategy_lists_valid_names():
+    with pytest.raises(ValueError, match="valid strategies: native, gemm, fft, fft_tiled, direct, best, opt"):
+        strategies.apply_strategy(nn.Conv2d(1, 1, 1), "winograd")
+
+
+# ---------------------------------------------------------------- spatial tiling
+
+
+def test_receptive_field_of_resnet20_prefixes(resnet20):
+    # stem conv + 6 convs at stride 1: halo 7; layer2 adds one stride-2 conv (+1) and 5 convs at stride 2 (+10);
+    # layer3 adds 1 * 2 + 5 * 4 = 22 more. Right halo equals left for 3x3 / padding 1.
+    expected = {"layer1": (1, 7), "layer2": (2, 18), "layer3": (4, 40)}
+    for until, (stride, halo) in expected.items():
+        prefix, _ = split_model(resnet20, until)
+        g_h, g_w = receptive_field(prefix)
+        assert (g_h.stride, g_h.left, g_h.right) == (stride, halo, halo) == (g_w.stride, g_w.left, g_w.right)
+
+
+def test_receptive_field_matches_a_perturbation_probe(resnet20):
+    """Changing one input pixel changes outputs exactly within the computed receptive field (never outside)."""
+    prefix, _ = split_model(resnet20, "layer2")
+    g_h, g_w = receptive_field(prefix)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        base = prefix(x)
+        x[0, :, 31, 40] += 10.0
+        changed = (prefix(x) - base).abs().amax((0, 1)) > 0
+    rows, cols = changed.nonzero(as_tuple=True)
+    # Output o sees input o*stride - left ... o*stride + right, so pixel p reaches o in [(p-right)/s, (p+left)/s].
+    assert rows.min() >= (31 - g_h.right) / g_h.stride and rows.max() <= (31 + g_h.left) / g_h.stride
+    assert cols.min() >= (40 - g_w.right) / g_w.stride and cols.max() <= (40 + g_w.left) / g_w.stride
+    assert rows.max() - rows.min() >= (g_h.receptive_field // g_h.stride) - 2  # and it is not much smaller
+
+
+@pytest.mark.parametrize("mode", spatial.MODES)
+@pytest.mark.parametrize("until", ["layer1", "layer2", "layer3"])
+def test_spatial_tiling_reproduces_prefix_activations(resnet20, mode, until):
+    prefix, _ = split_model(resnet20, until)
+    stride = receptive_field(prefix)[0].stride
+    h, w = random.randrange(20, 50), random.randrange(20, 50)  # odd sizes: ragged last tiles
+    x = torch.randn(2, 3, h, w)
+    with torch.no_grad():
+        ref = prefix(x)
+        for tile in (8 * stride, 12 * stride):
+            y = SpatiallyTiled(prefix, tile, mode)(x)
+            assert y.shape == ref.shape
+            assert _rel_error(y, ref) < 1e-5, (mode, until, tile, (h, w))
+
+
+@pytest.mark.parametrize("mode,tile", [("stream", 32), ("recompute", 64)])
+def test_tiled_resnet20_gives_the_same_logits(resnet20, mode, tile):
+    x = torch.randn(1, 3, 224, 224)  # the tiling study's Mini-ImageNet size
+    tiled = tile_spatially(resnet20, tile, until="layer3", mode=mode)
+    with torch.no_grad():
+        ref, y = resnet20(x), tiled(x)
+    assert y.shape == ref.shape == (1, 10)
+    assert _rel_error(y, ref) < 1e-5
+    assert tiled.num_classes == 10 and tiled.input_shape == resnet20.input_shape
+
+
+def test_spatial_tiling_with_pooling_and_inplace_ops():
+    torch.manual_seed(_seed())
+    prefix = nn.Sequential(
+        nn.Conv2d(3, 4, 5, stride=2, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, padding=1),
+        nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.AvgPool2d(2), nn.Conv2d(4, 3, 1),
+    ).eval()  # fmt: skip
+    x = torch.randn(2, 3, 71, 53)
+    with torch.no_grad():
+        ref = prefix(x.clone())
+        for mode in spatial.MODES:
+            y = SpatiallyTiled(list(prefix), 16, mode)(x)
+            assert _rel_error(y, ref) < 1e-5, mode
+
+
+def test_stream_tiling_cuts_peak_activation_memory(resnet20):
+    """Peak live tensor memory (allocator events) falls with the tile size, to under half of untiled at 16 rows."""
+    from cnnlab.profiling.memory import cpu_peak_bytes
+
+    x = torch.randn(1, 3, 128, 128)
+    with torch.no_grad():
+        untiled = cpu_peak_bytes(lambda: resnet20(x))
+        tiled = {}
+        for tile in (16, 64):
+            model = tile_spatially(resnet20, tile, until="layer3")
+            tiled[tile] = cpu_peak_bytes(lambda: model(x))  # noqa: B023 - called right here
+    assert tiled[16] * 2 < untiled, (tiled, untiled)
+    assert tiled[16] < tiled[64] < untiled, (tiled, untiled)
+
+
+def test_spatial_tiling_errors(resnet20):
+    prefix, _ = split_model(resnet20, "layer2")
+    with pytest.raises(ValueError, match="multiple of the prefix's total stride"):
+        SpatiallyTiled(prefix, 15)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        SpatiallyTiled(prefix, 16, "fancy")
+    with pytest.raises(ValueError, match="does not support module"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.Flatten()], 8)
+    with pytest.raises(ValueError, match="not a submodule"):
+        split_model(resnet20, "layer9")
+    train_mode = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3)], 8)  # modules default to train mode
+    with pytest.raises(ValueError, match="eval mode"):
+        train_mode(torch.randn(1, 3, 16, 16))
