@@ -155,6 +155,8 @@ def test_validate_names_the_bad_parameter_and_valid_values():
         bs.validate(_cfg(batch_sizes=["big"]))
     with pytest.raises(ValueError, match=r"images"):
         bs.validate(_cfg(images=0))
+    with pytest.raises(ValueError, match=r"threads=0 must be an integer >= 1"):
+        bs.validate(_cfg(threads=0))
     with pytest.raises(ValueError, match=r"valid devices"):
         bs.validate(_cfg(device="tpu"))
     with pytest.raises(ValueError, match=r"lstm_sentiment.*valid models"):
@@ -163,7 +165,8 @@ def test_validate_names_the_bad_parameter_and_valid_values():
 
 def test_validate_normalises_papermill_values():
     cfg = bs.validate(_cfg(models="resnet32", batch_sizes=[8, 2, 8]))
-    assert cfg.models == ["resnet32"] and cfg.batch_sizes == [2, 8] and cfg.device == "cpu"
+    assert cfg.models == ["resnet32"] and cfg.batch_sizes == [2, 8] and cfg.device == "cpu" and cfg.threads == 1
+    assert bs.set_threads(None) == torch.get_num_threads()  # None leaves torch's setting alone
     # `papermill -p` passes text: a string that spells a list is read as one
     cfg = bs.validate(_cfg(models='["lenet5", "alexnet"]', batch_sizes="[4, 1]"))
     assert cfg.models == ["lenet5", "alexnet"] and cfg.batch_sizes == [1, 4]

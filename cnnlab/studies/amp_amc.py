@@ -31,7 +31,8 @@ from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import as_list, check_batch_sizes, check_models, free_memory, run_sweep, store_path
+from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
+                                      run_sweep, set_threads, store_path)
 
 VARIANTS = {
     "fp32": dict(amp=False, amc=False, compile=False),
@@ -45,16 +46,17 @@ PAPER_MEMORY_DROP_PCT = (45.0, 50.0)  # Sec. IV-C, T4, batch 1024
 MEMORY_DROP_HELD_PCT = 40.0  # we call the claim held when every model's peak memory drops by at least this
 
 PRESETS = {
-    # CPU smoke run: two ResNets at batch 64, no torch.compile (its first call takes minutes on a CPU).
+    # CPU smoke run: two ResNets at batch 64, no torch.compile (its first call takes minutes on a CPU), one
+    # intra-op thread (see batch_size.check_threads).
     "quick": dict(models=["resnet20", "resnet32"], batch_size=64, variants=["fp32", "amp", "amp+amc"],
-                  warmup=2, repeats=5, device=None),
+                  warmup=2, repeats=5, threads=1, device=None),
     # One Colab GPU (a T4, like the paper's): the paper's models and batch size.
     "standard": dict(models=PAPER_MODELS, batch_size=1024, variants=["fp32", "amp", "amc", "amp+amc"],
-                     warmup=5, repeats=20, device=None),
+                     warmup=5, repeats=20, threads=None, device=None),
     # The paper, plus torch.compile.
     "paper": dict(models=PAPER_MODELS, batch_size=1024,
                   variants=["fp32", "amp", "amc", "amp+amc", "amp+amc+compile"], warmup=10, repeats=50,
-                  device=None),
+                  threads=None, device=None),
 }
 DATA_SOURCE = "synthetic"  # random CIFAR-shaped inputs: time and memory do not depend on pixel values
 
@@ -89,6 +91,7 @@ def validate(cfg):
     cfg.batch_size = sizes[0]
     for name, minimum in (("warmup", 0), ("repeats", 1)):
         setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.threads = check_threads(cfg.threads)
     if "amp+amc+compile" in cfg.variants and cfg.warmup < 1:
         raise ValueError("warmup=0 with variant 'amp+amc+compile': torch.compile needs warmup >= 1 so that "
                          "compilation is not timed")
@@ -266,4 +269,5 @@ def plot_variants(df: pd.DataFrame):
 
 
 __all__ = ["MEMORY_DROP_HELD_PCT", "PAPER_MEMORY_DROP_PCT", "PRESETS", "VARIANTS", "add_changes", "amp_dtype",
-           "check_claims", "check_variants", "cudnn_benchmark", "measure", "plot_variants", "store_path", "validate"]
+           "check_claims", "check_variants", "cudnn_benchmark", "measure", "plot_variants", "set_threads", "store_path",
+           "validate"]

@@ -37,15 +37,16 @@ PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
 
 PRESETS = {
-    # CPU smoke run of the whole code path: two models, four batch sizes, 128 images per point.
+    # CPU smoke run of the whole code path: two models, four batch sizes, 128 images per point. One intra-op
+    # thread (see check_threads): CI runs two notebooks at once on two cores.
     "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64], images=128, warmup=2,
-                  min_repeats=3, profile_iterations=2, device=None),
+                  min_repeats=3, profile_iterations=2, threads=1, device=None),
     # One Colab GPU: the paper's models and batch sizes, 2048 images per point.
     "standard": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=2048, warmup=5,
-                     min_repeats=10, profile_iterations=5, device=None),
+                     min_repeats=10, profile_iterations=5, threads=None, device=None),
     # The paper: the whole CIFAR-10 test set (10,000 images) per point.
     "paper": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=10000, warmup=10,
-                  min_repeats=20, profile_iterations=10, device=None),
+                  min_repeats=20, profile_iterations=10, threads=None, device=None),
 }
 
 # Columns of :func:`measure`, in order (the sweep adds status, error, point_time_s, finished_utc).
@@ -107,6 +108,27 @@ def check_batch_sizes(value, parameter: str = "batch_sizes") -> list[int]:
     return sorted({int(v) for v in sizes})
 
 
+def check_threads(value, parameter: str = "threads") -> int | None:
+    """``value`` as a number of intra-op CPU threads (int >= 1), or None for torch's default.
+
+    Why a parameter: on a shared or small CPU, more OpenMP threads than free cores spin-wait on each other
+    and inflate small-batch times by 10-100x (seen on a loaded 2-core machine: LeNet-5 at batch 1 took
+    50 ms instead of 0.2 ms), so the quick preset, run two notebooks at a time in CI, uses one thread.
+    Every row records the thread count it ran with (``cpu_threads``).
+    """
+    if value is None:
+        return None
+    return _settings.positive_int(value, parameter=parameter)
+
+
+def set_threads(threads: int | None) -> int:
+    """Apply :func:`check_threads`'s value with ``torch.set_num_threads`` (None: leave it); return the count."""
+    threads = check_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 def validate(cfg):
     """Check (and normalise in place) a configuration built from :data:`PRESETS`; returns it.
 
@@ -119,6 +141,7 @@ def validate(cfg):
     cfg.batch_sizes = check_batch_sizes(cfg.batch_sizes)
     for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
         setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.threads = check_threads(cfg.threads)
     cfg.device = str(choose_device(cfg.device))
     return cfg
 
@@ -563,6 +586,7 @@ def plot_roofline(roof: pd.DataFrame):
 
 
 __all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "as_list",
-           "best_batches", "breakdown", "check_batch_sizes", "check_claims", "check_models", "free_memory",
-           "image_models", "measure", "model_cost", "plain_log_ticks", "plot_breakdown", "plot_latency_utilisation",
-           "plot_roofline", "plot_time_memory", "roofline", "run_sweep", "store_path", "validate"]
+           "best_batches", "breakdown", "check_batch_sizes", "check_claims", "check_models", "check_threads",
+           "free_memory", "image_models", "measure", "model_cost", "plain_log_ticks", "plot_breakdown",
+           "plot_latency_utilisation", "plot_roofline", "plot_time_memory", "roofline", "run_sweep", "set_threads",
+           "store_path", "validate"]

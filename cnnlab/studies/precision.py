@@ -28,8 +28,8 @@ from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, free_memory, plain_log_ticks,
-                                      run_sweep, store_path)
+from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
+                                      plain_log_ticks, run_sweep, set_threads, store_path)
 
 # User-facing names -> what they do. "autocast" resolves per device (float16 on CUDA, bfloat16 on CPU).
 PRECISIONS = {
@@ -45,18 +45,20 @@ PAPER_BATCH_SIZES = [2**k for k in range(11)]
 PRESETS = {
     # CPU smoke run: ResNet-20 trained on the real, offline `digits` set (recipe "quick"); fp16 (model.half())
     # is timed on a CPU only at the batch sizes in cpu_fp16_batch_sizes (it can be ~25x slower than fp32
-    # on CPUs without native fp16 arithmetic).
+    # on CPUs without native fp16 arithmetic). One intra-op thread: see batch_size.check_threads.
     "quick": dict(model="resnet20", dataset="digits", synthetic=False, recipe="quick",
                   precisions=["fp32", "autocast", "fp16"], batch_sizes=[8, 32, 128], cpu_fp16_batch_sizes=[8],
-                  warmup=2, repeats=5, eval_batch_size=128, device=None),
+                  warmup=2, repeats=5, eval_batch_size=128, threads=1, device=None),
     # One Colab GPU: the paper's model, trained on CIFAR-10 with the standard (30-epoch) recipe.
     "standard": dict(model="resnet110", dataset="cifar10", synthetic=False, recipe="standard",
                      precisions=["fp32", "autocast", "fp16"], batch_sizes=[1, 4, 16, 64, 256, 1024],
-                     cpu_fp16_batch_sizes=[1, 4, 16], warmup=5, repeats=20, eval_batch_size=512, device=None),
+                     cpu_fp16_batch_sizes=[1, 4, 16], warmup=5, repeats=20, eval_batch_size=512, threads=None,
+                     device=None),
     # The paper: batch sizes 1 ... 1024, the full-length recipe.
     "paper": dict(model="resnet110", dataset="cifar10", synthetic=False, recipe="paper",
                   precisions=["fp32", "autocast", "fp16"], batch_sizes=PAPER_BATCH_SIZES,
-                  cpu_fp16_batch_sizes=[1, 2, 4, 8, 16], warmup=10, repeats=50, eval_batch_size=512, device=None),
+                  cpu_fp16_batch_sizes=[1, 2, 4, 8, 16], warmup=10, repeats=50, eval_batch_size=512, threads=None,
+                  device=None),
 }
 ACCURACY_TOLERANCE_PP = 0.5  # issue 4: "accuracy changes by at most 0.5 percentage points"
 DATA_SOURCE_TIMING = "synthetic"  # random inputs of the dataset's shape: time does not depend on pixel values
@@ -124,6 +126,7 @@ def validate(cfg):
         if cfg.cpu_fp16_batch_sizes else []
     for name, minimum in (("warmup", 0), ("repeats", 1), ("eval_batch_size", 1)):
         setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.threads = check_threads(cfg.threads)
     return cfg
 
 
@@ -344,4 +347,4 @@ def plot_accuracy(acc: pd.DataFrame):
 
 
 __all__ = ["ACCURACY_TOLERANCE_PP", "PRECISIONS", "PRESETS", "accuracy", "check_claims", "plot_accuracy",
-           "plot_time_memory", "resolve_precisions", "store_path", "timing", "validate"]
+           "plot_time_memory", "resolve_precisions", "set_threads", "store_path", "timing", "validate"]
