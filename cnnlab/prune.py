@@ -56,9 +56,10 @@ def prune_model(model: nn.Module, method: str, amount: float, *, scope: str = "l
     method "l1_unstructured" zeroes the smallest-magnitude elements; "ln_structured" zeroes whole rows
     (output units / channels, dim 0) of smallest L``n`` norm. scope "layer" prunes each tensor by ``amount``
     (torch rounds ``amount * size`` to the nearest element or row); "global" ranks all chosen tensors together,
-    so ``amount`` holds over them jointly and layers lose different fractions. For global structured pruning,
+    so ``amount`` of their weights go jointly and layers lose different fractions. For global structured pruning,
     which torch lacks, rows are ranked by their root-mean-square (L``n`` norm / length^(1/n)) so that rows of
-    different lengths compare. ``tensors`` picks names from :func:`targets` (default: all).
+    different lengths compare, and the weakest are zeroed until they hold ``amount`` of the weights (to the
+    nearest row). ``tensors`` picks names from :func:`targets` (default: all).
     """
     check_method(method)
     amount = check_amount(amount)
@@ -84,15 +85,21 @@ def prune_model(model: nn.Module, method: str, amount: float, *, scope: str = "l
 
 
 def _global_ln_structured(pairs, amount: float, n: float) -> None:
-    scores = []
+    scores, widths = [], []
     for module, name in pairs:
         rows = getattr(module, name).detach().flatten(1)
         scores.append(rows.norm(p=n, dim=1) / rows.shape[1] ** (1 / n))
-    flat = torch.cat(scores)
-    k = round(amount * flat.numel())
+        widths.append(torch.full((rows.shape[0],), rows.shape[1]))
+    flat, width = torch.cat(scores), torch.cat(widths)
+    # the weakest rows, until they hold the nearest count to `amount` of all the weights
+    order = torch.argsort(flat)
+    taken = torch.cumsum(width[order], 0)
+    target = amount * int(width.sum())
+    count = int(torch.searchsorted(taken, torch.tensor(target), right=True))
+    if count < len(order) and abs(int(taken[count]) - target) < abs((int(taken[count - 1]) if count else 0) - target):
+        count += 1
     drop = torch.zeros_like(flat, dtype=torch.bool)
-    if k:
-        drop[torch.topk(flat, k, largest=False).indices] = True
+    drop[order[:count]] = True
     start = 0
     for (module, name), score in zip(pairs, scores):
         keep_rows = ~drop[start:start + score.numel()]

@@ -41,9 +41,10 @@ def _quiet(*loggers: str):
 
 
 def _torchao():
-    # A CPU torch cannot load torchao's CUDA-only extensions, and torchao registers an Enum with
-    # torch's pytree, which 2.13 deprecates: both only log warnings at import, which we silence.
-    with _quiet("torchao", "torch.utils._pytree"):
+    # A CPU torch cannot load torchao's CUDA-only extensions, torchao registers an Enum with torch's
+    # pytree and defines TorchScript methods, both deprecated in 2.13: only warnings at import, silenced.
+    with _quiet("torchao", "torch.utils._pytree"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*torch.jit.*")
         from torchao.quantization.pt2e import quantize_pt2e
         from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
     return quantize_pt2e, x86
