@@ -35,17 +35,20 @@ $(STAMP): pyproject.toml
 	$(PY) -c "import cnnlab, torch, torchvision; print('cnnlab', cnnlab.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| CUDA', torch.cuda.is_available())" && \
 	touch $(STAMP) && echo "setup took $$(( $$(date +%s) - start )) s"
 
-# Unit tests, then every notebook through nbval with the quick preset, on $(JOBS) processes.
+# Unit tests, then every notebook through nbval with the quick preset, on $(JOBS) processes of one thread
+# each (two workers of two threads on two cores make every timing meaningless).
 # --dist loadfile keeps each notebook's cells in one worker (one kernel), in order.
 test: $(STAMP)
-	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR=$(CURDIR)/build/test-figures MPLBACKEND=Agg \
+	rm -rf build/test-figures
+	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR=$(CURDIR)/build/test-figures MPLBACKEND=Agg OMP_NUM_THREADS=1 \
 	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=15 \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks
 
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
-# NB=01 runs one notebook, PRESET=paper changes the preset.
+# NB=01 runs one notebook, PRESET=paper changes the preset. Sweeps resume from the CSVs already in
+# figures/<notebook>/; FRESH=1 deletes them first (do that after changing the code being measured).
 figures: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB))
+	MPLBACKEND=Agg $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

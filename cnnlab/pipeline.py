@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,13 +40,15 @@ def find_notebooks(selector: str | None = None) -> list[Path]:
     return found
 
 
-def run(notebooks: list[Path], preset: str) -> int:
+def run(notebooks: list[Path], preset: str, *, fresh: bool = False) -> int:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     BUILD.mkdir(parents=True, exist_ok=True)
     os.environ["CNNLAB_PRESET"] = preset
     for nb in notebooks:
+        if fresh:
+            shutil.rmtree(output_dir(nb.stem))  # stored sweep points would otherwise be reused
         start = time.perf_counter()
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
         try:
@@ -65,8 +68,10 @@ def main(argv=None) -> int:
     parser.add_argument("--notebook", "-n", help="run only this notebook (e.g. 01 or 01_batch_size)")
     parser.add_argument("--preset", default=os.environ.get("CNNLAB_PRESET", "quick"),
                         choices=["auto", "quick", "standard", "paper"])
+    parser.add_argument("--fresh", action="store_true",
+                        help="delete each notebook's stored results first instead of resuming from them")
     args = parser.parse_args(argv)
-    return run(find_notebooks(args.notebook), args.preset)
+    return run(find_notebooks(args.notebook), args.preset, fresh=args.fresh)
 
 
 if __name__ == "__main__":
