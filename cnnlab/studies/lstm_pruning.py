@@ -33,6 +33,7 @@ from torch import nn
 from cnnlab import data, models, prune, quantize
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
+from cnnlab.studies.batch_size import as_list, check_threads, set_threads
 from cnnlab.profiling.memory import cpu_peak_bytes
 from cnnlab.train import evaluate
 
@@ -44,25 +45,26 @@ LSTM_OPS = ("lstm", "rnn")  # operator / kernel names containing these are the L
 MB = 1e6
 
 PRESETS = {
-    # CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%).
+    # CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%), one
+    # intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
     "quick": dict(synthetic=True, vocab_size=2000, seq_len=64, train_size=2000, test_size=500, embed_dim=64,
                   hidden_size=64, num_layers=2, epochs=3, batch_size=64, lr=5e-3, batch_sizes=[32, 128],
                   num_workers=[0, 1, 2, 4, 8], sweep_fraction=0.5, ratios=[0.1, 0.5, 0.9],
                   methods=list(prune.METHODS), chosen_ratio=0.5, finetune_epochs=1, profile_iterations=3, warmup=1,
-                  repeats=5, timing_rounds=3, device=None),
+                  repeats=5, timing_rounds=3, threads=1, device=None),
     # One Colab GPU: real IMDB (downloaded once), a mid-sized model.
     "standard": dict(synthetic=False, vocab_size=20000, seq_len=256, train_size=None, test_size=None, embed_dim=128,
                      hidden_size=256, num_layers=2, epochs=4, batch_size=64, lr=1e-3, batch_sizes=[32, 64, 128, 256],
                      num_workers=[0, 1, 2, 4, 8], sweep_fraction=0.2, ratios=[round(0.1 * k, 1) for k in range(1, 10)],
                      methods=list(prune.METHODS), chosen_ratio=0.5, finetune_epochs=1, profile_iterations=5, warmup=3,
-                     repeats=20, timing_rounds=3, device=None),
+                     repeats=20, timing_rounds=3, threads=None, device=None),
     # The paper's scale: hidden 512, embedding 400, vocabulary 75k (34.0M parameters, the paper's had 34.7M), its
     # grids and its ratio 0.9.
     "paper": dict(synthetic=False, vocab_size=75000, seq_len=256, train_size=None, test_size=None, embed_dim=400,
                   hidden_size=512, num_layers=2, epochs=4, batch_size=128, lr=1e-3, batch_sizes=[16, 32, 64, 128, 256],
                   num_workers=[0, 1, 2, 4, 8], sweep_fraction=1.0, ratios=[round(0.1 * k, 1) for k in range(1, 10)],
                   methods=list(prune.METHODS), chosen_ratio=0.9, finetune_epochs=1, profile_iterations=5, warmup=5,
-                  repeats=50, timing_rounds=5, device=None),
+                  repeats=50, timing_rounds=5, threads=None, device=None),
 }
 
 
@@ -71,10 +73,6 @@ PRESETS = {
 def _int_at_least(value, name: str, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _as_list(value) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def validate(cfg: SimpleNamespace) -> SimpleNamespace:
@@ -94,19 +92,20 @@ def validate(cfg: SimpleNamespace) -> SimpleNamespace:
         raise ValueError(f"lr must be a positive number, got {cfg.lr!r}")
     if not (isinstance(cfg.sweep_fraction, (int, float)) and 0 < cfg.sweep_fraction <= 1):
         raise ValueError(f"sweep_fraction must be in (0, 1], got {cfg.sweep_fraction!r}")
-    cfg.batch_sizes = _as_list(cfg.batch_sizes)
+    cfg.batch_sizes = as_list(cfg.batch_sizes)
     for b in cfg.batch_sizes:
         _int_at_least(b, "batch_sizes (each)")
-    cfg.num_workers = _as_list(cfg.num_workers)
+    cfg.num_workers = as_list(cfg.num_workers)
     for w in cfg.num_workers:
         _int_at_least(w, "num_workers (each)", 0)
-    cfg.ratios = sorted(prune.check_amount(r) for r in _as_list(cfg.ratios))
+    cfg.ratios = sorted(prune.check_amount(r) for r in as_list(cfg.ratios))
     if not cfg.ratios or cfg.ratios[0] <= 0:
         raise ValueError(f"ratios must be pruning ratios in (0, 1), got {cfg.ratios!r}")
-    cfg.methods = [prune.check_method(m) for m in _as_list(cfg.methods)]
+    cfg.methods = [prune.check_method(m) for m in as_list(cfg.methods)]
     cfg.chosen_ratio = prune.check_amount(cfg.chosen_ratio)
     if round(cfg.chosen_ratio * cfg.hidden_size) >= cfg.hidden_size:
         raise ValueError(f"chosen_ratio={cfg.chosen_ratio} would remove all {cfg.hidden_size} hidden units")
+    cfg.threads = check_threads(cfg.threads)
     cfg.device = str(choose_device(cfg.device))
     return cfg
 
@@ -232,7 +231,7 @@ def loader_sweep(model, cfg, store) -> pd.DataFrame:
         _sync(device)
         return {"train_epoch_s": float(train_s), "test_epoch_s": time.perf_counter() - start,
                 "train_items": len(loaders[0].dataset), "test_items": len(loaders[1].dataset), "device": str(device),
-                "data_source": train_set.data_source}
+                "cpu_threads": torch.get_num_threads(), "data_source": train_set.data_source}
 
     grid = [{"batch_size": b, "num_workers": w} for b in cfg.batch_sizes for w in cfg.num_workers if w <= cap]
     df = sweep(point, grid, store, desc="batch size x workers")
@@ -356,7 +355,7 @@ def final_comparison(model, cfg) -> pd.DataFrame:
             rows[variant].update({col: float(series.median()), f"{col}_min": float(series.min()),
                                   f"{col}_max": float(series.max())})
         rows[variant].update(timing_rounds=cfg.timing_rounds, batch_size=cfg.batch_size, device=str(device),
-                             data_source=train_set.data_source)
+                             cpu_threads=torch.get_num_threads(), data_source=train_set.data_source)
     df = pd.DataFrame(list(rows.values()))
     base = df.set_index("variant").loc["dense"]
     for col, name in (("train_epoch_s", "train_speedup"), ("test_epoch_s", "test_speedup"),
@@ -502,12 +501,12 @@ def plot_final(df: pd.DataFrame):
     from cnnlab import plotting
 
     cols = ["train_epoch_s", "latency_ms_median", "train_step_peak_mem_mib", "size_mb", "accuracy_pct"]
-    fig, axes = plotting.plt.subplots(1, len(cols), figsize=(3.2 * len(cols), 3.4))
+    fig, axes = plotting.plt.subplots(1, len(cols), figsize=(3.4 * len(cols), 3.8))
     for ax, col in zip(axes, cols):
         plotting.sns.barplot(data=df, x="variant", y=col, hue="variant", ax=ax, legend=False)
         ax.set_ylabel(plotting.label_for(col))
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=35)
-    fig.suptitle(f"Final models at ratio {df['ratio'].max():g} on {df['device'].iloc[0]}")
     fig.tight_layout()
+    fig.suptitle(f"Final models at ratio {df['ratio'].max():g} on {df['device'].iloc[0]}", y=1.04)
     return fig

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from cnnlab import data, models, quantize
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
+from cnnlab.studies.batch_size import as_list, check_threads, set_threads
 from cnnlab.train import Recipe, evaluate, train
 
 MODEL = "vgg11"
@@ -41,21 +42,22 @@ PAPER = dict(fp32_mb=36.965367, int8_mb=9.301691, fp32_acc=65.11, int8_acc=66.11
 MB = 1e6  # the paper's "MB" (os.path.getsize / 1e6)
 
 PRESETS = {
-    # CPU smoke run: one epoch on the real, offline `digits` set (about 98% test accuracy), tiny loader subset.
+    # CPU smoke run: one epoch on the real, offline `digits` set (about 98% test accuracy), tiny loader subset,
+    # one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
     "quick": dict(dataset="digits", synthetic=False, epochs=1, batch_size=32, lr=0.01, schedule="cosine",
                   augment=False, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=0.1,
                   loader_batch_size=32, calibration_batches=4, latency_batch_size=32, warmup=1, repeats=5,
-                  methods=list(METHODS), profile_iterations=2, top_ops=10, device=None),
+                  methods=list(METHODS), profile_iterations=2, top_ops=10, threads=1, device=None),
     # One Colab GPU: CIFAR-10 (the paper's data), 30 epochs.
     "standard": dict(dataset="cifar10", synthetic=False, epochs=30, batch_size=128, lr=0.05, schedule="cosine",
                      augment=True, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=0.2,
                      loader_batch_size=128, calibration_batches=32, latency_batch_size=100, warmup=3, repeats=20,
-                     methods=list(METHODS), profile_iterations=5, top_ops=15, device=None),
+                     methods=list(METHODS), profile_iterations=5, top_ops=15, threads=None, device=None),
     # kuangliu's recipe length (200 epochs, cosine), whole loaders; test batches of 100 as in the paper's log.
     "paper": dict(dataset="cifar10", synthetic=False, epochs=200, batch_size=128, lr=0.1, schedule="cosine",
                   augment=True, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=1.0,
                   loader_batch_size=128, calibration_batches=100, latency_batch_size=100, warmup=10, repeats=50,
-                  methods=list(METHODS), profile_iterations=10, top_ops=15, device=None),
+                  methods=list(METHODS), profile_iterations=10, top_ops=15, threads=None, device=None),
 }
 
 
@@ -86,20 +88,21 @@ def validate(cfg: SimpleNamespace) -> SimpleNamespace:
         raise ValueError(f"lr must be a positive number, got {cfg.lr!r}")
     if not (isinstance(cfg.loader_fraction, (int, float)) and 0 < cfg.loader_fraction <= 1):
         raise ValueError(f"loader_fraction must be in (0, 1], got {cfg.loader_fraction!r}")
-    workers = cfg.num_workers if isinstance(cfg.num_workers, list) else [cfg.num_workers]
+    workers = as_list(cfg.num_workers)
     if not workers or any(isinstance(w, bool) or not isinstance(w, int) or w < 0 for w in workers):
         raise ValueError(f"num_workers must be a list of integers >= 0, got {cfg.num_workers!r}")
     cfg.num_workers = workers
-    pins = cfg.pin_memory if isinstance(cfg.pin_memory, list) else [cfg.pin_memory]
+    pins = as_list(cfg.pin_memory)
     if not pins or any(not isinstance(p, bool) for p in pins):
         raise ValueError(f"pin_memory must be a list of True/False, got {cfg.pin_memory!r}")
     cfg.pin_memory = pins
-    methods = [cfg.methods] if isinstance(cfg.methods, str) else list(cfg.methods)
+    methods = as_list(cfg.methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"methods={cfg.methods!r} has unknown method(s) {unknown}; "
                          f"valid methods: {', '.join(METHODS)}")
     cfg.methods = methods if "eager" in methods else ["eager", *methods]  # eager is the baseline of the speed-ups
+    cfg.threads = check_threads(cfg.threads)
     cfg.device = str(choose_device(cfg.device))
     return cfg
 
@@ -181,7 +184,7 @@ def loader_sweep(model, cfg, store) -> pd.DataFrame:
         return {"train_epoch_s": times[0], "eval_epoch_s": times[1], "train_items": len(loaders[0].dataset),
                 "eval_items": len(loaders[1].dataset), "pin_memory_effective": effective,
                 "pin_memory_note": "" if effective or not pin_memory else "no GPU: pinned memory is never copied from",
-                "device": str(device), "data_source": train_set.data_source}
+                "device": str(device), "cpu_threads": torch.get_num_threads(), "data_source": train_set.data_source}
 
     grid = [{"num_workers": w, "pin_memory": p} for w in cfg.num_workers if w <= cap for p in cfg.pin_memory]
     df = sweep(point, grid, store, desc="DataLoader sweep") if grid else pd.DataFrame()
@@ -343,7 +346,7 @@ def compiled_inference(model, cfg) -> pd.DataFrame:
                      "latency_ms_p10": timing.latency_ms_p10, "latency_ms_p90": timing.latency_ms_p90,
                      "throughput_items_per_s": timing.throughput_items_per_s, "batch_size": len(x),
                      "max_abs_diff_vs_eager": (out.float() - reference.float()).abs().max().item(), "note": note,
-                     "data_source": test_set.data_source})
+                     "cpu_threads": timing.cpu_threads, "data_source": test_set.data_source})
     df = pd.DataFrame(rows)
     df["speedup_vs_eager"] = df.loc[df["method"] == "eager", "latency_ms_median"].iloc[0] / df["latency_ms_median"]
     return df
@@ -421,7 +424,8 @@ def plot_loader_sweep(df: pd.DataFrame):
     ok = df[df["status"] == "ok"].melt(id_vars=["num_workers", "pin_memory"], var_name="phase",
                                        value_vars=["train_epoch_s", "eval_epoch_s"], value_name="epoch_time_s")
     ok["phase"] = ok["phase"].str.removesuffix("_epoch_s")
-    ok["pin_memory"] = ok["pin_memory"].astype(bool).map({True: "pinned", False: "pageable"})
+    pinned = "pinned" if df["device"].iloc[0].startswith("cuda") else "pinned (no effect without a GPU)"
+    ok["pin_memory"] = ok["pin_memory"].astype(bool).map({True: pinned, False: "pageable"})
     grid = plotting.sns.relplot(data=ok, x="num_workers", y="epoch_time_s", hue="pin_memory", col="phase", kind="line",
                                 marker="o", height=3.2, aspect=1.2, facet_kws={"sharey": False})
     grid.set_axis_labels("DataLoader num_workers", plotting.label_for("epoch_time_s"))
