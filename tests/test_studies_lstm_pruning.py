@@ -5,6 +5,7 @@ import math
 import cnnlab  # noqa: F401
 import pandas as pd
 import pytest
+import torch
 
 from cnnlab import presets, prune
 from cnnlab.studies import lstm_pruning as lp
@@ -12,6 +13,16 @@ from cnnlab.studies import lstm_pruning as lp
 TINY = dict(vocab_size=300, seq_len=16, train_size=128, test_size=64, embed_dim=8, hidden_size=8, num_layers=2,
             epochs=1, batch_size=32, batch_sizes=[32], num_workers=[0, 99], sweep_fraction=0.5, ratios=[0.5],
             chosen_ratio=0.5, profile_iterations=1, warmup=0, repeats=2, timing_rounds=1, device="cpu")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: CI runs two test processes on two cores, and OpenMP threads beyond the free cores
+    spin-wait on each other (10x slower on a loaded machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
