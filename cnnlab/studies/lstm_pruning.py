@@ -512,3 +512,8 @@ def plot_final(df: pd.DataFrame):
     fig.tight_layout()
     fig.suptitle(f"Final models at ratio {df['ratio'].max():g} on {df['device'].iloc[0]}", y=1.04)
     return fig
+
+
+__all__ = ["LSTM_OPS", "MODEL", "PAPER", "PRESETS", "build_model", "check_claims", "datasets", "final_comparison",
+           "fit", "loader_sweep", "plot_final", "plot_loader_sweep", "plot_profile", "plot_sensitivity",
+           "profile_training", "pruning_sensitivity", "set_threads", "train_baseline", "train_step", "validate"]

@@ -33,7 +33,7 @@ from cnnlab import data, models, quantize
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
 from cnnlab.studies.batch_size import as_list, check_threads, set_threads
-from cnnlab.train import Recipe, evaluate, train
+from cnnlab.train import Recipe, train
 
 MODEL = "vgg11"
 METHODS = ("eager", "torchscript_trace", "torch_compile", "torch_export")
@@ -491,3 +491,8 @@ def plot_profile(df: pd.DataFrame):
         ax.set_title(f"{precision} on {part['device'].iloc[0]}, {int(part['iterations'].iloc[0])} batches")
     fig.tight_layout()
     return fig
+
+
+__all__ = ["METHODS", "MODEL", "PAPER", "PRESETS", "check_claims", "compare_int8", "compiled_inference", "datasets",
+           "inference_profile", "loader_sweep", "plot_compiled", "plot_int8", "plot_loader_sweep", "plot_profile",
+           "quantize_model", "recipe", "set_threads", "train_model", "validate", "vgg_sizes"]
