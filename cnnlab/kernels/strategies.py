@@ -171,8 +171,11 @@ def conv2d_fft_tiled(x, weight, bias=None, stride=1, padding=0, *, out=None, fft
     full_size = ((nbh - 1) * bh + fh, (nbw - 1) * bw + fw)
     for co0, co1, blocks_out in _spectral(x_hat, weight, (fh, fw), workspace_mib):
         co = co1 - co0  # overlap-add: fold sums the overlapping F x F outputs placed every B pixels
-        cols = blocks_out.reshape(n, nbh * nbw, co * fh * fw).transpose(1, 2)
-        full = F.fold(cols, full_size, (fh, fw), stride=(bh, bw))
+        if nbh * nbw == 1:  # one block holds the whole image: nothing overlaps
+            full = blocks_out.reshape(n, co, fh, fw)
+        else:
+            cols = blocks_out.reshape(n, nbh * nbw, co * fh * fw).transpose(1, 2)
+            full = F.fold(cols, full_size, (fh, fw), stride=(bh, bw))
         y[:, co0:co1] = full[:, :, kh - 1 :: sh, kw - 1 :: sw][:, :, :oh, :ow]
     return _finish(y, bias, x.dtype, out)
 
@@ -268,6 +271,15 @@ class StrategyConv2d(nn.Module):
         self.weight = conv.weight
         self.bias = conv.bias
         self.last_choice: str | None = None
+        self._packed: tuple | None = None
+
+    def _packed_weight(self) -> torch.Tensor:
+        """The Triton kernel's (KH, KW, C_in, C_out) weight, rebuilt only when the weight changes."""
+        w = self.weight
+        key = (w.data_ptr(), w._version, w.dtype, w.device)
+        if self._packed is None or self._packed[0] != key:
+            self._packed = (key, triton_conv.pack_weight(w.detach()))
+        return self._packed[1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         name = self.strategy
@@ -275,6 +287,8 @@ class StrategyConv2d(nn.Module):
             name = choose_best(x, self.weight, self.bias, self.stride, self.padding, **self.options)
         self.last_choice = name
         options = self.options if self.strategy != "best" else {}
+        if name == "direct":
+            options = {**options, "packed_weight": self._packed_weight()}
         return CONV_FUNCTIONS[name](x, self.weight, self.bias, self.stride, self.padding, **options)
 
     def extra_repr(self) -> str:

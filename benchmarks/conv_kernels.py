@@ -1,0 +1,299 @@
+"""Every convolution strategy of cnnlab.kernels against torch.nn.functional.conv2d, layer by layer, plus spatial
+tiling of ResNet-20 at 224x224.
+
+    .venv/bin/python benchmarks/conv_kernels.py [--device cpu|cuda] [--nets resnet20,lenet5,...] [--rounds 3]
+        [--repeats 3] [--tiles 8,16,32,64] [--dtypes float32,float16] [--batch NET=N ...] [--out results.csv]
+        [--skip-layers] [--skip-spatial]
+
+Part 1, layers. The convolution layers of ResNet-20 at 224x224 (all 3x3; the tiling study's Mini-ImageNet size,
+batch 8) and of Li et al. 2016's five networks at their papers' input sizes (LeNet-5 and the CIFAR network at
+32x32, AlexNet, ZFNet and VGG-16 at 224x224), shapes read from cnnlab.models by forward hooks on the meta
+device. Each distinct layer shape is timed once per strategy and counted as often as the network uses it. Printed
+per layer and per network as time / native time (< 1 = faster than F.conv2d). Strategies: gemm, fft, fft_tiled,
+direct (the Triton kernel, at every tile size on a GPU; on the CPU it only runs interpreted and is not timed),
+best (per layer the fastest of the others, chosen by strategies.choose_best) and opt (channels_last layout with
+cuDNN autotuning: the layer-level part of the "opt" path; BN folding and in-place ReLU act between layers).
+
+Part 2, spatial tiling. ResNet-20 at 224x224, batch 8, untiled against cnnlab.kernels.tile_spatially (the whole
+convolutional trunk, strips of 8/16/32/64 rows with line buffers; and 64x64 tiles recomputing their halo):
+latency and peak activation memory from cnnlab.profiling.benchmark (CPU: the allocator's event stream under the
+profiler, one extra pass; GPU: torch.cuda.max_memory_allocated). Goal: at tile 32, >= 2x less memory and <= 30%
+more time than untiled.
+
+Every timing is the median over ``--rounds`` interleaved rounds (strategies alternate inside each round, so a
+change of machine load hits all alike) of cnnlab.profiling.benchmark's median over ``--repeats`` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without `pip install -e .`
+
+import cnnlab  # noqa: E402,F401  (first: torchvision shim)
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from cnnlab import models  # noqa: E402
+from cnnlab.kernels import spatial, strategies, triton_conv  # noqa: E402
+from cnnlab.profiling import benchmark  # noqa: E402
+
+# Input size per network (C, H, W): Li et al. 2016 run LeNet and the CIFAR net at 32x32 and AlexNet, ZFNet and
+# VGG at 224x224; ResNet-20 at 224x224 is the tiling study's (IISc paper Sec. IV.D). cnnlab's VGG-16 is the CIFAR
+# variant, whose convolution stack is VGG-16's: its layers at 224x224 are ImageNet VGG-16's layers.
+NETS = {
+    "resnet20": (3, 224, 224),
+    "lenet5": (3, 32, 32),
+    "convnet_cifar": (3, 32, 32),
+    "alexnet_imagenet": (3, 224, 224),
+    "zfnet": (3, 224, 224),
+    "vgg16": (3, 224, 224),
+}
+# Batch sizes: the tiling study's 8 for ResNet-20; for Li et al.'s networks sizes that keep this benchmark to
+# minutes on a 2-core CPU, larger on a GPU. Override with --batch NET=N.
+BATCH = {
+    "cpu": {"resnet20": 8, "lenet5": 64, "convnet_cifar": 64, "alexnet_imagenet": 4, "zfnet": 4, "vgg16": 1},
+    "cuda": {"resnet20": 8, "lenet5": 128, "convnet_cifar": 128, "alexnet_imagenet": 128, "zfnet": 64, "vgg16": 32},
+}
+
+
+def conv_layers(net: str, batch: int) -> pd.DataFrame:
+    """One row per distinct conv layer shape of ``net`` (count = how often the network uses it)."""
+    with torch.device("meta"):
+        model = models.get(net)
+    rows = []
+
+    def hook(module, args, output):
+        x = args[0]
+        rows.append(dict(network=net, batch=batch, c_in=x.shape[1], h=x.shape[2], w=x.shape[3],
+                         c_out=module.out_channels, kernel=module.kernel_size[0], stride=module.stride[0],
+                         padding=module.padding[0], bias=module.bias is not None))  # fmt: skip
+
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            m.register_forward_hook(hook)
+    body = getattr(model, "features", model)  # VGG's CIFAR head does not fit 224x224; only the convs matter
+    with torch.no_grad():
+        body(torch.empty(batch, *NETS[net], device="meta"))
+    df = pd.DataFrame(rows)
+    keys = [c for c in df.columns if c != "network"]
+    return df.groupby(keys, sort=False).size().rename("count").reset_index().assign(network=net)
+
+
+def _median_time_ms(fn, inputs, device, repeats: int) -> float:
+    m = benchmark(fn, inputs, device=device, warmup=1, repeats=repeats, measure_memory=False,
+                  measure_gpu_util=False)  # fmt: skip
+    return m.latency_ms_median
+
+
+def layer_candidates(device: torch.device, tiles: list[int]) -> dict[str, dict]:
+    """Strategy label -> how to call it. On the CPU the Triton kernel is not timed (it would be interpreted)."""
+    cands = {n: {"fn": strategies.CONV_FUNCTIONS[n], "options": {}} for n in ("native", "gemm", "fft", "fft_tiled")}
+    if device.type == "cuda":
+        for t in tiles:  # NCHW input as the others get, and NHWC (channels_last): contiguous channel loads
+            cands[f"direct@{t}"] = {"fn": strategies.conv2d_direct, "options": {"tile": (t, t)}}
+            cands[f"direct_nhwc@{t}"] = {"fn": strategies.conv2d_direct, "options": {"tile": (t, t)}, "nhwc": True}
+    cands["best"] = {"fn": None, "options": {}}
+    cands["opt"] = {"fn": None, "options": {}}
+    return cands
+
+
+def time_layer(row, device, dtype, tiles, rounds, repeats) -> list[dict]:
+    """Times of every strategy on one layer shape, median over interleaved rounds; returns tidy rows."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(row.batch, row.c_in, row.h, row.w, generator=gen).to(device, dtype)
+    w = (torch.randn(row.c_out, row.c_in, row.kernel, row.kernel, generator=gen) * 0.05).to(device, dtype)
+    b = torch.randn(row.c_out, generator=gen).to(device, dtype) if row.bias else None
+    s, p = row.stride, row.padding
+    cands = layer_candidates(device, tiles)
+    best_name = strategies.choose_best(x, w, b, s, p)  # measured once per shape/device/dtype and cached
+    x_cl, w_cl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+
+    def opt():
+        previous = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = True  # cuDNN autotuning, as the "opt" path enables on a GPU
+        try:
+            return F.conv2d(x_cl, w_cl, b, s, p)
+        finally:
+            torch.backends.cudnn.benchmark = previous
+
+    packed = triton_conv.pack_weight(w)  # what TiledConv2d caches: not re-packed per call
+
+    calls = {}
+    for label, c in cands.items():
+        if label == "best":
+            fn = strategies.CONV_FUNCTIONS[best_name]
+            calls[label] = lambda t, fn=fn: fn(t, w, b, s, p)
+        elif label == "opt":
+            calls[label] = lambda t: opt()
+        elif label.startswith("direct"):
+            xin = x_cl if c.get("nhwc") else x  # layout converted outside the timing, as for "opt"
+            calls[label] = lambda t, o=c["options"], xin=xin: strategies.conv2d_direct(xin, w, b, s, p,
+                                                                                        packed_weight=packed, **o)
+        else:
+            calls[label] = lambda t, fn=c["fn"], o=c["options"]: fn(t, w, b, s, p, **o)
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    errors: dict[str, str] = {}
+    for r in range(rounds):
+        order = list(calls) if r % 2 == 0 else list(reversed(calls))
+        for label in order:
+            if label in errors:
+                continue
+            try:
+                times[label].append(_median_time_ms(calls[label], (x,), device, repeats))
+            except (RuntimeError, ValueError) as exc:  # e.g. out of memory for an FFT: recorded, never 0
+                errors[label] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    native = statistics.median(times["native"])
+    out = []
+    for label, ts in times.items():
+        ms = statistics.median(ts) if ts else float("nan")
+        strategy, _, tile = label.partition("@")
+        out.append(dict(row._asdict(), strategy=strategy, tile=int(tile) if tile else None,
+                        dtype=str(dtype).removeprefix("torch."), device=device.type, latency_ms=ms,
+                        ratio_to_native=ms / native, best_choice=best_name if label == "best" else None,
+                        error=errors.get(label)))  # fmt: skip
+    return out
+
+
+def layer_part(args, device) -> pd.DataFrame:
+    tiles = [int(t) for t in args.tiles.split(",")]
+    dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
+    if device.type == "cpu":
+        print("CPU: the Triton kernel ('direct') runs only interpreted here, so it is not timed; "
+              "fp16/bf16 are not timed on the CPU (no fast half-precision convolution).")  # fmt: skip
+        dtypes = [torch.float32]
+    rows = []
+    for net in args.nets.split(","):
+        batch = args.batch.get(net, BATCH[device.type][net])
+        shapes = conv_layers(net, batch)
+        for dtype in dtypes:
+            for row in shapes.itertuples(index=False):
+                timed = time_layer(row, device, dtype, tiles, args.rounds, args.repeats)
+                rows += timed
+                native = timed[0]["latency_ms"]
+                print(f"  {net:16s} {str(dtype).removeprefix('torch.'):8s} {row.c_in:4d}x{row.h:3d}x{row.w:3d} -> "
+                      f"{row.c_out:4d}  k{row.kernel} s{row.stride} p{row.padding} (x{row.count})  native "
+                      f"{native:9.3f} ms  best={next(r['best_choice'] for r in timed if r['strategy'] == 'best')}",
+                      flush=True)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summarise_layers(df: pd.DataFrame) -> None:
+    df = df.assign(label=df.strategy + df.tile.map(lambda t: "" if pd.isna(t) else f"@{int(t)}"))
+    df = df.assign(total_ms=df.latency_ms * df["count"])
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_columns", 30)
+    print("\nPer layer: time / native F.conv2d (lower is faster)")
+    keys = ["dtype", "network", "c_in", "h", "w", "c_out", "kernel", "stride", "padding", "count"]
+    per_layer = df.set_index([*keys, "label"]).ratio_to_native.unstack("label")
+    order = df.drop_duplicates(keys)[keys]  # networks and layers in the order they were timed
+    per_layer = per_layer.loc[pd.MultiIndex.from_frame(order), df.label.drop_duplicates()]
+    print(per_layer.round(2).to_string(sparsify=False))
+    print("\nPer network (sum over its conv layers, each counted as often as used): time / native")
+    totals = df.groupby(["dtype", "network", "label"], sort=False).total_ms.sum().unstack("label")
+    totals = totals.loc[pd.MultiIndex.from_frame(df[["dtype", "network"]].drop_duplicates()), df.label.unique()]
+    ratios = totals.div(totals["native"], axis=0)
+    print(ratios.round(2).to_string())
+    print("\nPer network: native conv time, ms")
+    print(totals["native"].round(2).to_string())
+    direct = [c for c in ratios.columns if c.startswith("direct")]
+    if direct:
+        best_tile = ratios[direct].min(axis=1)
+        print("\nTriton kernel at its best tile vs cuDNN (goal <= 1.5 on ResNet-20's layers and the five networks):")
+        for key, value in best_tile.items():
+            print(f"  {key[0]:8s} {key[1]:16s} {value:.2f}x  ({ratios.loc[key, direct].idxmin()}) "
+                  f"{'within' if value <= 1.5 else 'ABOVE'} 1.5x")  # fmt: skip
+
+
+def spatial_part(args, device) -> pd.DataFrame:
+    """ResNet-20 at 224x224, batch 8: untiled vs spatially tiled; latency and peak activation memory."""
+    torch.manual_seed(0)
+    model = models.get("resnet20").eval().to(device)
+    x = torch.randn(8, 3, 224, 224, device=device)
+    variants = {"untiled": model}
+    for t in (8, 16, 32, 64):
+        variants[f"stream@{t}"] = spatial.tile_spatially(model, t, until="layer3", mode="stream")
+    variants["recompute@64"] = spatial.tile_spatially(model, 64, until="layer3", mode="recompute")
+    with torch.no_grad():
+        ref = model(x)
+        for name, m in variants.items():
+            err = ((m(x) - ref).abs().max() / ref.abs().max()).item()
+            assert err < 1e-4, f"{name} differs from the untiled model: {err}"
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    memory: dict[str, float] = {}
+    for r in range(args.rounds):
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+        for name in order:
+            measure = r == 0  # memory is deterministic: measure it in the first round only
+            m = benchmark(variants[name], x, device=device, warmup=1, repeats=args.repeats, measure_memory=measure,
+                          measure_gpu_util=False)  # fmt: skip
+            times[name].append(m.latency_ms_median)
+            if measure:
+                memory[name] = m.peak_mem_increment_mib
+    rows = []
+    for name in variants:
+        mode, _, tile = name.partition("@")
+        rows.append(dict(network="resnet20", batch=8, h=224, w=224, mode=mode, tile=int(tile) if tile else None,
+                         device=device.type, latency_ms=statistics.median(times[name]),
+                         peak_activation_mib=memory[name]))  # fmt: skip
+    df = pd.DataFrame(rows)
+    base = df[df["mode"] == "untiled"].iloc[0]
+    df["time_ratio"] = df.latency_ms / base.latency_ms
+    df["memory_cut"] = base.peak_activation_mib / df.peak_activation_mib
+    print("\nSpatial tiling of ResNet-20's conv trunk at 224x224, batch 8 (peak activation memory = peak growth of "
+          "live tensor memory during one forward pass)")  # fmt: skip
+    columns = ["mode", "tile", "latency_ms", "time_ratio", "peak_activation_mib", "memory_cut"]
+    print(df[columns].round(3).to_string(index=False))
+    t32 = df[(df["mode"] == "stream") & (df.tile == 32)].iloc[0]
+    ok_mem, ok_time = t32.memory_cut >= 2, t32.time_ratio <= 1.3
+    print(f"goal at tile 32: memory cut {t32.memory_cut:.2f}x (>= 2x: {'met' if ok_mem else 'NOT met'}), time "
+          f"{t32.time_ratio:.2f}x of untiled (<= 1.30x: {'met' if ok_time else 'NOT met'})")  # fmt: skip
+    return df
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--nets", default=",".join(NETS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiles", default=",".join(str(t) for t in triton_conv.TILE_SIZES))
+    parser.add_argument("--dtypes", default="float32,float16", help="GPU only; the CPU times float32")
+    parser.add_argument("--batch", nargs="*", default=[], help="per-network batch sizes, e.g. vgg16=2")
+    parser.add_argument("--out", default=None, help="CSV path prefix: writes <out>_layers.csv, <out>_spatial.csv")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: torch's choice); 1 gives steadier ratios on a shared machine")
+    parser.add_argument("--skip-layers", action="store_true")
+    parser.add_argument("--skip-spatial", action="store_true")
+    args = parser.parse_args()
+    unknown = sorted(set(args.nets.split(",")) - set(NETS))
+    if unknown:
+        parser.error(f"unknown --nets {unknown}; valid: {', '.join(NETS)}")
+    args.batch = {k: int(v) for k, v in (item.split("=") for item in args.batch)}
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch.cuda.is_available() is False")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"device {name}, torch {torch.__version__}, threads {torch.get_num_threads()}, rounds {args.rounds} x "
+          f"repeats {args.repeats}; fp32 convs on GPU use TF32 iff torch.backends.cudnn.allow_tf32 "
+          f"({torch.backends.cudnn.allow_tf32}), for cuDNN and Triton alike")  # fmt: skip
+    if not args.skip_layers:
+        layers = layer_part(args, device)
+        summarise_layers(layers)
+        if args.out:
+            layers.to_csv(f"{args.out}_layers.csv", index=False)
+    if not args.skip_spatial:
+        df = spatial_part(args, device)
+        if args.out:
+            df.to_csv(f"{args.out}_spatial.csv", index=False)
+
+
+if __name__ == "__main__":
+    main()
