@@ -2,30 +2,27 @@
 
 Every kernel is compared with torch.nn.functional.conv2d on fresh random shapes and inputs (the seed is printed
 in each failure message), writing into an output poisoned with NaN so elements a kernel forgets to write fail.
-The Triton kernel runs on the CPU in Triton's interpreter: TRITON_INTERPRET=1 must be set before triton is first
-imported, hence the first lines below. If some other test module imported triton earlier in this process (so
-the interpreter is off), each interpreter test re-runs itself in a fresh subprocess with the variable set.
+The Triton kernel runs on the GPU when there is one, else in Triton's CPU interpreter (TRITON_INTERPRET=1, set
+per test with monkeypatch so nothing leaks into other tests).
 """
 
+import json
 import os
+import random
+import subprocess
+import sys
+from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see module docstring)
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-import random  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
-import cnnlab  # noqa: E402,F401
-from cnnlab import models  # noqa: E402
-from cnnlab.kernels import spatial, strategies, triton_conv  # noqa: E402
-from cnnlab.kernels.spatial import SpatiallyTiled, receptive_field, split_model, tile_spatially  # noqa: E402
-from cnnlab.kernels.triton_conv import TiledConv2d, tile_model, tiled_conv2d  # noqa: E402
+import cnnlab  # noqa: F401
+from cnnlab import models
+from cnnlab.kernels import spatial, strategies
+from cnnlab.kernels.spatial import SpatiallyTiled, receptive_field, split_model, tile_spatially
+from cnnlab.kernels.triton_conv import TiledConv2d, tile_model, tiled_conv2d
 
 ROOT = Path(__file__).resolve().parents[1]
 # Relative error (max |error| / max |reference|) each precision must meet: fp32 accumulation in every case.
@@ -53,15 +50,15 @@ def _reference(x, w, b, stride, padding):
     return F.conv2d(x.float(), w.float(), None if b is None else b.float(), stride, padding)
 
 
-def _rerun_interpreted(request) -> bool:
-    """If Triton is not in interpreter mode here, run this test in a subprocess that is; True if it did."""
-    if triton_conv.interpreter_enabled():
-        return False
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                           request.node.nodeid], cwd=ROOT, env=env, capture_output=True, text=True)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return True
+@pytest.fixture
+def device(monkeypatch) -> str:
+    """Where the Triton kernel runs: the GPU if there is one (full fp32, no TF32, so the fp32 tolerance holds for
+    kernel and reference), else the CPU through Triton's interpreter."""
+    if torch.cuda.is_available():
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+        return "cuda"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return "cpu"
 
 
 # ---------------------------------------------------------------- Triton kernel (interpreter on the CPU)
@@ -81,21 +78,19 @@ KERNEL_CASES = [
 
 
 @pytest.mark.parametrize("kernel,stride,padding,tile,channels_last,bias", KERNEL_CASES)
-def test_triton_kernel_matches_conv2d_fp32(request, kernel, stride, padding, tile, channels_last, bias):
-    if _rerun_interpreted(request):
-        return
+def test_triton_kernel_matches_conv2d_fp32(device, kernel, stride, padding, tile, channels_last, bias):
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
     n, c_in, c_out, h, w = _random_case(gen, kernel, stride, padding, max_batch=8 if kernel < 5 else 2, extra=10)
     if kernel == 11:
         n, c_in, c_out = 1, min(c_in, 3), min(c_out, 4)  # keep the interpreted 121-tap loop short
-    x = torch.randn(n, c_in, h, w, generator=gen)
+    x = torch.randn(n, c_in, h, w, generator=gen).to(device)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen)
-    b = torch.randn(c_out, generator=gen) if bias else None
+    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen).to(device)
+    b = torch.randn(c_out, generator=gen).to(device) if bias else None
     ref = _reference(x, wt, b, stride, padding)
-    out = torch.full(ref.shape, float("nan"))
+    out = torch.full(ref.shape, float("nan"), device=device)
     y = tiled_conv2d(x, wt, b, stride, padding, tile, out=out)
     assert y is out
     assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
@@ -109,44 +104,39 @@ def test_triton_kernel_matches_conv2d_fp32(request, kernel, stride, padding, til
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("kernel,stride,padding", [(3, 1, 1), (5, 2, 2)])
-def test_triton_kernel_half_precisions(request, dtype, kernel, stride, padding):
-    if _rerun_interpreted(request):
-        return
+def test_triton_kernel_half_precisions(device, dtype, kernel, stride, padding):
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
     n, c_in, c_out, h, w = _random_case(gen, kernel, stride, padding, max_batch=3, max_channels=20, extra=8)
-    x = torch.randn(n, c_in, h, w, generator=gen).to(dtype)
-    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen).to(dtype)
-    b = torch.randn(c_out, generator=gen).to(dtype)
+    x = torch.randn(n, c_in, h, w, generator=gen).to(device, dtype)
+    wt = torch.randn(c_out, c_in, kernel, kernel, generator=gen).to(device, dtype)
+    b = torch.randn(c_out, generator=gen).to(device, dtype)
     ref = _reference(x, wt, b, stride, padding)  # exact products of the rounded inputs, fp32 sums
-    out = torch.full(ref.shape, float("nan"), dtype=dtype).contiguous(memory_format=torch.channels_last)
+    out = torch.full(ref.shape, float("nan"), dtype=dtype, device=device).contiguous(memory_format=torch.channels_last)
     tiled_conv2d(x, wt, b, stride, padding, (8, 8), out=out)
     assert out.dtype == dtype
     assert not torch.isnan(out).any(), f"seed {seed}"
     assert _rel_error(out, ref) < TOLERANCE[dtype], f"seed {seed}: {(n, c_in, c_out, h, w)}"
 
 
-def test_triton_kernel_writes_only_its_output_view(request):
+def test_triton_kernel_writes_only_its_output_view(device):
     """out may be any strided view (here every other channel of a bigger tensor): the rest stays untouched."""
-    if _rerun_interpreted(request):
-        return
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(2, 5, 13, 9, generator=gen)
-    wt = torch.randn(20, 5, 3, 3, generator=gen)
-    big = torch.full((2, 40, 13, 9), float("nan"))
+    x = torch.randn(2, 5, 13, 9, generator=gen).to(device)
+    wt = torch.randn(20, 5, 3, 3, generator=gen).to(device)
+    big = torch.full((2, 40, 13, 9), float("nan"), device=device)
     view = big[:, ::2]
     tiled_conv2d(x, wt, None, 1, 1, (8, 8), out=view)
     assert _rel_error(view, _reference(x, wt, None, 1, 1)) < TOLERANCE[torch.float32], f"seed {seed}"
     assert torch.isnan(big[:, 1::2]).all(), "wrote outside the out view"
 
 
-def test_tiled_conv2d_module_and_tile_model(request):
-    if _rerun_interpreted(request):
-        return
+def test_tiled_conv2d_module_and_tile_model(device):
     torch.manual_seed(_seed())
-    model = nn.Sequential(nn.Conv2d(3, 6, 5, padding=2), nn.ReLU(), nn.Conv2d(6, 4, 3, stride=2, bias=False)).eval()
-    x = torch.randn(2, 3, 15, 17)
+    model = nn.Sequential(nn.Conv2d(3, 6, 5, padding=2), nn.ReLU(), nn.Conv2d(6, 4, 3, stride=2, bias=False))
+    model = model.eval().to(device)
+    x = torch.randn(2, 3, 15, 17, device=device)
     tiled = tile_model(model, tile=(8, 16))
     assert [type(m) for m in tiled] == [TiledConv2d, nn.ReLU, TiledConv2d]
     assert isinstance(model[0], nn.Conv2d), "tile_model must not modify its argument"
@@ -176,8 +166,27 @@ def test_triton_kernel_rejects_what_it_does_not_implement():
         TiledConv2d.from_conv(nn.Conv2d(4, 4, 3, groups=2))
 
 
+def test_interpreted_kernel_runs_whatever_mode_triton_was_imported_in():
+    """Set TRITON_INTERPRET only after triton is imported (as pytest-xdist workers or notebooks may): CPU calls
+    still run, through an interpreted copy of the kernel."""
+    code = (
+        "import os, torch, triton\nfrom cnnlab.kernels import tiled_conv2d\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "x, w = torch.randn(2, 3, 9, 7), torch.randn(4, 3, 3, 3)\n"
+        "for dt in (torch.float32, torch.bfloat16):\n"
+        "    y = tiled_conv2d(x.to(dt), w.to(dt), None, 2, 1, 8).float()\n"
+        "    r = torch.nn.functional.conv2d(x.to(dt).float(), w.to(dt).float(), None, 2, 1)\n"
+        "    print(((y - r).abs().max() / r.abs().max()).item())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    errors = [float(v) for v in proc.stdout.split()]
+    assert errors[0] < TOLERANCE[torch.float32] and errors[1] < TOLERANCE[torch.bfloat16], errors
+
+
 def test_cpu_call_without_interpreter_says_how_to_enable_it():
-    """In a process where triton was imported without TRITON_INTERPRET, a CPU call raises a clear RuntimeError."""
+    """Without TRITON_INTERPRET, a CPU call raises a RuntimeError that says how to enable the interpreter."""
     code = (
         "import torch\nfrom cnnlab.kernels import tiled_conv2d\n"
         "try:\n    tiled_conv2d(torch.randn(1, 2, 8, 8), torch.randn(3, 2, 3, 3))\n"
@@ -203,8 +212,6 @@ def test_gpu_kernel_compiles_for_h100_without_spills():
     if "ptxas" in proc.stderr and proc.returncode != 0 and "No such file" in proc.stderr:
         pytest.skip("Triton's bundled ptxas is missing")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    import json
-
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     for row in rows:
         assert row["spill_bytes"] == 0, row
@@ -315,11 +322,9 @@ def test_best_measures_once_per_layer_shape():
     assert _rel_error(y, model(x)) < 1e-5 and torch.equal(y, y2)
 
 
-def test_direct_strategy_uses_triton_kernel(request):
-    if _rerun_interpreted(request):
-        return
-    model = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(5, 4, 1)).eval()
-    x = torch.randn(2, 3, 11, 9)
+def test_direct_strategy_uses_triton_kernel(device):
+    model = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(5, 4, 1)).eval().to(device)
+    x = torch.randn(2, 3, 11, 9, device=device)
     direct = strategies.apply_strategy(model, "direct", tile=(8, 8))
     with torch.no_grad():
         assert _rel_error(direct(x), model(x)) < TOLERANCE[torch.float32]

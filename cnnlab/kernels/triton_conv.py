@@ -13,10 +13,12 @@ no addressable shared memory, so the window is not copied explicitly; the first 
 remaining ``kh*kw - 1`` taps, shifted by at most the halo, re-read the same lines from L1/L2. Large tiles are
 processed ``sub_rows`` output rows at a time so the accumulator fits in registers.
 
-On a GPU the kernel is compiled; on the CPU it runs only in Triton's interpreter, which needs the environment
-variable ``TRITON_INTERPRET=1`` set before ``triton`` is first imported (Triton builds its own ``tl.*`` helpers in
-one mode at import). Importing this module works either way; a CPU call without the interpreter raises a
-RuntimeError that says so. The interpreter is slow: use it to check correctness on small inputs, never to time.
+On a GPU the kernel is compiled; on the CPU it runs only in Triton's interpreter, which the environment variable
+``TRITON_INTERPRET=1`` turns on. Triton reads that variable when it is imported; this module also reads it at
+each call and then runs an interpreted copy of the kernel even if triton was imported without it (the kernel uses
+only Triton builtins, none of the ``tl.*`` helpers that Triton builds in one mode at import). Importing this
+module works either way; a CPU call without the variable raises a RuntimeError that says how to set it. The
+interpreter is slow: use it to check correctness on small inputs, never to time.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -46,16 +49,22 @@ MAX_TILE_EDGE = 128
 _MAX_SUB_PIXELS = 128  # output pixels per accumulator block: 128 x block_co fp32 stays in registers
 
 
-def interpreter_enabled() -> bool:
-    """True when Triton runs kernels in its CPU interpreter: TRITON_INTERPRET was set when triton was imported.
+def _env_flag() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
-    (Setting the variable later is not enough: Triton's ``tl.*`` helpers are built in one mode at import.)
-    """
-    if triton is None:
-        return False
+
+def _imported_interpreted() -> bool:
+    """Whether triton itself was imported in interpreter mode (TRITON_INTERPRET set at import)."""
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(tl.zeros, InterpretedFunction)
+
+
+def interpreter_enabled() -> bool:
+    """True when CPU calls run in Triton's interpreter: TRITON_INTERPRET=1 now, or when triton was imported."""
+    if triton is None:
+        return False
+    return _env_flag() or _imported_interpreted()
 
 
 if triton is not None:
@@ -73,6 +82,8 @@ if triton is not None:
         BLOCK_CO: tl.constexpr, BLOCK_CI: tl.constexpr,
         HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DOT_IN_FP32: tl.constexpr,
     ):  # fmt: skip
+        # Only Triton builtins here (tl.full, not the jitted helper tl.zeros), so that an interpreted copy
+        # runs even when triton was imported in compiled mode.
         # Grid axis 0 walks (image, tile row, tile column), axis 1 the blocks of output channels.
         pid = tl.program_id(0)
         pid_co = tl.program_id(1)
@@ -97,7 +108,7 @@ if triton is not None:
             out_mask = (oh < OH) & (ow < OW)
             ih0 = oh * STRIDE_H - PAD_H
             iw0 = ow * STRIDE_W - PAD_W
-            acc = tl.zeros((SUB_H * TILE_W, BLOCK_CO), dtype=tl.float32)
+            acc = tl.full((SUB_H * TILE_W, BLOCK_CO), 0.0, tl.float32)  # not tl.zeros: a jitted helper
             # One flat loop over (filter tap, block of input channels): a single pipelined loop keeps one stage
             # of addresses live (unrolling the taps made ptxas spill for sm_90).
             for step in range(0, KH * KW * num_ci_blocks):
@@ -135,6 +146,20 @@ if triton is not None:
 
     # Built in the mode triton.language was built in (TRITON_INTERPRET at the time triton was imported).
     _KERNEL = triton.jit(_conv2d_tile_kernel)
+
+_INTERPRETED_KERNEL = None
+
+
+def _kernel_for(x: torch.Tensor):
+    """The kernel to launch: the jitted one for CUDA tensors, an interpreted one for CPU tensors."""
+    global _INTERPRETED_KERNEL
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if x.is_cuda or isinstance(_KERNEL, InterpretedFunction):
+        return _KERNEL
+    if _INTERPRETED_KERNEL is None:
+        _INTERPRETED_KERNEL = InterpretedFunction(_conv2d_tile_kernel)
+    return _INTERPRETED_KERNEL
 
 
 @dataclass(frozen=True)
@@ -232,7 +257,9 @@ def _dot_in_fp32(x: torch.Tensor) -> bool:
     a bf16 dot returns garbage there. A product of two bf16 numbers is exact in fp32, so upcasting gives the same
     result as the GPU's bf16 MMA with fp32 accumulation.
     """
-    return x.dtype == torch.bfloat16 and interpreter_enabled()
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return x.dtype == torch.bfloat16 and isinstance(_kernel_for(x), InterpretedFunction)
 
 
 def _check_device(x: torch.Tensor) -> None:
@@ -244,9 +271,8 @@ def _check_device(x: torch.Tensor) -> None:
         if not interpreter_enabled():
             raise RuntimeError(
                 "tiled_conv2d got CPU tensors, but compiled Triton kernels need a GPU. To run it on the CPU "
-                "(slowly, for correctness checks only) set the environment variable TRITON_INTERPRET=1 before "
-                "triton is first imported, e.g. `TRITON_INTERPRET=1 python ...` or os.environ['TRITON_INTERPRET'] "
-                "= '1' at the very top of the script."
+                "(slowly, for correctness checks only) set the environment variable TRITON_INTERPRET=1, e.g. "
+                "`TRITON_INTERPRET=1 python ...` or os.environ['TRITON_INTERPRET'] = '1' before the call."
             )
         return
     raise RuntimeError(f"tiled_conv2d supports CUDA tensors (and CPU under TRITON_INTERPRET=1), got {x.device}")
@@ -314,11 +340,11 @@ def tiled_conv2d(
     elif tuple(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         raise ValueError(f"out must be a {x.dtype} tensor of shape {shape} on {x.device}, got "
                          f"{out.dtype} {tuple(out.shape)} on {out.device}")  # fmt: skip
+    cfg = tile_config(tile, c_in, c_out, x.dtype, block_co=block_co, block_ci=block_ci, sub_rows=sub_rows,
+                      num_warps=num_warps)  # fmt: skip
     if n == 0 or c_out == 0:
         return out
     _check_device(x)
-    cfg = tile_config(tile, c_in, c_out, x.dtype, block_co=block_co, block_ci=block_ci, sub_rows=sub_rows,
-                      num_warps=num_warps)  # fmt: skip
     wp = pack_weight(weight) if packed_weight is None else packed_weight
     if tuple(wp.shape) != (kh, kw, c_in, c_out):
         raise ValueError(f"packed_weight must have shape {(kh, kw, c_in, c_out)}, got {tuple(wp.shape)}")
@@ -326,7 +352,7 @@ def tiled_conv2d(
     tiles_h, tiles_w = math.ceil(oh / cfg.tile_h), math.ceil(ow / cfg.tile_w)
     grid = (n * tiles_h * tiles_w, math.ceil(c_out / cfg.block_co))
     with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-        _KERNEL[grid](
+        _kernel_for(x)[grid](
             x, wp, bias if bias is not None else wp, out,
             c_in, h, w, c_out, oh, ow,
             *x.stride(), *wp.stride(), *out.stride(),
@@ -469,8 +495,8 @@ def compile_report(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    if interpreter_enabled():
-        raise RuntimeError("compile_report needs compiled Triton: run it without TRITON_INTERPRET=1")
+    if _imported_interpreted():
+        raise RuntimeError("compile_report needs compiled Triton: import triton without TRITON_INTERPRET=1")
     if dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"dtype must be one of {SUPPORTED_DTYPES}, got {dtype}")
     cfg = tile_config(tile, c_in, c_out, dtype, **options)
