@@ -267,7 +267,7 @@ class _Stream:
     dropped at once, and a kept halo is copied out of its strip so the strip's memory is freed.
     """
 
-    def __init__(self, gm: fx.GraphModule, infos: list[_Info], x: torch.Tensor):
+    def __init__(self, infos: list[_Info], x: torch.Tensor):
         self.infos = {i.node: i for i in infos}
         self.output = infos[-1]
         self.sizes = _heights(infos, tuple(x.shape[-2:]))
@@ -447,7 +447,7 @@ class SpatiallyTiled(nn.Module):
             raise ValueError(f"x must be a 4-D (N, C, H, W) tensor, got shape {tuple(x.shape)}")
         _check_eval(self.prefix)
         if self.mode == "stream":
-            return _Stream(self.prefix, self.infos, x).run(self.tile[0] // self.geometry[0].stride)
+            return _Stream(self.infos, x).run(self.tile[0] // self.geometry[0].stride)
         out_size = _heights(self.infos, tuple(x.shape[-2:]))[self.infos[-1].node]
         return _run_recompute(self.prefix, self.geometry, out_size, x, self.tile)
 
