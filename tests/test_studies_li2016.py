@@ -1,0 +1,214 @@
+"""Tests for cnnlab.studies.li2016: rows per (network, strategy), speed-ups over gemm, direct missing-with-reason on a
+CPU, the paper's reference values, claims, figure, validation.
+
+The direct-strategy check runs the Triton kernel in Triton's interpreter: TRITON_INTERPRET=1 must be set before
+triton is first imported (cnnlab.profiling imports it), hence the first lines; if another test module imported
+triton earlier in this process without it, that test re-runs itself in a fresh subprocess with the variable set.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see module docstring)
+
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import cnnlab  # noqa: E402,F401  (first: registers torchvision's schemas)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib import pyplot as plt  # noqa: E402
+
+from cnnlab import models, presets  # noqa: E402
+from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
+from cnnlab.kernels import triton_conv  # noqa: E402
+from cnnlab.studies import li2016  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    # The two small networks: every strategy in well under a second.
+    return li2016.measure(["LeNet", "CIFAR"], ALL, batch_size=2, device="cpu", warmup=0, repeats=2, min_time_s=0.02,
+                          progress=False)
+
+
+def _rerun_interpreted(request) -> bool:
+    """If Triton is not in interpreter mode here, run this test in a subprocess that is; True if it did."""
+    if triton_conv.interpreter_enabled():
+        return False
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           request.node.nodeid], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return True
+
+
+def test_one_row_per_network_and_strategy_in_paper_order(measured):
+    assert list(zip(measured["network"], measured["strategy"])) == [(n, s) for n in ("LeNet", "CIFAR") for s in ALL]
+    assert list(measured["input_shape"].unique()) == ["1x32x32", "3x32x32"]
+    assert (measured["batch_size"] == 2).all() and (measured["data_source"] == "synthetic").all()
+
+
+def test_direct_is_missing_with_the_reason_on_cpu(measured):
+    direct = measured[measured["strategy"] == "direct"]
+    assert (direct["status"] == "skipped").all() and direct["latency_ms_median"].isna().all()
+    assert (direct["time_missing_reason"] == "Triton kernels are timed only on a GPU").all()
+    assert direct["speedup_vs_gemm"].isna().all()
+    assert (direct["speedup_missing_reason"] == "Triton kernels are timed only on a GPU").all()
+
+
+def test_measured_strategies_are_timed_and_compute_the_same_network(measured):
+    ok = measured[measured["status"] == "ok"]
+    assert sorted(set(ok["strategy"])) == sorted(set(ALL) - {"direct"})
+    for col in ("latency_ms_median", "throughput_items_per_s", "first_call_s", "speedup_vs_gemm"):
+        assert (ok[col] > 0).all() and np.isfinite(ok[col]).all(), col
+    assert (ok["rel_error_vs_native"] < li2016.output_tolerance("cpu")).all()
+    assert (ok["repeats"] >= 2).all()  # at least `repeats` timed batches
+    assert ok["gpu_util_pct"].isna().all() and ok["gpu_util_missing_reason"].notna().all()
+
+
+def test_speedups_are_relative_to_gemm(measured):
+    ok = measured[measured["status"] == "ok"]
+    assert (ok.loc[ok["strategy"] == "gemm", "speedup_vs_gemm"] == 1.0).all()  # exactly
+    for network, group in ok.groupby("network"):
+        base = group.loc[group["strategy"] == "gemm", "latency_ms_median"].iloc[0]
+        expected = base / group["latency_ms_median"]
+        assert np.allclose(group["speedup_vs_gemm"], expected, rtol=1e-12), network
+        assert (group["speedup_p10"] <= group["speedup_vs_gemm"] * (1 + 1e-12)).all()
+        assert (group["speedup_vs_gemm"] <= group["speedup_p90"] * (1 + 1e-12)).all()
+
+
+def test_best_records_its_per_layer_picks(measured):
+    best = measured[measured["strategy"] == "best"].set_index("network")["best_choices"]
+    for network, conv_layers in (("LeNet", 2), ("CIFAR", 3)):
+        picks = dict(part.split(" x") for part in best[network].split(", "))
+        assert set(picks) <= set(kernel_strategies.candidates_for("cpu")), picks  # never the interpreted direct
+        assert sum(int(n) for n in picks.values()) == conv_layers
+
+
+def test_missing_baseline_gives_nan_speedups_with_a_reason():
+    df = pd.DataFrame({"network": ["A", "A", "B", "B"], "strategy": ["gemm", "opt", "gemm", "opt"],
+                       "status": ["error", "ok", "ok", "ok"], "latency_ms_median": [math.nan, 5.0, 8.0, 2.0],
+                       "latency_ms_p10": [math.nan, 4.0, 7.0, 1.0], "latency_ms_p90": [math.nan, 6.0, 9.0, 4.0],
+                       "time_missing_reason": [None] * 4})
+    out = li2016.add_speedups(df)
+    assert math.isnan(out["speedup_vs_gemm"].iloc[1]) and "gemm baseline of A" in out["speedup_missing_reason"].iloc[1]
+    assert out["speedup_vs_gemm"].iloc[2] == 1.0 and out["speedup_vs_gemm"].iloc[3] == 4.0
+    assert out["speedup_p10"].iloc[3] == 2.0 and out["speedup_p90"].iloc[3] == 8.0
+
+
+def test_paper_reference_holds_only_the_numbers_the_paper_gives():
+    ref = li2016.paper_reference().set_index("network")
+    assert ref["paper_speedup"].to_dict() == {"LeNet": 5.6, "AlexNet": 2.0, "ZFNet": 2.0, "VGG": 2.0}
+    assert "CIFAR" not in ref.index  # the text gives no number for CIFAR
+    assert ref["approximate"].to_dict() == {"LeNet": False, "AlexNet": True, "ZFNet": True, "VGG": True}
+    assert (ref["paper_strategy"] == "Opt").all()
+
+
+def test_networks_are_built_at_their_papers_input_sizes():
+    table = li2016.networks_table().set_index("network")
+    assert table["input_shape"].to_dict() == {"LeNet": "1x32x32", "CIFAR": "3x32x32", "AlexNet": "3x224x224",
+                                              "ZFNet": "3x224x224", "VGG": "3x224x224"}
+    assert table.loc["VGG", "model"] == "vgg16" and table.loc["VGG", "conv_layers"] == 13
+    assert table.loc["AlexNet", "conv_layers"] == 5 and table.loc["ZFNet", "conv_layers"] == 5
+    small_vgg = li2016.networks_table(["VGG"], vgg_image_size=32).set_index("network")
+    ratio = table.loc["VGG", "gflops_per_image"] / small_vgg.loc["VGG", "gflops_per_image"]
+    assert 45 < ratio <= 49  # (224 / 32)^2 = 49 for the convolutions; the classifier does not grow
+    small = li2016.network_spec("VGG", vgg_model="vgg11", vgg_image_size=32)
+    assert small["model"] == "vgg11" and small["input_shape"] == (3, 32, 32)
+    spec = li2016.network_spec("LeNet")
+    net = models.get(spec["model"], **spec["options"]).eval()
+    with torch.inference_mode():
+        assert net(torch.randn(2, *spec["input_shape"])).shape == (2, 10)
+
+
+def test_check_direct_runs_the_triton_network(request):
+    if _rerun_interpreted(request):
+        return
+    check = li2016.check_direct(["LeNet"], batch_size=1)
+    assert check["check_missing_reason"].isna().all() and (check["device"] == "cpu").all()
+    assert (check["rel_error_vs_native"] < 1e-5).all() and (check["check_s"] > 0).all()
+
+
+def _frame(times: dict[str, dict[str, float]]) -> pd.DataFrame:
+    rows = [{"network": n, "strategy": s, "status": "ok", "latency_ms_median": t, "latency_ms_p10": t,
+             "latency_ms_p90": t, "time_missing_reason": None} for n, by in times.items() for s, t in by.items()]
+    return li2016.add_speedups(pd.DataFrame(rows))
+
+
+def test_claims_follow_the_numbers():
+    paper_like = _frame({"LeNet": {"gemm": 10, "fft": 12, "direct": 5, "best": 5, "opt": 2},
+                         "AlexNet": {"gemm": 10, "fft": 6, "direct": 9, "best": 5.5, "opt": 5}})
+    held = {c.claim: c.held for c in li2016.check_claims(paper_like, device="cuda")}
+    assert held == {"no single kernel wins everywhere": True,
+                    "best (per-layer pick) narrows the gap to the fastest kernel": True,
+                    "best still trails opt": True, "opt is the fastest strategy on every network": True}
+    one_winner = _frame({"LeNet": {"gemm": 5, "fft": 12, "best": 8, "opt": 9},
+                         "AlexNet": {"gemm": 5, "fft": 6, "best": 5, "opt": 4}})
+    held = {c.claim: c.held for c in li2016.check_claims(one_winner, device="cpu")}
+    assert held == {"no single kernel wins everywhere": False,
+                    "best (per-layer pick) narrows the gap to the fastest kernel": False,  # 8 vs 5 on LeNet
+                    "best still trails opt": False,  # LeNet: best faster than opt
+                    "opt is the fastest strategy on every network": False}
+
+
+def test_claims_name_what_was_not_measured(measured):
+    checks = li2016.check_claims(measured, device="cpu")
+    assert len(checks) == 4
+    assert "not measured here: direct" in checks[0].note and "direct" not in checks[0].note.split(";")[0]
+
+
+def test_figure_is_laid_out_like_fig7(measured):
+    fig = li2016.plot_speedups(measured)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and "(x)" in ax.get_ylabel() and "cuDNN-MM" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["LeNet\n1x32x32", "CIFAR\n3x32x32"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"gemm (cuDNN-MM)", "direct (cuda-convnet)", "opt (Opt)"} <= set(labels)
+    assert "paper's Opt (hollow: 'roughly')" in labels  # LeNet's 5.6x is drawn
+    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2  # direct, one per network
+    assert any(t.get_text() == "5.6x" for t in ax.texts)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("networks", ["LeNet", "GoogLeNet"], "networks: 'GoogLeNet' is not a known network; valid networks: LeNet"),
+    ("networks", [], "networks is empty"),
+    ("strategies", ["fft", "opt"], "must include 'gemm'"),
+    ("strategies", ["gemm", "winograd"], "valid strategies: gemm, fft, fft_tiled, direct, best, opt, native"),
+    ("vgg_model", "vgg8", "vgg_model='vgg8' is not valid; valid: vgg11, vgg13, vgg16, vgg19"),
+    ("vgg_image_size", 16, "vgg_image_size=16"),
+    ("direct_check_networks", ["ResNet"], "direct_check_networks: 'ResNet'"),
+    ("batch_size", 0, "batch_size=0"),
+    ("min_time_s", -1, "min_time_s=-1"),
+    ("device", "tpu", "device"),
+])
+def test_validation_names_the_parameter(name, value, needle):
+    cfg = presets.configure("quick", li2016.PRESETS, **{name: value})
+    with pytest.raises(ValueError) as err:
+        li2016.validate(cfg)
+    assert needle in str(err.value)
+
+
+def test_presets():
+    quick = li2016.validate(presets.configure("quick", li2016.PRESETS))
+    assert quick.strategies == ALL and quick.networks == list(li2016.NETWORKS) and quick.threads == 1
+    assert quick.vgg_image_size == 32  # FFTs of VGG-16 at 224x224 are too slow for a CPU smoke run
+    for name in ("standard", "paper"):
+        assert li2016.PRESETS[name]["vgg_image_size"] == 224 and li2016.PRESETS[name]["strategies"] == ALL
