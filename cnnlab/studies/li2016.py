@@ -485,7 +485,7 @@ def plot_speedups(df: pd.DataFrame, reference: pd.DataFrame | None = None):
                 if len(ref):
                     approx = bool(ref["approximate"].iloc[0])
                     value = float(ref["paper_speedup"].iloc[0])
-                    xs = xi + width * 0.3  # beside the bar's value label, not on it
+                    xs = xi + width * 0.75  # beside the bar, clear of its value label
                     ax.plot(xs, value, marker="*", markersize=13, color="black",
                             markerfacecolor="white" if approx else "black", linestyle="none", zorder=5,
                             label="paper's Opt (hollow: 'roughly')")
