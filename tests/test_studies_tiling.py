@@ -225,3 +225,17 @@ def test_presets_follow_the_paper_where_it_speaks():
         assert p["batch_size"] == 8 and p["image_size"] == 224 and p["tile_sizes"] == [8, 16, 32, 64]
     quick = tiling.validate(presets.configure("quick", tiling.PRESETS))
     assert quick.threads == 1 and quick.tile_sizes == [8, 16, 32, 64] and quick.device == "cpu"
+
+
+def test_exact_fp32_turns_tf32_off_and_restores_it():
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    with pytest.raises(RuntimeError):
+        with tiling.exact_fp32():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+            raise RuntimeError("boom")
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+
+
+def test_triton_is_never_timed_on_a_cpu():
+    reason, detail = tiling.triton_untimed_reason("cpu")
+    assert reason == tiling.TRITON_CPU_REASON and "interpreter" in detail

@@ -27,10 +27,11 @@ import torch
 
 from cnnlab import models
 from cnnlab.claims import Claim
-from cnnlab.kernels import apply_strategy, strategies, triton_conv
+from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
 from cnnlab.studies.batch_size import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
+from cnnlab.studies.tiling import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
 # the inputs; these are each network's own paper's (see the notebook for the choices).
@@ -53,7 +54,7 @@ OPTIONAL = ("native",)  # torch's own F.conv2d, as an extra reference bar if ask
 # for CIFAR or for any other strategy.
 PAPER_OPT_SPEEDUP = {"LeNet": (5.6, "5.6x"), "AlexNet": (2.0, "roughly 2x"), "ZFNet": (2.0, "roughly 2x"),
                      "VGG": (2.0, "roughly 2x")}
-DIRECT_CPU_REASON = "Triton kernels are timed only on a GPU"
+DIRECT_CPU_REASON = TRITON_CPU_REASON  # "Triton kernels are timed only on a GPU"
 DIRECT_CPU_DETAIL = (f"{DIRECT_CPU_REASON}: on a CPU the direct strategy (cnnlab's Triton kernel) runs only in "
                      "Triton's interpreter (TRITON_INTERPRET=1), orders of magnitude slower than compiled code")
 DATA_SOURCE = "synthetic"  # random inputs of each network's shape: time does not depend on pixel values
@@ -186,8 +187,6 @@ def check_direct(networks=("LeNet", "CIFAR"), *, batch_size: int = 2, vgg_model:
     One row per network: network, input_shape, device, rel_error_vs_native (max |difference| / max |native
     output|), check_s (s), check_missing_reason (None when it ran).
     """
-    from cnnlab.studies.tiling import triton_check_device
-
     dev, reason = triton_check_device()
     rows = []
     for network in check_networks(list(networks)):
@@ -301,19 +300,21 @@ def measure(networks=tuple(NETWORKS), strategies_=STRATEGIES, *, batch_size: int
     networks = check_networks(list(networks))
     strategies_ = check_strategies(list(strategies_))
     dev = str(_settings.to_device(device))
-    interpreted = triton_conv.interpreter_enabled()
+    untimed = triton_untimed_reason(dev)
+    if untimed is not None and untimed[0] == DIRECT_CPU_REASON:
+        untimed = (DIRECT_CPU_REASON, DIRECT_CPU_DETAIL)
     points, skipped = [], []
     for network in networks:
         for strategy in strategies_:
-            if strategy == "direct" and (not dev.startswith("cuda") or interpreted):
+            if strategy == "direct" and untimed is not None:
                 spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
                 skipped.append({"network": network, "strategy": strategy, "status": "skipped",
-                                "error": DIRECT_CPU_DETAIL, "model": spec["model"],
+                                "error": untimed[1], "model": spec["model"],
                                 "input_shape": "x".join(map(str, spec["input_shape"])), "batch_size": batch_size,
                                 "latency_ms_median": math.nan, "latency_ms_p10": math.nan,
                                 "latency_ms_p90": math.nan, "latency_ms_mean": math.nan,
-                                "time_missing_reason": DIRECT_CPU_REASON, "throughput_items_per_s": math.nan,
-                                "gpu_util_pct": math.nan, "gpu_util_missing_reason": DIRECT_CPU_REASON,
+                                "time_missing_reason": untimed[0], "throughput_items_per_s": math.nan,
+                                "gpu_util_pct": math.nan, "gpu_util_missing_reason": untimed[0],
                                 "device": dev, "data_source": DATA_SOURCE})
             else:
                 points.append({"network": network, "strategy": strategy})

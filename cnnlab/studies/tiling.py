@@ -20,6 +20,7 @@ average memory rises slightly (green dash-dot). It does not say how it tiled; cn
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -47,6 +48,17 @@ UNTILS = ("layer1", "layer2", "layer3")  # how much of the CIFAR ResNet runs spa
 TRITON_CPU_REASON = "Triton kernels are timed only on a GPU"
 TRITON_CPU_DETAIL = (f"{TRITON_CPU_REASON}: on a CPU they run only in Triton's interpreter (TRITON_INTERPRET=1), "
                      "which checks correctness but is orders of magnitude slower than compiled code")
+TRITON_INTERPRETED_REASON = "Triton's interpreter is on (TRITON_INTERPRET=1): interpreted kernels are never timed"
+
+
+def triton_untimed_reason(device) -> tuple[str, str] | None:
+    """(reason, detail) why the Triton kernel is not timed on ``device`` in this process, or None if it is."""
+    if _settings.to_device(device).type != "cuda":
+        return TRITON_CPU_REASON, TRITON_CPU_DETAIL
+    if triton_conv.interpreter_enabled():
+        return TRITON_INTERPRETED_REASON, (f"{TRITON_INTERPRETED_REASON}; start the process without it to time "
+                                           "the compiled kernel")
+    return None
 DATA_SOURCE = "synthetic"  # random 224x224 images: a dense CNN's time and memory do not depend on pixel values
 MIB = 1024**2
 # ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
@@ -289,12 +301,11 @@ def measure(tile_sizes=PAPER_TILE_SIZES, methods=TILED_METHODS, *, model: str = 
     settings = dict(batch_size=batch_size, image_size=image_size, device=dev, warmup=warmup, repeats=repeats,
                     model=model)
     points, skipped = [{"method": "untiled", "tile": "untiled"}], []
+    untimed = triton_untimed_reason(dev)
     for method in methods:
         for tile in tile_sizes:
-            if method == "triton" and (not dev.startswith("cuda") or triton_conv.interpreter_enabled()):
-                # (on a GPU with TRITON_INTERPRET=1 the kernel would run interpreted: never timed either)
-                skipped.append(skipped_row(method, tile, reason=TRITON_CPU_REASON, detail=TRITON_CPU_DETAIL,
-                                           **settings))
+            if method == "triton" and untimed is not None:
+                skipped.append(skipped_row(method, tile, reason=untimed[0], detail=untimed[1], **settings))
             else:
                 points.append({"method": method, "tile": tile_label(tile)})
 
@@ -386,19 +397,32 @@ def check_triton(tile_sizes=PAPER_TILE_SIZES, *, size: int = 18, batch_size: int
     return pd.DataFrame(rows)
 
 
+@contextlib.contextmanager
+def exact_fp32():
+    """Inside the block, fp32 convolutions and matmuls on a GPU use full fp32, not TF32 (restored after): a
+    comparison of two ways to compute a network then measures the method, not TF32's 10-bit rounding."""
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def check_tiled_logits(tile_sizes=PAPER_TILE_SIZES, *, model: str = "resnet20", image_size: int = PAPER_IMAGE_SIZE,
                        until: str = "layer3", spatial_mode: str = "stream", device="cpu") -> pd.DataFrame:
     """Spatially tiled ``model`` against the untiled one on one random image: one row per tile with tile,
-    tile_px, rel_error (max |logit difference| / max |logit|) and shape_ok (same output shape)."""
+    tile_px, rel_error (max |logit difference| / max |logit|) and shape_ok (same output shape). Computed in full
+    fp32 on a GPU too (:func:`exact_fp32`)."""
     dev = _settings.to_device(device)
     x = example_batch(1, image_size, dev)
     ref_net = build("untiled", None, model=model).to(dev)
-    with torch.inference_mode():
+    with torch.inference_mode(), exact_fp32():
         ref = ref_net(x)
     rows = []
     for tile in check_tile_sizes(tile_sizes):
         net = build("spatial", tile, model=model, until=until, spatial_mode=spatial_mode).to(dev)
-        with torch.inference_mode():
+        with torch.inference_mode(), exact_fp32():
             y = net(x)
         rows.append({"tile": tile_label(tile), "tile_px": tile, "shape_ok": tuple(y.shape) == tuple(ref.shape),
                      "rel_error": ((y - ref).abs().max() / ref.abs().max()).item()})
@@ -547,7 +571,7 @@ def plot_tiling(df: pd.DataFrame):
 
 
 __all__ = ["CHECK_LAYERS", "METHODS", "PAPER_BATCH_SIZE", "PAPER_IMAGE_SIZE", "PAPER_TILE_SIZES", "PRESETS",
-           "TILED_METHODS", "TRITON_CPU_REASON", "add_ratios", "build", "check_claims", "check_methods",
-           "check_model", "check_tile_sizes", "check_tiled_logits", "check_triton", "example_batch", "measure",
-           "memory_over_time", "plot_tiling", "set_threads", "store_path", "tile_label", "triton_check_device",
-           "validate"]
+           "TILED_METHODS", "TRITON_CPU_REASON", "TRITON_INTERPRETED_REASON", "add_ratios", "build", "check_claims",
+           "check_methods", "check_model", "check_tile_sizes", "check_tiled_logits", "check_triton", "example_batch",
+           "exact_fp32", "measure", "memory_over_time", "plot_tiling", "set_threads", "store_path", "tile_label",
+           "triton_check_device", "triton_untimed_reason", "validate"]
