@@ -11,16 +11,6 @@ from cnnlab import models, prune
 HIDDEN = 32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: CI runs two test processes on two cores, and OpenMP threads beyond the free cores
-    spin-wait on each other (10x slower on a loaded machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def lstm_model():
     torch.manual_seed(0)

@@ -8,16 +8,6 @@ import torch.nn.functional as F
 from cnnlab import data, models, quantize
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: CI runs two test processes on two cores, and OpenMP threads beyond the free cores
-    spin-wait on each other (10x slower on a loaded machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def trained():
     """VGG-11 after 12 SGD steps on real digits (seconds; enough for logits with real margins), quantized."""

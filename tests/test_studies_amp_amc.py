@@ -15,14 +15,6 @@ from cnnlab import presets
 from cnnlab.studies import amp_amc as aa
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def measured():
     return aa.measure(["resnet20"], ["fp32", "amp", "amc", "amp+amc"], batch_size=8, device="cpu", warmup=1,

@@ -15,15 +15,6 @@ from cnnlab import presets
 from cnnlab.studies import batch_size as bs
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Two OpenMP threads on a shared 2-core machine (or beside another pytest worker) stall each other.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     store = tmp_path_factory.mktemp("bs") / "measure.csv"

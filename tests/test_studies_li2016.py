@@ -33,14 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def measured():
     # The two small networks: every strategy in well under a second.

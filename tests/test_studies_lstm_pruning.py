@@ -15,16 +15,6 @@ TINY = dict(vocab_size=300, seq_len=16, train_size=128, test_size=64, embed_dim=
             chosen_ratio=0.5, profile_iterations=1, warmup=0, repeats=2, timing_rounds=1, device="cpu")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: CI runs two test processes on two cores, and OpenMP threads beyond the free cores
-    spin-wait on each other (10x slower on a loaded machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def cfg():
     return lp.validate(presets.configure("quick", lp.PRESETS, **TINY))

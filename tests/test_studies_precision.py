@@ -18,14 +18,6 @@ from cnnlab import models, presets
 from cnnlab.studies import precision as pr
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def lenet():
     torch.manual_seed(0)

@@ -31,14 +31,6 @@ from cnnlab.studies import tiling  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     # 96x96 instead of 224x224 and batch 1: the same code path in a fraction of a second per point.

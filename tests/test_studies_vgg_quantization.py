@@ -16,16 +16,6 @@ TINY = dict(num_workers=[0, 1, 64], pin_memory=[False, True], loader_fraction=0.
             methods=["torchscript_trace", "torch_export"], device="cpu")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: CI runs two test processes on two cores, and OpenMP threads beyond the free cores
-    spin-wait on each other (10x slower on a loaded machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def cfg():
     return vq.validate(presets.configure("quick", vq.PRESETS, **TINY))
