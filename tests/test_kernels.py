@@ -154,6 +154,15 @@ def test_tiled_conv2d_module_and_tile_model(device):
     assert _rel_error(layer.weight.grad, ref_w.grad) < 1e-4
 
 
+def test_tile_model_works_on_a_model_built_under_inference_mode(device):
+    # Weights made under torch.inference_mode have no version counter; the packed-weight cache must cope.
+    with torch.inference_mode():
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1)).eval().to(device)
+        tiled = tile_model(model, tile=8)
+        x = torch.randn(1, 3, 9, 11, device=device)
+        assert _rel_error(tiled(x), model(x)) < TOLERANCE[torch.float32]
+
+
 def test_triton_kernel_rejects_what_it_does_not_implement():
     x, w = torch.randn(1, 4, 8, 8), torch.randn(4, 2, 3, 3)
     with pytest.raises(ValueError, match="groups must be 1"):

@@ -276,7 +276,8 @@ class StrategyConv2d(nn.Module):
     def _packed_weight(self) -> torch.Tensor:
         """The Triton kernel's (KH, KW, C_in, C_out) weight, rebuilt only when the weight changes."""
         w = self.weight
-        key = (w.data_ptr(), w._version, w.dtype, w.device)
+        # inference tensors (made under torch.inference_mode) have no version counter and never change
+        key = (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype, w.device)
         if self._packed is None or self._packed[0] != key:
             self._packed = (key, triton_conv.pack_weight(w.detach()))
         return self._packed[1]

@@ -435,7 +435,8 @@ class TiledConv2d(nn.Module):
 
     def _packed_weight(self) -> torch.Tensor:
         w = self.weight
-        key = (w.data_ptr(), w._version, w.dtype, w.device)
+        # inference tensors (made under torch.inference_mode) have no version counter and never change
+        key = (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype, w.device)
         if self._packed is None or self._packed[0] != key:
             self._packed = (key, pack_weight(w.detach()))
         return self._packed[1]
