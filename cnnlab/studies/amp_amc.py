@@ -31,8 +31,8 @@ from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
-                                      run_sweep, set_threads, store_path)
+from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
+                                   run_sweep, set_threads, store_path)
 
 VARIANTS = {
     "fp32": dict(amp=False, amc=False, compile=False),

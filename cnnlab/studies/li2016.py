@@ -30,7 +30,7 @@ from cnnlab.claims import Claim
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
+from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 from cnnlab.studies.tiling import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give

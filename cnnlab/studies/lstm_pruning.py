@@ -33,7 +33,7 @@ from torch import nn
 from cnnlab import data, models, prune, quantize
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
-from cnnlab.studies.batch_size import as_list, check_threads, set_threads
+from cnnlab.studies.common import as_list, check_threads, set_threads
 from cnnlab.profiling.memory import cpu_peak_bytes
 from cnnlab.train import evaluate
 
@@ -420,7 +420,7 @@ def check_claims(profile: dict, loaders: pd.DataFrame, sensitivity: pd.DataFrame
                             f"{PAPER['ratio']}",
                             f"dense {dense_acc:.1f}%; " + ", ".join(f"{r:g}: {a:.1f}%" for r, a in
                                                                     zip(upto["ratio"], upto["accuracy_pct"]))
-                            + f" (L2-structured, all layers but the head, no fine-tuning)", drop <= 3.0, device,
+                            + " (L2-structured, all layers but the head, no fine-tuning)", drop <= 3.0, device,
                             "held if no ratio up to the chosen one loses more than 3 pp (the paper's own spread)"))
     fin = final.set_index("variant")
     dense = fin.loc["dense"]

@@ -28,8 +28,8 @@ from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
-                                      plain_log_ticks, run_sweep, set_threads, store_path)
+from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
+                                   plain_log_ticks, run_sweep, set_threads, store_path)
 
 # User-facing names -> what they do. "autocast" resolves per device (float16 on CUDA, bfloat16 on CPU).
 PRECISIONS = {

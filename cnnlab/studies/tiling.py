@@ -37,7 +37,7 @@ from cnnlab.kernels import triton_conv
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import memory as _memory
 from cnnlab.profiling import settings as _settings
-from cnnlab.studies.batch_size import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
+from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 
 METHODS = ("untiled", "spatial", "triton")  # untiled is the baseline every tiling is compared with
 TILED_METHODS = METHODS[1:]
@@ -513,7 +513,7 @@ def plot_tiling(df: pd.DataFrame):
     average memory and peak memory; one line per tiling method, the untiled model as a dashed grey line. A panel
     or method this device cannot measure says why instead of showing zeros."""
     from cnnlab import plotting
-    from cnnlab.studies.batch_size import _missing_panel
+    from cnnlab.studies.common import missing_panel
 
     ok = df[df["status"] == "ok"]
     tiles = sorted(int(t) for t in df["tile_px"].dropna().unique())
@@ -541,7 +541,7 @@ def plot_tiling(df: pd.DataFrame):
         if not drawn:
             reason_col = "gpu_util_missing_reason" if metric == "gpu_util_pct" else "time_missing_reason"
             reasons = "; ".join(df[reason_col].dropna().astype(str).unique()) or "not measured"
-            _missing_panel(ax, f"not measured on this device:\n{reasons}")
+            missing_panel(ax, f"not measured on this device:\n{reasons}")
         else:
             ax.set_ylabel(ylabel)
             if metric == "gpu_util_pct":

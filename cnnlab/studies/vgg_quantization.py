@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from cnnlab import data, models, quantize
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
-from cnnlab.studies.batch_size import as_list, check_threads, set_threads
+from cnnlab.studies.common import as_list, check_threads, set_threads
 from cnnlab.train import Recipe, train
 
 MODEL = "vgg11"
