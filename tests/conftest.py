@@ -10,3 +10,27 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def ran_interpreted_in_subprocess(request) -> bool:
+    """True if this test needed Triton's interpreter, lacked it, and was therefore run (and passed) in a subprocess
+    with TRITON_INTERPRET=1; False if the interpreter is on here and the test should just go on.
+
+    TRITON_INTERPRET takes effect only if set before triton is imported, which another test module may have done.
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cnnlab.kernels import triton_conv  # imported here, not at the top: it imports triton
+
+    if triton_conv.interpreter_enabled():
+        return False
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           request.node.nodeid], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return True

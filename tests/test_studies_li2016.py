@@ -13,9 +13,6 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see module docstring)
 
 import math  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import cnnlab  # noqa: E402,F401  (first: registers torchvision's schemas)
 import numpy as np  # noqa: E402
@@ -26,10 +23,8 @@ from matplotlib import pyplot as plt  # noqa: E402
 
 from cnnlab import models, presets  # noqa: E402
 from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
-from cnnlab.kernels import triton_conv  # noqa: E402
 from cnnlab.studies import li2016  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
 
 
@@ -38,17 +33,6 @@ def measured():
     # The two small networks: every strategy in well under a second.
     return li2016.measure(["LeNet", "CIFAR"], ALL, batch_size=2, device="cpu", warmup=0, repeats=2, min_time_s=0.02,
                           progress=False)
-
-
-def _rerun_interpreted(request) -> bool:
-    """If Triton is not in interpreter mode here, run this test in a subprocess that is; True if it did."""
-    if triton_conv.interpreter_enabled():
-        return False
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                           request.node.nodeid], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return True
 
 
 def test_one_row_per_network_and_strategy_in_paper_order(measured):
@@ -130,8 +114,8 @@ def test_networks_are_built_at_their_papers_input_sizes():
         assert net(torch.randn(2, *spec["input_shape"])).shape == (2, 10)
 
 
-def test_check_direct_runs_the_triton_network(request):
-    if _rerun_interpreted(request):
+def test_check_direct_runs_the_triton_network(ran_interpreted_in_subprocess):
+    if ran_interpreted_in_subprocess:
         return
     check = li2016.check_direct(["LeNet"], batch_size=1)
     assert check["check_missing_reason"].isna().all() and (check["device"] == "cpu").all()

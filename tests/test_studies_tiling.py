@@ -13,9 +13,6 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see module docstring)
 
 import math  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import cnnlab  # noqa: E402,F401  (first: registers torchvision's schemas)
 import numpy as np  # noqa: E402
@@ -28,7 +25,6 @@ from cnnlab import presets  # noqa: E402
 from cnnlab.kernels import triton_conv  # noqa: E402
 from cnnlab.studies import tiling  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +34,6 @@ def measured(tmp_path_factory):
     df = tiling.measure([8, 16, 32], ["spatial", "triton"], image_size=96, batch_size=1, device="cpu", warmup=0,
                         repeats=2, store=store, progress=False)
     return df, store
-
-
-def _rerun_interpreted(request) -> bool:
-    """If Triton is not in interpreter mode here, run this test in a subprocess that is; True if it did."""
-    if triton_conv.interpreter_enabled():
-        return False
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                           request.node.nodeid], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return True
 
 
 def test_one_row_untiled_then_one_per_method_and_tile(measured):
@@ -119,8 +104,8 @@ def test_memory_over_time_of_a_known_allocation_pattern():
     assert 0 < stats["avg_bytes"] < 3 * mib and stats["events"] >= 6 and stats["step_s"] > 0
 
 
-def test_check_triton_runs_the_kernel_and_compares_with_conv2d(request):
-    if _rerun_interpreted(request):
+def test_check_triton_runs_the_kernel_and_compares_with_conv2d(ran_interpreted_in_subprocess):
+    if ran_interpreted_in_subprocess:
         return
     assert tiling.triton_check_device() == ("cpu", None)
     layers = {"stem": (3, 16, 1), "down": (16, 32, 2)}
