@@ -36,30 +36,42 @@ class Recipe:
     amp: bool = False
     augment: bool = True
     seed: int = 0
+    warmup_epochs: int = 0  # linear warm-up from lr/10 over these epochs, then the schedule (He et al. 2016 sec. 4.3)
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; valid schedules: {', '.join(SCHEDULES)}")
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs} and {self.batch_size}")
+        if not 0 <= self.warmup_epochs < self.epochs:
+            raise ValueError(f"warmup_epochs must be in [0, epochs), got {self.warmup_epochs} with {self.epochs} epochs")
 
 
 # Epoch budgets per preset. quick trains on `digits` (real, offline); the others on CIFAR-10 with the
 # He et al. recipe scaled from its 182 epochs (64k iterations at batch 128) to the budget.
+# quick: without warm-up, lr 0.1 from the first of only 69 steps overshoots (epoch-1 loss 2.5-2.7 > ln 10), and
+# where the run lands then depends on last-bit rounding: 88.6-99.4% test accuracy over seeds 0-3 and the AVX-512
+# and AVX2 kernel paths. One warm-up epoch and a fourth epoch: 97.2-99.7% over the same 8 runs.
 RECIPES = {
-    "quick": Recipe(epochs=3, batch_size=64, lr=0.1, schedule="cosine"),  # ~96% on digits test
+    "quick": Recipe(epochs=4, batch_size=64, lr=0.1, schedule="cosine", warmup_epochs=1),
     "standard": Recipe(epochs=30, schedule="step"),
     "paper": Recipe(epochs=182, schedule="step"),
 }
 
 
 def _scheduler(optimizer, recipe: Recipe, steps_per_epoch: int):
-    total = recipe.epochs * steps_per_epoch
+    warmup = recipe.warmup_epochs * steps_per_epoch
+    total = recipe.epochs * steps_per_epoch - warmup
     if recipe.schedule == "cosine":
-        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
-    if recipe.schedule == "step":
-        return torch.optim.lr_scheduler.MultiStepLR(optimizer, [total // 2, total * 3 // 4], gamma=0.1)
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        main = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
+    elif recipe.schedule == "step":
+        main = torch.optim.lr_scheduler.MultiStepLR(optimizer, [total // 2, total * 3 // 4], gamma=0.1)
+    else:
+        main = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    if not warmup:
+        return main
+    ramp = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=warmup)
+    return torch.optim.lr_scheduler.SequentialLR(optimizer, [ramp, main], milestones=[warmup])
 
 
 def checkpoint_path(model_name: str, dataset_name: str, recipe: Recipe, *, data_source: str, model_options=None,
