@@ -27,6 +27,7 @@ import os
 import resource
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -159,6 +160,8 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     if args.fail_rank == rank:
         raise RuntimeError(f"injected failure on rank {rank} (--fail-rank {args.fail_rank})")
+    if os.environ.get("CNNLAB_DDP_HANG_RANK") == str(rank):  # fault injection for tests: a rank that never returns
+        time.sleep(3600)
     epoch = {"n": 0, "samples": 0, "steps": 0, "loss": math.nan}
 
     def one_epoch():

