@@ -56,17 +56,35 @@ def batch_dims(example_inputs: tuple) -> tuple:
     return tuple({0: batch} for _ in example_inputs)
 
 
-def export(model: torch.nn.Module, example_inputs: tuple, *,
-           dynamic_batch: bool = True) -> torch.export.ExportedProgram:
+def export(model: torch.nn.Module, example_inputs: tuple, *, dynamic_batch: bool = True,
+           strict: bool = False) -> torch.export.ExportedProgram:
     """``torch.export.export`` of ``model`` in eval mode (batch norm uses its running statistics); with
-    ``dynamic_batch`` the program accepts any batch size, not just the example's."""
+    ``dynamic_batch`` the program accepts any batch size, not just the example's. ``strict`` traces with
+    TorchDynamo instead of the default non-strict tracer."""
     try:
         model.eval()
     except NotImplementedError:  # exported and PT2E graphs refuse train()/eval(); they are already traced for eval
         pass
     example_inputs = tuple(example_inputs)
     dynamic = batch_dims(example_inputs) if dynamic_batch else None
-    return torch.export.export(model, example_inputs, dynamic_shapes=dynamic)
+    return torch.export.export(model, example_inputs, dynamic_shapes=dynamic, strict=strict)
+
+
+def quantizable_layers_visible(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether PT2E quantizers can find the graph's convolutions and linear layers.
+
+    Quantizers match layers with ``get_source_partitions``, which reads the node metadata that export records.
+    torch 2.11's version reads only ``source_fn_stack``, which non-strict export does not record (its
+    ``torch_fn`` fallback compares names with classes and never matches; fixed by 2.13), so there the quantizer
+    annotates nothing and the "int8" model stays fp32. False means: export again with ``strict=True``.
+    """
+    from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
+
+    wanted = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+    if not any(node.target in wanted for node in graph_module.graph.nodes):
+        return True
+    layers = [torch.nn.Conv2d, torch.nn.functional.conv2d, torch.nn.Linear, torch.nn.functional.linear]
+    return bool(get_source_partitions(graph_module.graph, layers))
 
 
 def quantize_int8(model: torch.nn.Module, calibration: Iterable, example_inputs: tuple,
@@ -79,7 +97,10 @@ def quantize_int8(model: torch.nn.Module, calibration: Iterable, example_inputs:
     """
     quantize_pt2e, x86 = _torchao()
     quantizer = x86.X86InductorQuantizer().set_global(x86.get_default_x86_inductor_quantization_config())
-    prepared = quantize_pt2e.prepare_pt2e(export(model, example_inputs).module(), quantizer)
+    graph = export(model, example_inputs).module()
+    if not quantizable_layers_visible(graph):
+        graph = export(model, example_inputs, strict=True).module()
+    prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
     seen = 0
     with torch.no_grad():
         for batch in calibration:
@@ -179,4 +200,5 @@ def bytes_by_dtype(model: torch.nn.Module) -> dict[str, int]:
 
 
 __all__ = ["GraphRunner", "batch_dims", "bytes_by_dtype", "drop_unused_attributes", "export", "export_bytes",
+           "quantizable_layers_visible",
            "lower_for_cpu", "quantize_int8", "state_dict_bytes"]
