@@ -14,15 +14,16 @@ import sys
 import time
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = CHECKOUT / "notebooks"
-BUILD = CHECKOUT / "build" / "notebooks"
+from cnnlab import paths
+
+NOTEBOOKS = paths.base() / "notebooks"
+BUILD = paths.base() / "build" / "notebooks"
 
 
 def output_dir(notebook_name: str) -> Path:
-    """Folder for a notebook's figures and CSVs: ``$CNNLAB_FIGURES_DIR/<name>``, default ``figures/<name>``."""
-    base = Path(os.environ.get("CNNLAB_FIGURES_DIR") or (CHECKOUT / "figures"))
-    out = base / notebook_name
+    """Folder for a notebook's figures and CSVs: ``$CNNLAB_FIGURES_DIR/<name>``, else ``figures/<name>`` of the
+    checkout, else ``./figures/<name>`` (an installed cnnlab writes under the working directory)."""
+    out = paths.figures_root() / notebook_name
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -30,6 +31,9 @@ def output_dir(notebook_name: str) -> Path:
 def find_notebooks(selector: str | None = None) -> list[Path]:
     """Notebooks in ``notebooks/`` in order; ``selector`` ("01" or a name) picks the matching ones."""
     found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not found:
+        raise SystemExit(f"no notebooks in {NOTEBOOKS}: run `python -m cnnlab.pipeline` from a cnnlab checkout "
+                         "(the notebooks are not part of the installed package)")
     if selector:
         chosen = [nb for nb in found if nb.stem == selector or nb.stem.startswith(f"{selector}_")
                   or nb.name == selector]

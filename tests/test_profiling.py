@@ -402,7 +402,11 @@ def test_sweep_writes_environment_beside_store_and_supports_jsonl(tmp_path):
         assert key in env, key
     assert env["torch_version"] == torch.__version__ and env["cnnlab_version"] == cnnlab.__version__
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    if head.returncode == 0:
+    from cnnlab import paths
+
+    if paths.checkout() is None:  # an installed cnnlab: there is no checkout to name
+        assert env["git_commit"] is None
+    elif head.returncode == 0:
         assert env["git_commit"] == head.stdout.strip()
     if not torch.cuda.is_available():
         assert env["driver_version"] is None and env["driver_missing_reason"]

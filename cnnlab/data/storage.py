@@ -22,16 +22,11 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     """Directory holding datasets and checkpoints.
 
     Order: the ``root`` argument, ``$CNNLAB_DATA``, the ``data/`` folder of the source checkout cnnlab is
-    imported from, else ``~/.cache/cnnlab`` (a pip-installed cnnlab, e.g. on Colab).
+    imported from, else ``./data`` (a pip-installed cnnlab, e.g. on Colab: never inside site-packages).
     """
-    if root is not None:
-        return Path(root)
-    if os.environ.get("CNNLAB_DATA"):
-        return Path(os.environ["CNNLAB_DATA"])
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").exists():
-        return checkout / "data"
-    return Path.home() / ".cache" / "cnnlab"
+    from cnnlab import paths
+
+    return Path(root) if root is not None else paths.data_root()
 
 
 def md5sum(path: Path, chunk: int = 1 << 20) -> str:

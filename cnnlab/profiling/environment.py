@@ -45,7 +45,11 @@ def _physical_cores() -> int | None:
 
 
 def _git(*args: str) -> str | None:
-    repo = Path(__file__).resolve().parents[2]
+    from cnnlab import paths
+
+    repo = paths.checkout()
+    if repo is None:
+        return None  # an installed package: no checkout to describe
     try:
         out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

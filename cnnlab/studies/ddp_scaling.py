@@ -24,9 +24,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from cnnlab import paths
 from cnnlab.ddp import ROW_FIELDS
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+# The launched workers import cnnlab from the checkout; for an installed cnnlab (None) they import the package and
+# run in the caller's working directory, so that ./data means the same folder for them.
+CHECKOUT = paths.checkout()
 
 # The grid parameter "batch size" is the batch of each process (the paper's DataLoader batch_size in
 # every process, sec. 3.2); the global batch is batch_size_per_rank x world_size.
@@ -166,7 +169,8 @@ def run_config(*, world_size: int, batch_size_per_rank: int, data_fraction: floa
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
            f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
-               PYTHONPATH=os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT),
+                                                         os.environ.get("PYTHONPATH")])))
     log = run_dir / "torchrun.log"
     start = time.perf_counter()
     with open(log, "w") as out:

@@ -1,0 +1,40 @@
+"""cnnlab.paths: a checkout writes into its own folders; an installed cnnlab into the working directory."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from cnnlab import paths
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_checkout_folders(monkeypatch):
+    monkeypatch.delenv("CNNLAB_FIGURES_DIR", raising=False)
+    monkeypatch.delenv("CNNLAB_DATA", raising=False)
+    # These tests may run against an installed cnnlab (the lower-bound check does): then there is no checkout.
+    from_checkout = Path(paths.__file__).resolve().is_relative_to(ROOT)
+    base = ROOT if from_checkout else Path.cwd()
+    assert paths.checkout() == (ROOT if from_checkout else None)
+    assert paths.figures_root() == base / "figures" and paths.data_root() == base / "data"
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", "/x/figs")
+    monkeypatch.setenv("CNNLAB_DATA", "/x/data")
+    assert paths.figures_root() == Path("/x/figs") and paths.data_root() == Path("/x/data")
+
+
+def test_an_installed_cnnlab_writes_under_the_working_directory(tmp_path):
+    """A copy of the package outside any checkout (as in site-packages) puts figures and data under the cwd."""
+    site, work = tmp_path / "site-packages", tmp_path / "work"
+    shutil.copytree(ROOT / "cnnlab", site / "cnnlab", ignore=shutil.ignore_patterns("__pycache__"))
+    work.mkdir()
+    code = ("import cnnlab, cnnlab.pipeline as p, cnnlab.paths as q, cnnlab.data as d;"
+            "print(q.checkout(), p.output_dir('00_quickstart'), d.data_root(), sep='|')")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    checkout, figures, data = out.stdout.strip().splitlines()[-1].split("|")
+    assert checkout == "None"
+    assert Path(figures) == work / "figures" / "00_quickstart" and Path(figures).is_dir()
+    assert Path(data) == work / "data"
+    assert not (site / "figures").exists() and not (site / "data").exists()
