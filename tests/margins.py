@@ -4,7 +4,8 @@ training go through :func:`check`, so that an audit can read how close each one 
 ``check(name, value, op, limit)`` asserts ``value <op> limit``. When ``$CNNLAB_MARGINS`` names a file it also
 appends one JSON line: the threshold's name, the value, the limit, the margin (how far the value is on the
 passing side, in the value's units; negative when it failed) and the CPU capability and oneDNN ISA cap in force.
-``make margins`` (see the Makefile) collects them on the default and the AVX2 path.
+``make margins`` collects them on the default and the AVX2 path; ``python tests/margins.py FILE...`` prints the
+smallest margin of each threshold on each path.
 """
 
 from __future__ import annotations
@@ -38,3 +39,26 @@ def check(name: str, value, op: str, limit: float, detail="") -> None:
         with open(path, "a") as f:  # one short line per write: safe to append from several xdist workers
             f.write(json.dumps(record) + "\n")
     assert OPS[op](value, limit), f"{name}: {value!r} is not {op} {limit!r} (margin {margin:+.3g}) {detail}"
+
+
+def summary(paths) -> str:
+    """A table: per threshold and CPU path, how many checks ran, the worst value and its margin."""
+    import pandas as pd
+
+    rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
+    if not rows:
+        return "no margins recorded"
+    df = pd.DataFrame(rows)
+    df["path"] = df["cpu_capability"] + "/" + df["onednn_max_cpu_isa"]
+    worst = df.loc[df.groupby(["name", "path"])["relative_margin"].idxmin()]
+    worst = worst.assign(checks=df.groupby(["name", "path"]).size().reindex(
+        pd.MultiIndex.from_frame(worst[["name", "path"]])).to_numpy())
+    cols = ["name", "path", "checks", "value", "op", "limit", "margin", "relative_margin"]
+    with pd.option_context("display.max_colwidth", 90, "display.width", 250):
+        return worst[cols].sort_values(["relative_margin"]).to_string(index=False, float_format="{:.4g}".format)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(summary(sys.argv[1:]))

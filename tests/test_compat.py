@@ -16,3 +16,46 @@ def test_patch_is_idempotent_and_keeps_its_status():
     first = patch_torchvision()
     assert patch_torchvision() == first
     assert first in {"extension", "schemas registered", "absent"}
+
+
+def test_importing_cnnlab_changes_no_global_torch_state():
+    """`import cnnlab` and every module of it leaves threads, TF32, cuDNN, determinism and dtype flags alone."""
+    code = r'''
+import json, pkgutil, importlib, torch
+def state():
+    return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "matmul_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "cudnn_enabled": torch.backends.cudnn.enabled, "mkldnn_enabled": torch.backends.mkldnn.enabled,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "default_dtype": str(torch.get_default_dtype()), "grad_enabled": torch.is_grad_enabled(),
+            "fp16_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}
+before = state()
+import cnnlab
+names = [m.name for m in pkgutil.walk_packages(cnnlab.__path__, "cnnlab.") if not m.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"before": before, "after": state(), "modules": len(names)}))
+'''
+    import json
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["modules"] > 30
+    assert result["after"] == result["before"]
+
+
+def test_schemas_are_not_registered_where_the_extension_loads(monkeypatch):
+    """Where torchvision's compiled extension loads (a matching CUDA torch, Colab), cnnlab defines nothing."""
+    import torch
+
+    from cnnlab import _compat
+
+    monkeypatch.setattr(_compat, "_library", None)
+    monkeypatch.setattr(torch.ops.torchvision, "nms", object(), raising=False)  # as the loaded extension provides
+    defined = []
+    monkeypatch.setattr(torch.library, "Library", lambda *a, **k: defined.append(a))
+    assert _compat.patch_torchvision() == "extension"
+    assert defined == [] and _compat._library is None
