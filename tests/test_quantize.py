@@ -110,3 +110,18 @@ def test_calibration_without_batches_raises():
     model = models.get("lenet5").eval()
     with pytest.raises(ValueError, match="calibration"):
         quantize.quantize_int8(model, [], (torch.randn(2, 3, 32, 32),))
+
+
+def test_quantizable_layers_visible_reads_the_export_metadata():
+    """True for a strict export (Dynamo records source_fn_stack on every torch); False once the metadata PT2E
+    quantizers match on is gone, which is what torch 2.11's non-strict export looked like to them."""
+    model, example = models.get("lenet5").eval(), (torch.randn(2, 3, 32, 32),)
+    graph = quantize.export(model, example, strict=True).module()
+    assert quantize.quantizable_layers_visible(graph)
+    for node in graph.graph.nodes:
+        node.meta.pop("source_fn_stack", None)
+        node.meta.pop("torch_fn", None)
+        node.meta.pop("nn_module_stack", None)  # newer torch also matches on the module stack
+    assert not quantize.quantizable_layers_visible(graph)
+    no_layers = quantize.export(torch.nn.ReLU(), example).module()
+    assert quantize.quantizable_layers_visible(no_layers)  # nothing to find is not a failure to find it
