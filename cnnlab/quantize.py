@@ -43,11 +43,30 @@ def _quiet(*loggers: str):
 def _torchao():
     # A CPU torch cannot load torchao's CUDA-only extensions, torchao registers an Enum with torch's
     # pytree and defines TorchScript methods, both deprecated in 2.13: only warnings at import, silenced.
-    with _quiet("torchao", "torch.utils._pytree"), warnings.catch_warnings():
+    with _quiet("torchao", "torch.utils._pytree"), warnings.catch_warnings(), _inductor_hooks_kept():
         warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*torch.jit.*")
         from torchao.quantization.pt2e import quantize_pt2e
         from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
     return quantize_pt2e, x86
+
+
+@contextmanager
+def _inductor_hooks_kept():
+    """Undo the process-wide Inductor hook that importing torchao's x86 quantizer installs.
+
+    The import sets ``torch._inductor.config.pre_grad_custom_pass`` to torchao's ``QuantLiftUp`` for every later
+    ``torch.compile`` in the process. cnnlab lowers int8 graphs itself (:func:`lower_for_cpu`) and never needs it,
+    and with it in place (torch 2.13, torchao 0.18, ATen on its AVX2 kernels) ``torch.compile`` of an fp32 VGG-11
+    returned NaN logits. Private API (no public setter for Inductor's custom passes exists): if the attribute
+    goes away, tests/test_quantize.py says so.
+    """
+    import torch._inductor.config as inductor_config
+
+    before = inductor_config.pre_grad_custom_pass
+    try:
+        yield
+    finally:
+        inductor_config.pre_grad_custom_pass = before
 
 
 def batch_dims(example_inputs: tuple) -> tuple:
