@@ -454,3 +454,25 @@ def test_cuda_profile_ops_kernels_copies_and_syncs():
     assert s["kernel_launches"] >= k * SmallConvNet.n_conv and s["kernel_time_total_ms"] > 0
     assert s["sync_calls"] >= k and s["sync_wait_ms"] >= 0 and s["device_missing_reason"] is None
     assert s["device_time_total_ms"] >= s["kernel_time_total_ms"]
+
+
+def test_store_paths_are_keyed_by_every_setting(tmp_path):
+    from types import SimpleNamespace
+
+    from cnnlab.profiling import config_store_path, store_path
+
+    assert store_path("f", "m", images=16) != store_path("f", "m", images=32)
+    assert store_path("f", "m", images=16, device="cpu") == store_path("f", "m", device="cpu", images=16)
+    cfg = SimpleNamespace(dataset="digits", hidden_size=8, batch_sizes=[1, 2], device="cpu")
+    base = config_store_path(tmp_path / "s.csv", cfg, grid=["batch_sizes"])
+    assert base.parent == tmp_path and base.name.startswith("s_") and base.suffix == ".csv"
+    for change in (dict(dataset="cifar10"), dict(hidden_size=16), dict(device="cuda")):
+        assert config_store_path(tmp_path / "s.csv", SimpleNamespace(**{**vars(cfg), **change}),
+                                 grid=["batch_sizes"]) != base, change
+    # the grid's own list is not part of the key: a longer grid resumes from the shorter one's points
+    assert config_store_path(tmp_path / "s.csv", SimpleNamespace(**{**vars(cfg), "batch_sizes": [1, 2, 4]}),
+                             grid=["batch_sizes"]) == base
+    small, big = torch.nn.Linear(2, 2), torch.nn.Linear(2, 3)
+    assert config_store_path(tmp_path / "s.csv", cfg, model=small) != config_store_path(tmp_path / "s.csv", cfg,
+                                                                                           model=big)
+    assert config_store_path(None, cfg) is None

@@ -102,3 +102,41 @@ def test_validate_names_the_bad_parameter():
             lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, **bad}))
     with pytest.raises(ValueError, match="valid parameters"):
         presets.configure("quick", lp.PRESETS, hiden_size=3)
+
+
+def test_training_keeps_one_adam_optimizer_across_epochs(cfg, monkeypatch):
+    """train_baseline used to call fit once per epoch, and fit made a new Adam each time: its moment estimates were
+    reset every epoch. One optimizer for the whole run, one history row per epoch."""
+    made = []
+    real_adam = torch.optim.Adam
+
+    def counting_adam(*args, **kwargs):
+        made.append(1)
+        return real_adam(*args, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", counting_adam)
+    three_epochs = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "epochs": 3}))
+    _, history = lp.train_baseline(three_epochs)
+    assert len(made) == 1
+    assert list(history["epoch"]) == [1, 2, 3] and history["test_accuracy_pct"].notna().all()
+
+
+def test_a_run_with_other_settings_never_returns_stored_rows(trained, cfg, tmp_path):
+    """Same store name, other data fraction or model size: measured anew, and only this run's rows come back."""
+    first = lp.loader_sweep(trained[0], cfg, tmp_path / "loaders.csv")
+    other_fraction = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "sweep_fraction": 0.25}))
+    second = lp.loader_sweep(trained[0], other_fraction, tmp_path / "loaders.csv")
+    assert list(first.loc[first["status"] == "ok", "train_items"]) == [64]
+    assert list(second.loc[second["status"] == "ok", "train_items"]) == [32]
+    assert len(second) == len(first) == 2  # the grid's rows only: (32, 0) measured, (32, 99) skipped
+    assert len(list(tmp_path.glob("loaders_*.csv"))) == 2  # one store per combination of settings
+
+    wider = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "hidden_size": 12}))
+    small, big = lp.build_model(cfg), lp.build_model(wider)
+    a = lp.pruning_sensitivity(small, cfg, tmp_path / "sens.csv")
+    before_b = pd.Timestamp.now(tz="UTC").floor("s")
+    b = lp.pruning_sensitivity(big, wider, tmp_path / "sens.csv")
+    assert len(b) == len(a) and (pd.to_datetime(b["finished_utc"]) >= before_b).all(), "measured anew"
+    assert len(list(tmp_path.glob("sens_*.csv"))) == 2
+    again = lp.pruning_sensitivity(small, cfg, tmp_path / "sens.csv")  # same settings: resumed, not re-measured
+    assert list(again["finished_utc"]) == list(a["finished_utc"])

@@ -89,3 +89,13 @@ def test_claims_from_constructed_tables():
     held = [c.held for c in vq.check_claims(loaders, int8, compiled)]
     # 3.8x smaller, -0.3 pp, faster; GPU claim n/a on a CPU; trace within 20%; workers help (train) / never (eval)
     assert held == [True, True, True, None, True, True, False]
+
+
+def test_loader_sweep_with_other_settings_never_returns_stored_rows(model, cfg, tmp_path):
+    first = vq.loader_sweep(model, cfg, tmp_path / "loaders.csv")
+    more_data = vq.validate(presets.configure("quick", vq.PRESETS, **{**TINY, "loader_fraction": 0.04}))
+    second = vq.loader_sweep(model, more_data, tmp_path / "loaders.csv")
+    items = [set(df.loc[df["status"] == "ok", "train_items"]) for df in (first, second)]
+    assert len(items[0]) == len(items[1]) == 1 and items[0] != items[1], items
+    assert len(first) == len(second) == 6  # the grid's rows only
+    assert len(list(tmp_path.glob("loaders_*.csv"))) == 2

@@ -146,7 +146,7 @@ def measure_point(model: str, variant: str, *, batch_size: int, device, warmup: 
     finally:
         del net, target, x
         if v["compile"]:
-            torch._dynamo.reset()  # drop compiled graphs (and their memory) before the next point
+            torch.compiler.reset()  # drop compiled graphs (and their memory) before the next point
         free_memory()
     row = m.as_row()
     keep = ["latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean", "throughput_items_per_s",

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import hashlib
-import json
 import tempfile
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import torch
 from cnnlab import models
 from cnnlab.profiling import grid_points, sweep
 from cnnlab.profiling import settings as _settings
+from cnnlab.profiling import store as _store
 from cnnlab.profiling.store import key_value
 
 
@@ -104,11 +103,7 @@ def run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def store_path(folder: str | Path, name: str, **settings) -> Path:
-    """``<folder>/<name>_<digest>.csv``: a sweep store keyed by the settings that are not grid parameters
-    (images, repeats, device, ...), so that a run with other settings never resumes from this one's rows."""
-    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return Path(folder) / f"{name}_{digest}.csv"
+store_path = _store.store_path  # where it belongs: cnnlab.profiling owns the stores
 
 
 

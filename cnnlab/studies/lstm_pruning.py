@@ -32,8 +32,8 @@ from torch import nn
 
 from cnnlab import data, models, prune, quantize
 from cnnlab.claims import Claim
-from cnnlab.profiling import benchmark, profile_ops, sweep
-from cnnlab.studies.common import as_list, check_threads, set_threads
+from cnnlab.profiling import benchmark, config_store_path, profile_ops
+from cnnlab.studies.common import as_list, check_threads, run_sweep, set_threads
 from cnnlab.profiling.memory import cpu_peak_bytes
 from cnnlab.train import evaluate
 
@@ -144,13 +144,16 @@ def train_step(model: nn.Module, optimizer, tokens, labels) -> torch.Tensor:
     return loss
 
 
-def fit(model: nn.Module, loader, *, epochs: int, lr: float, device) -> pd.DataFrame:
-    """Train ``model`` in place; one row per epoch: epoch, train_loss, epoch_time_s (data loading included)."""
+def fit(model: nn.Module, loader, *, epochs: int, lr: float, device, on_epoch=None) -> pd.DataFrame:
+    """Train ``model`` in place with one Adam optimizer for all ``epochs`` (its moment estimates carry over from
+    epoch to epoch); one row per epoch: epoch, train_loss, epoch_time_s (data loading included), plus whatever
+    ``on_epoch(model)`` returns (a dict), called after each epoch outside the timed part."""
     device = torch.device(device)
     model.to(device).train()
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     rows = []
     for epoch in range(epochs):
+        model.train()
         start, loss_sum, count = time.perf_counter(), 0.0, 0
         for tokens, labels in loader:
             tokens, labels = tokens.to(device, non_blocking=True), labels.to(device, non_blocking=True)
@@ -158,7 +161,8 @@ def fit(model: nn.Module, loader, *, epochs: int, lr: float, device) -> pd.DataF
             loss_sum += loss.item() * len(labels)
             count += len(labels)
         _sync(device)
-        rows.append({"epoch": epoch + 1, "train_loss": loss_sum / count, "epoch_time_s": time.perf_counter() - start})
+        row = {"epoch": epoch + 1, "train_loss": loss_sum / count, "epoch_time_s": time.perf_counter() - start}
+        rows.append({**row, **(on_epoch(model) if on_epoch is not None else {})})
     return pd.DataFrame(rows)
 
 
@@ -168,13 +172,13 @@ def train_baseline(cfg) -> tuple[nn.Module, pd.DataFrame]:
     model = build_model(cfg)
     train_loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=0)
     test_loader = data.make_loader(test_set, 256)
-    rows = []
-    for epoch in range(cfg.epochs):
-        row = fit(model, train_loader, epochs=1, lr=cfg.lr, device=cfg.device).iloc[0].to_dict()
-        test = evaluate(model, test_loader, device=cfg.device)
-        rows.append({**row, "epoch": epoch + 1, "test_accuracy_pct": test["accuracy_pct"], "test_loss": test["loss"],
-                     "data_source": train_set.data_source})
-    return model, pd.DataFrame(rows)
+
+    def test(net):
+        result = evaluate(net, test_loader, device=cfg.device)
+        return {"test_accuracy_pct": result["accuracy_pct"], "test_loss": result["loss"],
+                "data_source": train_set.data_source}
+
+    return model, fit(model, train_loader, epochs=cfg.epochs, lr=cfg.lr, device=cfg.device, on_epoch=test)
 
 
 # ------------------------------------------------------------------------------------------------ measurements
@@ -236,7 +240,8 @@ def loader_sweep(model, cfg, store) -> pd.DataFrame:
                 "cpu_threads": torch.get_num_threads(), "data_source": train_set.data_source}
 
     grid = [{"batch_size": b, "num_workers": w} for b in cfg.batch_sizes for w in cfg.num_workers if w <= cap]
-    df = sweep(point, grid, store, desc="batch size x workers")
+    store = config_store_path(store, cfg, grid=("batch_sizes", "num_workers"), model=model)
+    df = run_sweep(point, grid, store, "batch size x workers", True) if grid else pd.DataFrame()
     skipped = [{"batch_size": b, "num_workers": w, "status": "skipped", "train_epoch_s": math.nan,
                 "test_epoch_s": math.nan, "device": str(device), "data_source": train_set.data_source,
                 "missing_reason": f"num_workers {w} > os.cpu_count() = {cap}: capped"}
@@ -292,7 +297,8 @@ def pruning_sensitivity(model, cfg, store) -> pd.DataFrame:
                 "dense_accuracy_pct": dense["accuracy_pct"], "test_items": result["num_examples"],
                 "data_source": test_set.data_source}
 
-    return sweep(point, points, store, desc="pruning sensitivity")
+    store = config_store_path(store, cfg, grid=("methods", "ratios"), model=model)
+    return run_sweep(point, points, store, "pruning sensitivity", True)
 
 
 def _variants(model, cfg) -> dict[str, nn.Module]:

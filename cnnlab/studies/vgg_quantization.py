@@ -31,8 +31,8 @@ import torch.nn.functional as F
 
 from cnnlab import data, models, quantize
 from cnnlab.claims import Claim
-from cnnlab.profiling import benchmark, profile_ops, sweep
-from cnnlab.studies.common import as_list, check_threads, set_threads
+from cnnlab.profiling import benchmark, config_store_path, profile_ops
+from cnnlab.studies.common import as_list, check_threads, run_sweep, set_threads
 from cnnlab.train import Recipe, train
 
 MODEL = "vgg11"
@@ -187,7 +187,8 @@ def loader_sweep(model, cfg, store) -> pd.DataFrame:
                 "device": str(device), "cpu_threads": torch.get_num_threads(), "data_source": train_set.data_source}
 
     grid = [{"num_workers": w, "pin_memory": p} for w in cfg.num_workers if w <= cap for p in cfg.pin_memory]
-    df = sweep(point, grid, store, desc="DataLoader sweep") if grid else pd.DataFrame()
+    store = config_store_path(store, cfg, grid=("num_workers", "pin_memory"), model=model)
+    df = run_sweep(point, grid, store, "DataLoader sweep", True) if grid else pd.DataFrame()
     skipped = [{"num_workers": w, "pin_memory": p, "status": "skipped", "train_epoch_s": math.nan,
                 "eval_epoch_s": math.nan, "device": str(device), "data_source": train_set.data_source,
                 "missing_reason": f"num_workers {w} > os.cpu_count() = {cap}: capped"}
