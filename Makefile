@@ -23,6 +23,12 @@ else
 $(error TORCH must be cpu or cuda, got '$(TORCH)')
 endif
 
+# Inductor's on-disk cache of compiled kernels is not keyed by ATEN_CPU_CAPABILITY: kernels built on one CPU kernel
+# path and reused on another gave NaN logits or a segfault (torch 2.13, notebook 07's torch.compile). One cache per
+# path, inside build/, for everything make runs.
+CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
+
 .PHONY: setup test test-unit margins lock-cuda-check figures lab clean
 
 setup: $(STAMP)
@@ -62,6 +68,7 @@ margins: $(STAMP)
 	CNNLAB_MARGINS=$(CURDIR)/build/margins-default.jsonl MPLBACKEND=Agg OMP_NUM_THREADS=1 \
 	  $(PY) -m pytest -q -n $(JOBS) --dist loadfile tests
 	CNNLAB_MARGINS=$(CURDIR)/build/margins-avx2.jsonl ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+	  TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor-cache/avx2-AVX2 \
 	  MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(JOBS) --dist loadfile tests
 	$(PY) tests/margins.py build/margins-*.jsonl
 

@@ -54,11 +54,11 @@ def _torchao():
 def _inductor_hooks_kept():
     """Undo the process-wide Inductor hook that importing torchao's x86 quantizer installs.
 
-    The import sets ``torch._inductor.config.pre_grad_custom_pass`` to torchao's ``QuantLiftUp`` for every later
-    ``torch.compile`` in the process. cnnlab lowers int8 graphs itself (:func:`lower_for_cpu`) and never needs it,
-    and with it in place (torch 2.13, torchao 0.18, ATen on its AVX2 kernels) ``torch.compile`` of an fp32 VGG-11
-    returned NaN logits. Private API (no public setter for Inductor's custom passes exists): if the attribute
-    goes away, tests/test_quantize.py says so.
+    The import sets ``torch._inductor.config.pre_grad_custom_pass`` to torchao's ``QuantLiftUp``, which then runs in
+    every later ``torch.compile`` of the process, the user's fp32 models included. cnnlab lowers int8 graphs itself
+    (:func:`lower_for_cpu`) and never needs it, and quantizing with cnnlab must not change how the rest of a
+    notebook compiles. Private API (no public setter for Inductor's custom passes exists): if the attribute goes
+    away, tests/test_quantize.py says so.
     """
     import torch._inductor.config as inductor_config
 

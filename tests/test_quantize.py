@@ -128,17 +128,10 @@ def test_quantizable_layers_visible_reads_the_export_metadata():
 
 
 def test_using_torchao_leaves_torch_compile_alone():
-    """Importing torchao's x86 quantizer installs an Inductor pre-grad pass for the whole process; with it,
-    torch.compile of an fp32 VGG-11 gave NaN logits on ATen's AVX2 kernels (CI's second path). cnnlab puts the
-    hook back, so compiled inference after quantization still computes what eager does."""
+    """Importing torchao's x86 quantizer installs an Inductor pre-grad pass for every later torch.compile of the
+    process; cnnlab puts the previous value back, so quantizing does not change how the user's models compile."""
     import torch._inductor.config as inductor_config
 
     before = inductor_config.pre_grad_custom_pass  # a private API: if it goes away, cnnlab.quantize must change
     quantize._torchao()
     assert inductor_config.pre_grad_custom_pass is before
-    torch.manual_seed(0)
-    model, x = models.get("vgg11").eval(), torch.randn(32, 3, 32, 32)  # batch 4 did not show it; 32 did
-    with torch.inference_mode():
-        reference, compiled = model(x), torch.compile(model)(x)
-    torch.compiler.reset()
-    check("torch.compile after torchao, VGG-11 max |logit diff|", (compiled - reference).abs().max(), "<", 1e-4)
