@@ -15,8 +15,7 @@ import torch
 from cnnlab import models
 from cnnlab.profiling import grid_points, sweep
 from cnnlab.profiling import settings as _settings
-from cnnlab.profiling import store as _store
-from cnnlab.profiling.store import key_value
+from cnnlab.profiling.store import key_value, store_path  # noqa: F401  (re-exported: the studies import it here)
 
 
 def as_list(value) -> list:
@@ -101,10 +100,6 @@ def run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
     rank = df[names].apply(lambda r: order.get(tuple(key_value(v) for v in r)), axis=1)
     return df[rank.notna()].assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank") \
         .reset_index(drop=True)
-
-
-store_path = _store.store_path  # where it belongs: cnnlab.profiling owns the stores
-
 
 
 # ------------------------------------------------------------------------------------------------ figures

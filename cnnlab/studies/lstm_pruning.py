@@ -149,7 +149,7 @@ def fit(model: nn.Module, loader, *, epochs: int, lr: float, device, on_epoch=No
     epoch to epoch); one row per epoch: epoch, train_loss, epoch_time_s (data loading included), plus whatever
     ``on_epoch(model)`` returns (a dict), called after each epoch outside the timed part."""
     device = torch.device(device)
-    model.to(device).train()
+    model.to(device)
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     rows = []
     for epoch in range(epochs):
