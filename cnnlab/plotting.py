@@ -78,6 +78,19 @@ def log2_batch_axis(ax, axis: str = "x", values: Iterable[int] | None = None, la
     return ax
 
 
+def missing_panel(ax, text: str) -> None:
+    """Say in the panel why it is empty (the x axis stays: it may be shared with a panel above)."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes, fontsize=9, color="0.3")
+    ax.set_yticks([])
+
+
+def plain_log_ticks(ax, axis: str = "y") -> None:
+    """Tick labels of a log axis as plain numbers (0.5, 2, 40) instead of powers of ten (4 x 10^1)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
 def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, Path]:
     """Save ``fig`` as ``<outdir>/<name>.png`` and ``<outdir>/<name>.svg``; return both paths.
 
@@ -94,4 +107,5 @@ def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, P
     return png, svg
 
 
-__all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "plt", "save_figure", "set_theme"]
+__all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "missing_panel", "plain_log_ticks", "plt", "save_figure",
+           "set_theme"]

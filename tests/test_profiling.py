@@ -15,6 +15,7 @@ import warnings
 
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -456,23 +457,187 @@ def test_cuda_profile_ops_kernels_copies_and_syncs():
     assert s["device_time_total_ms"] >= s["kernel_time_total_ms"]
 
 
-def test_store_paths_are_keyed_by_every_setting(tmp_path):
-    from types import SimpleNamespace
+def test_sweep_store_is_keyed_by_every_setting_and_returns_only_its_grid(tmp_path):
+    from cnnlab.profiling import store_file
 
-    from cnnlab.profiling import config_store_path, store_path
+    calls = []
 
-    assert store_path("f", "m", images=16) != store_path("f", "m", images=32)
-    assert store_path("f", "m", images=16, device="cpu") == store_path("f", "m", device="cpu", images=16)
-    cfg = SimpleNamespace(dataset="digits", hidden_size=8, batch_sizes=[1, 2], device="cpu")
-    base = config_store_path(tmp_path / "s.csv", cfg, grid=["batch_sizes"])
-    assert base.parent == tmp_path and base.name.startswith("s_") and base.suffix == ".csv"
-    for change in (dict(dataset="cifar10"), dict(hidden_size=16), dict(device="cuda")):
-        assert config_store_path(tmp_path / "s.csv", SimpleNamespace(**{**vars(cfg), **change}),
-                                 grid=["batch_sizes"]) != base, change
-    # the grid's own list is not part of the key: a longer grid resumes from the shorter one's points
-    assert config_store_path(tmp_path / "s.csv", SimpleNamespace(**{**vars(cfg), "batch_sizes": [1, 2, 4]}),
-                             grid=["batch_sizes"]) == base
-    small, big = torch.nn.Linear(2, 2), torch.nn.Linear(2, 3)
-    assert config_store_path(tmp_path / "s.csv", cfg, model=small) != config_store_path(tmp_path / "s.csv", cfg,
-                                                                                           model=big)
-    assert config_store_path(None, cfg) is None
+    def fn(batch_size, dataset, hidden):
+        calls.append((batch_size, dataset, hidden))
+        return {"value": batch_size * hidden + (100 if dataset == "cifar10" else 0)}
+
+    def run(batch_sizes, **settings):
+        cfg = {"dataset": "digits", "hidden": 8, "device": "cpu", **settings}
+        point = lambda batch_size: fn(batch_size, cfg["dataset"], cfg["hidden"])  # noqa: E731
+        return sweep(point, {"batch_size": batch_sizes}, tmp_path / "s.csv", settings=cfg, progress=False)
+
+    first = run([1, 2, 4])
+    assert list(first["value"]) == [8, 16, 32] and len(calls) == 3
+    assert first.attrs["store"].parent == tmp_path and first.attrs["store"].name.startswith("s_")
+    # another data set, model size or device: its own store, never the first run's rows
+    for change in (dict(dataset="cifar10"), dict(hidden=16), dict(device="cuda")):
+        calls.clear()
+        other = run([1, 2], **change)
+        assert len(calls) == 2 and other.attrs["store"] != first.attrs["store"], change
+        assert list(other["batch_size"]) == [1, 2], change
+    # the same settings, a smaller grid in another order: nothing measured, only these rows, in this order
+    calls.clear()
+    again = run([4, 1])
+    assert calls == [] and list(again["batch_size"]) == [4, 1] and list(again["value"]) == [32, 8]
+    # the key covers cnnlab's own source and every setting, in any order
+    assert store_file(tmp_path / "s.csv", {"a": 1, "b": 2}) == store_file(tmp_path / "s.csv", {"b": 2, "a": 1})
+    assert store_file(tmp_path / "s.csv", {"a": 1}) != store_file(tmp_path / "s.csv", {"a": 2})
+
+
+def test_sweep_skips_points_with_a_reason_and_keeps_grid_order(tmp_path):
+    seen = []
+
+    def fn(method, tile):
+        seen.append((method, tile))
+        return {"t": tile}
+
+    skip = lambda method, tile: "not on this device" if method == "triton" else None  # noqa: E731
+    grid = [{"method": "untiled", "tile": 0}] + [{"method": m, "tile": t} for m in ("spatial", "triton")
+                                                 for t in (8, 16)]
+    df = sweep(fn, grid, tmp_path / "s.csv", settings={}, skip=skip, progress=False)
+    assert list(zip(df["method"], df["tile"])) == [(p["method"], p["tile"]) for p in grid]
+    assert list(df["status"]) == ["ok", "ok", "ok", "skipped", "skipped"]
+    assert (df.loc[df["status"] == "skipped", "error"] == "not on this device").all()
+    assert ("triton", 8) not in seen
+    # skipped points are never stored: the store holds only what was measured
+    assert len(pd.read_csv(df.attrs["store"])) == 3
+
+
+def test_sweep_without_store_uses_a_temporary_one(tmp_path):
+    df = sweep(lambda x: {"y": x * 2}, {"x": [3, 1]}, None, progress=False)
+    assert list(df["y"]) == [6, 2] and "store" not in df.attrs
+
+
+# ------------------------------------------------------------------------------------------------ wall_time
+
+def test_wall_time_measures_the_call_and_returns_its_result():
+    from cnnlab.profiling import wall_time
+
+    timed = wall_time(lambda: time.sleep(0.05) or 7, device="cpu")
+    assert timed.result == 7
+    assert 0.045 <= timed.seconds < 1.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_wall_time_waits_for_the_gpu():
+    from cnnlab.profiling import wall_time
+
+    x = torch.randn(4096, 4096, device="cuda")
+    one = wall_time(lambda: x @ x, device="cuda").seconds
+    many = wall_time(lambda: [x @ x for _ in range(20)], device="cuda").seconds
+    assert many > 5 * one  # without a synchronise both would be the launch time only
+
+
+def test_benchmark_first_call_is_timed_apart():
+    calls = []
+
+    def model(x):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.05)  # a first call that compiles
+        return x + 1
+
+    m = benchmark(model, torch.ones(2), device="cpu", warmup=1, repeats=3, first_call=True, measure_memory=False)
+    assert m.first_call_ms >= 45 and m.latency_ms_median < 20
+    assert len(calls) == 1 + 1 + 3  # first call, warm-up, timed
+    plain = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=2, measure_memory=False)
+    assert math.isnan(plain.first_call_ms)
+
+
+def test_benchmark_min_run_time_sets_repeats():
+    model = lambda x: time.sleep(0.01) or x  # noqa: E731  (10 ms a call)
+    m = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=2, min_run_time_s=0.1, measure_memory=False)
+    assert 6 <= m.repeats <= 10 and len(m.latencies_ms) == m.repeats
+    capped = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=2, min_run_time_s=1.0, max_repeats=4,
+                       measure_memory=False)
+    assert capped.repeats == 4
+    fast = benchmark(lambda x: x, torch.ones(2), device="cpu", warmup=0, repeats=3, min_run_time_s=1e-9,
+                     measure_memory=False)
+    assert fast.repeats == 3  # never fewer than asked for
+
+
+# ------------------------------------------------------------------------------------------------ memory over time
+
+def test_memory_over_time_peak_and_average_of_a_known_workload():
+    from cnnlab.profiling import memory_over_time
+
+    mib = 1024**2
+
+    def step():  # 8 MiB live for the first ~60 ms, then 8 + 24 MiB for ~60 ms
+        a = torch.ones(2 * mib)
+        time.sleep(0.06)
+        b = torch.ones(6 * mib)
+        time.sleep(0.06)
+        return a.sum() + b.sum()
+
+    out = memory_over_time(step, "cpu")
+    assert out["events"] >= 4
+    assert 31.9 * mib <= out["peak_bytes"] <= 33 * mib
+    # time-weighted: about (8 x 0.06 + 32 x 0.06) / 0.12 = 20 MiB; never the peak, never the first block alone
+    assert 15 * mib < out["avg_bytes"] < 25 * mib, out["avg_bytes"] / mib
+    assert 0.11 < out["step_s"] < 1.0
+
+
+def test_raw_profiler_events_fail_loudly_if_the_api_changes():
+    from torch.profiler import ProfilerActivity, profile
+
+    from cnnlab.profiling.memory import raw_events
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        torch.ones(1024).sum()
+    events = raw_events(prof)  # the private API cnnlab reads allocator events from
+    memory = [e for e in events if e.name() == "[memory]"]
+    assert memory and all(isinstance(e.nbytes(), int) and isinstance(e.start_ns(), int) for e in memory)
+
+    class Changed:
+        profiler = object()  # no kineto_results: what a torch that moved it would give
+
+    with pytest.raises(RuntimeError, match="changed the profiler's raw event API"):
+        raw_events(Changed())
+
+
+# ------------------------------------------------------------------------------------------------ loader_sweep
+
+def test_loader_sweep_times_epochs_per_setting_and_skips_too_many_workers(tmp_path, monkeypatch):
+    from torch.utils.data import TensorDataset
+
+    from cnnlab.profiling import loader_sweep
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    train_set = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    test_set = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+    for split in (train_set, test_set):  # what cnnlab.data's data sets carry
+        split.data_source, split.name, split.num_classes, split.input_shape = "synthetic", "toy", 2, (4,)
+    seen = []
+
+    def train_epoch(net, loader):
+        seen.append(("train", loader.batch_size, loader.num_workers))
+        for x, _ in loader:
+            net(x)
+
+    def test_epoch(net, loader):
+        seen.append(("test", loader.batch_size))
+        for x, _ in loader:
+            net(x)
+
+    kwargs = dict(batch_sizes=[8, 16], num_workers=[0, 2], fraction=0.5, device="cpu", store=tmp_path / "l.csv",
+                  settings={"study": "test"}, progress=False)
+    df = loader_sweep(nn.Linear(4, 2), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert list(zip(df["batch_size"], df["num_workers"])) == [(8, 0), (8, 2), (16, 0), (16, 2)]
+    assert list(df["status"]) == ["ok", "skipped", "ok", "skipped"]
+    assert df.loc[df["status"] == "skipped", "error"].str.contains("os.cpu_count").all()
+    ok = df[df["status"] == "ok"]
+    assert (ok["train_epoch_s"] > 0).all() and (ok["test_epoch_s"] > 0).all()
+    assert (ok["train_items"] == 32).all() and (ok["test_items"] == 16).all()
+    assert not ok["pin_memory_effective"].any() and (df["num_workers_cap"] == 1).all()
+    assert ("train", 8, 0) in seen and ("train", 8, 2) not in seen
+    seen.clear()
+    again = loader_sweep(nn.Linear(4, 2), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert seen == [] and list(again["train_epoch_s"].fillna(-1)) == list(df["train_epoch_s"].fillna(-1))
+    wider = loader_sweep(nn.Linear(4, 3), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert len(seen) == 4 and wider.attrs.get("store") != df.attrs.get("store")  # another model: measured again

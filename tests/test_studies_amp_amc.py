@@ -11,7 +11,7 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 
-from cnnlab import presets
+from cnnlab import config
 from cnnlab.studies import amp_amc as aa
 
 
@@ -85,7 +85,7 @@ def test_claims_follow_the_numbers():
 
 
 def _cfg(**overrides):
-    return presets.configure("quick", aa.PRESETS, **overrides)
+    return config.configure("quick", aa.PRESETS, **overrides)
 
 
 def test_validate_names_the_bad_parameter_and_valid_values():

@@ -11,7 +11,7 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 
-from cnnlab import presets
+from cnnlab import config
 from cnnlab.studies import batch_size as bs
 
 
@@ -134,7 +134,7 @@ def test_claims_without_batch_one_are_not_applicable():
 
 
 def _cfg(**overrides):
-    return presets.configure("quick", bs.PRESETS, **overrides)
+    return config.configure("quick", bs.PRESETS, **overrides)
 
 
 def test_validate_names_the_bad_parameter_and_valid_values():
@@ -148,7 +148,7 @@ def test_validate_names_the_bad_parameter_and_valid_values():
         bs.validate(_cfg(images=0))
     with pytest.raises(ValueError, match=r"threads=0 must be an integer >= 1"):
         bs.validate(_cfg(threads=0))
-    with pytest.raises(ValueError, match=r"valid devices"):
+    with pytest.raises(ValueError, match=r"valid here"):
         bs.validate(_cfg(device="tpu"))
     with pytest.raises(ValueError, match=r"lstm_sentiment.*valid models"):
         bs.validate(_cfg(models="lstm_sentiment"))  # token model: not an image model

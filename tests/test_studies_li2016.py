@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib import pyplot as plt  # noqa: E402
 
-from cnnlab import models, presets  # noqa: E402
+from cnnlab import config, models  # noqa: E402
 from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
 from cnnlab.studies import li2016  # noqa: E402
 from margins import check as check_margin  # noqa: E402
@@ -178,14 +178,14 @@ def test_figure_is_laid_out_like_fig7(measured):
     ("device", "tpu", "device"),
 ])
 def test_validation_names_the_parameter(name, value, needle):
-    cfg = presets.configure("quick", li2016.PRESETS, **{name: value})
+    cfg = config.configure("quick", li2016.PRESETS, **{name: value})
     with pytest.raises(ValueError) as err:
         li2016.validate(cfg)
     assert needle in str(err.value)
 
 
 def test_presets():
-    quick = li2016.validate(presets.configure("quick", li2016.PRESETS))
+    quick = li2016.validate(config.configure("quick", li2016.PRESETS))
     assert quick.strategies == ALL and quick.networks == list(li2016.NETWORKS) and quick.threads == 1
     assert quick.vgg_image_size == 32  # FFTs of VGG-16 at 224x224 are too slow for a CPU smoke run
     for name in ("standard", "paper"):

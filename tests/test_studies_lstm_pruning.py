@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnlab import presets, prune
+from cnnlab import config, prune
 from cnnlab.studies import lstm_pruning as lp
 
 TINY = dict(vocab_size=300, seq_len=16, train_size=128, test_size=64, embed_dim=8, hidden_size=8, num_layers=2,
@@ -17,7 +17,7 @@ TINY = dict(vocab_size=300, seq_len=16, train_size=128, test_size=64, embed_dim=
 
 @pytest.fixture(scope="module")
 def cfg():
-    return lp.validate(presets.configure("quick", lp.PRESETS, **TINY))
+    return lp.validate(config.configure("quick", lp.PRESETS, **TINY))
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,9 @@ def test_validate_names_the_bad_parameter():
                        (dict(batch_sizes=[0]), "batch_sizes"), (dict(chosen_ratio=0.99), "hidden units"),
                        (dict(sweep_fraction=0), "sweep_fraction")):
         with pytest.raises(ValueError, match=match):
-            lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, **bad}))
+            lp.validate(config.configure("quick", lp.PRESETS, **{**TINY, **bad}))
     with pytest.raises(ValueError, match="valid parameters"):
-        presets.configure("quick", lp.PRESETS, hiden_size=3)
+        config.configure("quick", lp.PRESETS, hiden_size=3)
 
 
 def test_training_keeps_one_adam_optimizer_across_epochs(cfg, monkeypatch):
@@ -115,7 +115,7 @@ def test_training_keeps_one_adam_optimizer_across_epochs(cfg, monkeypatch):
         return real_adam(*args, **kwargs)
 
     monkeypatch.setattr(torch.optim, "Adam", counting_adam)
-    three_epochs = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "epochs": 3}))
+    three_epochs = lp.validate(config.configure("quick", lp.PRESETS, **{**TINY, "epochs": 3}))
     _, history = lp.train_baseline(three_epochs)
     assert len(made) == 1
     assert list(history["epoch"]) == [1, 2, 3] and history["test_accuracy_pct"].notna().all()
@@ -124,14 +124,14 @@ def test_training_keeps_one_adam_optimizer_across_epochs(cfg, monkeypatch):
 def test_a_run_with_other_settings_never_returns_stored_rows(trained, cfg, tmp_path):
     """Same store name, other data fraction or model size: measured anew, and only this run's rows come back."""
     first = lp.loader_sweep(trained[0], cfg, tmp_path / "loaders.csv")
-    other_fraction = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "sweep_fraction": 0.25}))
+    other_fraction = lp.validate(config.configure("quick", lp.PRESETS, **{**TINY, "sweep_fraction": 0.25}))
     second = lp.loader_sweep(trained[0], other_fraction, tmp_path / "loaders.csv")
     assert list(first.loc[first["status"] == "ok", "train_items"]) == [64]
     assert list(second.loc[second["status"] == "ok", "train_items"]) == [32]
     assert len(second) == len(first) == 2  # the grid's rows only: (32, 0) measured, (32, 99) skipped
     assert len(list(tmp_path.glob("loaders_*.csv"))) == 2  # one store per combination of settings
 
-    wider = lp.validate(presets.configure("quick", lp.PRESETS, **{**TINY, "hidden_size": 12}))
+    wider = lp.validate(config.configure("quick", lp.PRESETS, **{**TINY, "hidden_size": 12}))
     small, big = lp.build_model(cfg), lp.build_model(wider)
     a = lp.pruning_sensitivity(small, cfg, tmp_path / "sens.csv")
     before_b = pd.Timestamp.now(tz="UTC").floor("s")

@@ -14,7 +14,7 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 
-from cnnlab import models, presets
+from cnnlab import config, models
 from cnnlab.studies import precision as pr
 from margins import check
 
@@ -106,7 +106,7 @@ def test_claims_follow_the_numbers():
 
 
 def _cfg(**overrides):
-    return presets.configure("quick", pr.PRESETS, **overrides)
+    return config.configure("quick", pr.PRESETS, **overrides)
 
 
 def test_validate_names_the_bad_parameter_and_valid_values():

@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib import pyplot as plt  # noqa: E402
 
-from cnnlab import presets  # noqa: E402
+from cnnlab import config  # noqa: E402
 from cnnlab.kernels import triton_conv  # noqa: E402
 from cnnlab.studies import tiling  # noqa: E402
 from margins import check as check_margin  # noqa: E402
@@ -193,7 +193,7 @@ def test_figure_has_four_labelled_panels(measured):
     ("device", "tpu", "device"),
 ])
 def test_validation_names_the_parameter(name, value, needle):
-    cfg = presets.configure("quick", tiling.PRESETS, **{name: value})
+    cfg = config.configure("quick", tiling.PRESETS, **{name: value})
     with pytest.raises(ValueError) as err:
         tiling.validate(cfg)
     assert needle in str(err.value)
@@ -203,7 +203,7 @@ def test_presets_follow_the_paper_where_it_speaks():
     for name in ("standard", "paper"):
         p = tiling.PRESETS[name]
         assert p["batch_size"] == 8 and p["image_size"] == 224 and p["tile_sizes"] == [8, 16, 32, 64]
-    quick = tiling.validate(presets.configure("quick", tiling.PRESETS))
+    quick = tiling.validate(config.configure("quick", tiling.PRESETS))
     assert quick.threads == 1 and quick.tile_sizes == [8, 16, 32, 64] and quick.device == "cpu"
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnlab import models, presets
+from cnnlab import config, models
 from cnnlab.studies import vgg_quantization as vq
 from margins import check
 
@@ -19,7 +19,7 @@ TINY = dict(num_workers=[0, 1, 64], pin_memory=[False, True], loader_fraction=0.
 
 @pytest.fixture(scope="module")
 def cfg():
-    return vq.validate(presets.configure("quick", vq.PRESETS, **TINY))
+    return vq.validate(config.configure("quick", vq.PRESETS, **TINY))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_validate_adds_eager_and_names_bad_parameters(cfg):
                        (dict(num_workers=[-1]), "num_workers"), (dict(pin_memory=["yes"]), "pin_memory"),
                        (dict(loader_fraction=2.0), "loader_fraction"), (dict(schedule="linear"), "valid schedules")):
         with pytest.raises(ValueError, match=match):
-            vq.validate(presets.configure("quick", vq.PRESETS, **{**TINY, **bad}))
+            vq.validate(config.configure("quick", vq.PRESETS, **{**TINY, **bad}))
 
 
 def test_loader_sweep(model, cfg, tmp_path):
@@ -93,7 +93,7 @@ def test_claims_from_constructed_tables():
 
 def test_loader_sweep_with_other_settings_never_returns_stored_rows(model, cfg, tmp_path):
     first = vq.loader_sweep(model, cfg, tmp_path / "loaders.csv")
-    more_data = vq.validate(presets.configure("quick", vq.PRESETS, **{**TINY, "loader_fraction": 0.04}))
+    more_data = vq.validate(config.configure("quick", vq.PRESETS, **{**TINY, "loader_fraction": 0.04}))
     second = vq.loader_sweep(model, more_data, tmp_path / "loaders.csv")
     items = [set(df.loc[df["status"] == "ok", "train_items"]) for df in (first, second)]
     assert len(items[0]) == len(items[1]) == 1 and items[0] != items[1], items

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 
 
 def _tensors(obj):
@@ -56,12 +56,12 @@ def cost_model(
     memory_bytes (minimum traffic if every leaf layer reads its input and weights and writes its
     output once, with no reuse between layers), arithmetic_intensity_flop_per_byte = flops / memory_bytes.
     """
-    torch_dtype = _settings.to_dtype(dtype)
-    batch_size = _settings.positive_int(batch_size, parameter="batch_size")
+    torch_dtype = config.to_dtype(dtype)
+    batch_size = config.positive_int(batch_size, parameter="batch_size")
     if device not in ("meta", "cpu"):
         raise ValueError(f"device={device!r} is not valid for cost_model; valid: meta, cpu")
     in_dtype = torch_dtype if input_dtype is None else (
-        input_dtype if isinstance(input_dtype, torch.dtype) else _settings.to_dtype(input_dtype, parameter="input_dtype"))
+        input_dtype if isinstance(input_dtype, torch.dtype) else config.to_dtype(input_dtype, parameter="input_dtype"))
     net = copy.deepcopy(model).to(device=device, dtype=torch_dtype).eval()
     x = torch.zeros((batch_size, *tuple(input_shape)), dtype=in_dtype, device=device)
 
@@ -86,7 +86,7 @@ def cost_model(
     return {
         "model": type(model).__name__,
         "batch_size": batch_size,
-        "dtype": _settings.dtype_name(torch_dtype),
+        "dtype": config.dtype_name(torch_dtype),
         "flops": flops,
         "param_bytes": param_bytes,
         "buffer_bytes": sum(b.numel() * b.element_size() for b in net.buffers()),

@@ -72,15 +72,12 @@ def _driver_version() -> tuple[str | None, str | None]:
 
 
 def _preset() -> tuple[str | None, str | None]:
-    try:
-        from cnnlab.presets import resolve
-    except ImportError:
-        env = os.environ.get("CNNLAB_PRESET")
-        return env, None if env else "cnnlab.presets not available and CNNLAB_PRESET unset"
+    from cnnlab.config import resolve
+
     try:
         return resolve(), None
     except Exception as exc:  # a bad CNNLAB_PRESET must not stop the record of the environment
-        return None, f"cnnlab.presets.resolve() failed: {exc}"
+        return None, f"cnnlab.config.resolve() failed: {exc}"
 
 
 def environment() -> dict[str, Any]:

@@ -11,6 +11,10 @@ inside the region; its maximum is the peak. It counts tensor storage only: not P
 the interpreter, not allocator caches or memory of libraries that bypass c10 (e.g. numpy), and not
 tensors that already existed before the region (those are added separately by the caller).
 Because the profiler slows the region down, it runs in its own pass, never inside a timing loop.
+
+Memory over time (:func:`memory_over_time`: peak and time-weighted average of one step) replays the same
+events with their timestamps. This is the only module that reads the profiler's raw event list
+(:func:`raw_events`, private to torch: ``prof.profiler.kineto_results``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,28 @@ CUDA_METHOD = "torch.cuda.max_memory_allocated/max_memory_reserved after reset_p
 
 _CPU_TYPES = {"DeviceType.CPU", "DeviceType.MKLDNN", "DeviceType.IDEEP"}
 _GPU_TYPES = {"DeviceType.CUDA", "DeviceType.HIP"}
+
+
+def raw_events(prof) -> list:
+    """The raw kineto events of a finished ``torch.profiler.profile`` (each with ``name()``, ``start_ns()``,
+    ``duration_ns()``, ``device_type()`` and, for ``[memory]`` events, ``nbytes()``).
+
+    Private API: ``prof.profiler.kineto_results.events()``. The public ``prof.events()`` (FunctionEvents) drops
+    the signed sizes and timestamps of allocator events that peak and average memory need; the memory
+    snapshot API (``torch.cuda.memory._record_memory_history``) is CUDA-only. If torch changes this, the
+    error says what broke, and ``tests/test_profiling.py`` fails first.
+    """
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError as exc:
+        raise RuntimeError(f"torch {torch.__version__} changed the profiler's raw event API "
+                           f"(prof.profiler.kineto_results.events(): {exc}); cnnlab.profiling.memory needs it for "
+                           "allocator events") from exc
+    missing = [m for m in ("name", "start_ns", "duration_ns", "device_type", "nbytes")
+               if events and not hasattr(events[0], m)]
+    if missing:
+        raise RuntimeError(f"torch {torch.__version__} changed the profiler's raw events: no {missing}")
+    return list(events)
 
 
 def peak_from_memory_events(events: Iterable) -> dict[str, int]:
@@ -59,7 +85,7 @@ def cpu_peak_bytes(step: Callable[[], object]) -> int:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         out = step()
         del out
-    return peak_from_memory_events(prof.profiler.kineto_results.events())["cpu_bytes"]
+    return peak_from_memory_events(raw_events(prof))["cpu_bytes"]
 
 
 def resident_bytes(model, inputs: Iterable[torch.Tensor]) -> int:
@@ -79,3 +105,47 @@ def resident_bytes(model, inputs: Iterable[torch.Tensor]) -> int:
         seen.add(key)
         total += storage.nbytes()
     return total
+
+
+_STEP_MARK = "cnnlab::memory_over_time"
+
+
+def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
+    """Time-weighted average and peak of the tensor memory allocated while ``step()`` runs once.
+
+    Replays the allocator events the profiler records (one per allocation and free, with its signed size)
+    and integrates the live bytes over the step's wall time: average = sum(live bytes x time they stayed
+    live) / step time. On a GPU the events are the caching allocator's (host-side timestamps; the step is
+    synchronised before it ends, so its span covers the device work). Counts tensors allocated inside the
+    step only (add what was resident before, e.g. :func:`resident_bytes`).
+
+    Returns {"avg_bytes": float, "peak_bytes": int, "events": int, "step_s": float}; ``events`` is 0 when the
+    profiler recorded no allocator event for the device (then the averages mean nothing: say so).
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
+        with record_function(_STEP_MARK):
+            out = step()
+            if cuda:
+                torch.cuda.synchronize(dev)
+            del out
+    events = raw_events(prof)
+    mark = next(e for e in events if e.name() == _STEP_MARK)
+    start, end = mark.start_ns(), mark.start_ns() + max(mark.duration_ns(), 1)
+    side = _GPU_TYPES if cuda else _CPU_TYPES
+    mem = sorted((e for e in events if e.name() == "[memory]" and str(e.device_type()) in side
+                  and start <= e.start_ns() <= end), key=lambda e: e.start_ns())
+    live = peak = 0
+    area = 0.0
+    last = start
+    for e in mem:
+        area += live * (e.start_ns() - last)
+        live += e.nbytes()
+        peak = max(peak, live)
+        last = e.start_ns()
+    area += live * (end - last)
+    return {"avg_bytes": area / (end - start), "peak_bytes": peak, "events": len(mem), "step_s": (end - start) / 1e9}

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from cnnlab.profiling import settings as _settings
-from cnnlab.profiling.memory import MIB, peak_from_memory_events
+from cnnlab import config
+from cnnlab.profiling.memory import MIB, peak_from_memory_events, raw_events
 
 # CUDA runtime calls during which the host blocks until the device catches up (paper 001's "semwait").
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
@@ -80,9 +80,9 @@ def profile_ops(
     max_device_mem_allocated_mib (absolute ``torch.cuda.max_memory_allocated``), and
     ``device_missing_reason`` (None on CUDA). Device quantities on a CPU run are NaN, never 0.
     """
-    dev = _settings.to_device(device)
-    iterations = _settings.positive_int(iterations, parameter="iterations")
-    warmup = _settings.positive_int(warmup, parameter="warmup", minimum=0)
+    dev = config.resolve_device(device)
+    iterations = config.positive_int(iterations, parameter="iterations")
+    warmup = config.positive_int(warmup, parameter="warmup", minimum=0)
     cuda = dev.type == "cuda"
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -223,7 +223,7 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
             "sync_wait_ms", "sync_calls", "final_sync_wait_ms", "max_device_mem_allocated_mib")})
         summary["device_missing_reason"] = reason
     if profile_memory:
-        peaks = peak_from_memory_events(prof.profiler.kineto_results.events())
+        peaks = peak_from_memory_events(raw_events(prof))
         summary["max_cpu_mem_mib"] = peaks["cpu_bytes"] / MIB
         summary["max_device_mem_mib"] = peaks["device_bytes"] / MIB if cuda else nan
         summary["memory_missing_reason"] = None if cuda else "CPU run: no device memory"

@@ -3,24 +3,31 @@
 Sweeps over batch size, model and precision take long and die (OOM, a closed laptop, a preempted
 Colab). So every finished point is on disk at once, a restart skips what is stored, an OOM point is
 a result (``status="oom"``: the configuration does not fit) rather than a crash, and bad grid
-values are rejected before the first point runs.
+values are rejected before the first point runs. The sweep owns its store: the file is keyed by every
+setting that changes a measurement (``settings``, plus the source of cnnlab's measured code), so a run
+with other settings never returns another run's rows, and a run returns only its own grid's points.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
+import hashlib
 import itertools
 import json
+import os
+import tempfile
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.profiling.environment import environment
 from cnnlab.profiling.store import ResultStore, key_value
 
@@ -47,15 +54,6 @@ def grid_points(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]]) -> l
     return [dict(p) for p in points]
 
 
-def _model_names() -> list[str] | None:
-    try:
-        from cnnlab import models  # lazy: the registry imports every architecture
-
-        return list(models.names())
-    except (ImportError, AttributeError):
-        return None
-
-
 def check_point(point: Mapping[str, Any]) -> None:
     """Built-in checks of well-known parameter names; ValueError naming the parameter and valid values.
 
@@ -66,22 +64,22 @@ def check_point(point: Mapping[str, Any]) -> None:
         if name in point:
             raise ValueError(f"grid parameter {name!r} clashes with a column the sweep writes; rename it")
     if "batch_size" in point:
-        _settings.positive_int(point["batch_size"], parameter="batch_size")
+        config.positive_int(point["batch_size"], parameter="batch_size")
     for name in ("model", "model_name"):
         if name in point and isinstance(point[name], str):
-            valid = _model_names()
-            if valid is None:
-                warnings.warn(f"cnnlab.models is not available: {name}={point[name]!r} not checked", stacklevel=3)
-            elif point[name] not in valid:
+            from cnnlab import models  # lazy: the registry imports every architecture
+
+            valid = models.names()
+            if point[name] not in valid:
                 raise ValueError(f"{name}={point[name]!r} is not a known model; valid: {', '.join(valid)}")
     if "dtype" in point:
-        _settings.dtype_name(point["dtype"])
+        config.dtype_name(point["dtype"])
     if "autocast" in point:
-        _settings.autocast_name(point["autocast"])
+        config.autocast_name(point["autocast"])
     if "memory_format" in point:
-        _settings.memory_format_name(point["memory_format"])
+        config.memory_format_name(point["memory_format"])
     if "device" in point:
-        _settings.to_device(point["device"])
+        config.resolve_device(point["device"])
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -96,10 +94,14 @@ def _free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _write_env(store_path: Path) -> None:
-    """Write ``<store>.env.json``; on resume keep the first run's record and add this one if it differs."""
+def _write_env(store_path: Path, settings: dict[str, Any] | None = None) -> None:
+    """Write ``<store>.env.json`` (environment, and the settings the store is keyed by); on resume keep the
+    first run's record and add this one if it differs."""
     path = store_path.with_name(store_path.name + ".env.json")
     env = environment()
+    if settings is not None:
+        env["store_settings"] = settings
+        env["cnnlab_code"] = code_digest()
     if path.exists():
         try:
             first = json.loads(path.read_text())
@@ -120,43 +122,65 @@ def _write_env(store_path: Path) -> None:
 def sweep(
     fn: Callable[..., Mapping[str, Any] | Sequence[Mapping[str, Any]]],
     grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]],
-    store: str | Path,
+    store: str | Path | None = None,
     *,
+    settings: Mapping[str, Any] | SimpleNamespace | None = None,
+    skip: Callable[..., str | None] | None = None,
     validate: Callable[[dict[str, Any]], None] | None = None,
     builtin_checks: bool = True,
     retry_errors: bool = False,
     desc: str | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Call ``fn(**point)`` for every grid point not yet in ``store``; return the whole store as a DataFrame.
+    """Call ``fn(**point)`` for every grid point not yet stored; return the grid's rows, in grid order.
 
     fn returns a dict of metrics (or a list of dicts: several rows for one point). Each row stored
     is the point's parameters, then ``status`` ("ok", "oom", "error"), ``error`` (message, failed
     points only), ``point_time_s`` (wall time of the point, s), ``finished_utc``, then the metrics.
 
+    store: the store's folder and name (``<folder>/<name>.csv`` or ``.jsonl``); None: a temporary
+    store, gone after the call. settings: every setting that is not a grid parameter and changes a
+    measurement (model options, data set, device, dtype, repeats, preset...; a namespace counts by
+    its attributes). The file actually used is ``<folder>/<name>_<digest>.<ext>``, the digest taken
+    over ``settings`` and the source of cnnlab itself (:func:`store_file`), so that a run with other
+    settings or other measuring code starts its own store. With ``settings=None`` the path is used
+    as given (the caller vouches that it names everything). The path is in ``df.attrs["store"]``.
+
+    skip: ``skip(**point)`` returns a reason (str) for a point not to be measured here, or None;
+    a skipped point is a row with ``status="skipped"`` and the reason in ``error``, never stored.
+
     Before any point runs, every point is checked (:func:`check_point` unless
     ``builtin_checks=False``, then ``validate(point)``, which should raise ValueError); one bad
     value fails the whole call with a message naming the parameter. ``<store>.env.json`` records
-    the environment. A point is skipped when the store has a row with the same parameter values;
-    with ``retry_errors=True`` points stored with ``status="error"`` are run again (their old rows
-    removed). An OOM (torch.OutOfMemoryError, MemoryError or an allocation-failure RuntimeError)
-    frees memory and is stored as ``status="oom"``; any other Exception as ``status="error"``;
-    the sweep goes on and warns with the list of failures at the end. KeyboardInterrupt stops it:
-    finished points are kept, so running the same call again resumes.
+    the environment and the settings. A point is not run again when the store has a row with the
+    same parameter values; with ``retry_errors=True`` points stored with ``status="error"`` are run
+    again (their old rows removed). An OOM (torch.OutOfMemoryError, MemoryError or an
+    allocation-failure RuntimeError) frees memory and is stored as ``status="oom"``; any other
+    Exception as ``status="error"``; the sweep goes on and warns with the list of failures at the
+    end. KeyboardInterrupt stops it: finished points are kept, so running the same call resumes.
     """
+    if store is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            df = sweep(fn, grid, Path(tmp) / "sweep.csv", settings=None, skip=skip, validate=validate,
+                       builtin_checks=builtin_checks, retry_errors=retry_errors, desc=desc, progress=progress)
+            df.attrs.pop("store", None)
+            return df
     points = grid_points(grid)
     for point in points:
         if builtin_checks:
             check_point(point)
         if validate is not None:
             validate(point)
-    results = ResultStore(store)
-    _write_env(results.path)
+    path = Path(store) if settings is None else store_file(store, settings)
+    results = ResultStore(path)
+    _write_env(results.path, None if settings is None else _settings_dict(settings))
 
+    reasons = [skip(**p) if skip is not None else None for p in points]
+    measured = [p for p, reason in zip(points, reasons) if reason is None]
     stored = results.rows()
-    names_sets = {tuple(sorted(p)) for p in points}
+    names_sets = {tuple(sorted(p)) for p in measured}
     if retry_errors:
-        wanted = {(tuple(sorted(p)), _key(p, sorted(p))) for p in points}
+        wanted = {(tuple(sorted(p)), _key(p, sorted(p))) for p in measured}
         kept = [r for r in stored if not (r.get("status") == "error"
                                           and any((n, _key(r, n)) in wanted for n in names_sets))]
         if len(kept) != len(stored):
@@ -164,13 +188,13 @@ def sweep(
             stored = kept
     done = {(names, _key(r, names)) for names in names_sets for r in stored}
     todo = []
-    for p in points:  # skip stored points and repeats within the grid
+    for p in measured:  # skip stored points and repeats within the grid
         key = (tuple(sorted(p)), _key(p, sorted(p)))
         if key not in done:
             done.add(key)
             todo.append(p)
     failures: list[tuple[dict, str, str]] = []
-    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc, disable=not progress)
+    bar = tqdm(total=len(measured), initial=len(measured) - len(todo), desc=desc, disable=not progress)
     try:
         for point in todo:
             bar.set_postfix_str(", ".join(f"{k}={v}" for k, v in point.items()), refresh=False)
@@ -186,7 +210,56 @@ def sweep(
     if failures:
         lines = "\n".join(f"  {status}: {p} {msg[:200]}" for p, status, msg in failures)
         warnings.warn(f"{len(failures)} of {len(todo)} points failed in {results.path}:\n{lines}", stacklevel=2)
-    return results.to_frame()
+    df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
+    df.attrs["store"] = results.path
+    return df
+
+
+def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[dict],
+               reasons: list[str | None]) -> pd.DataFrame:
+    """The rows of ``points`` (stored ones, and one "skipped" row per skipped point), in grid order.
+
+    Stored rows are matched on their text as written (``text``, row for row the same as ``stored``), not on
+    pandas' parsed values, which turn an int column with a gap into floats ("8" read back as 8.0)."""
+    parts = []
+    for point, reason in zip(points, reasons):
+        if reason is not None:
+            parts.append(pd.DataFrame([{**point, "status": "skipped", "error": reason}]))
+            continue
+        key = _key(point, point)
+        rows = [i for i, row in enumerate(text) if _key(row, point) == key]
+        if rows:
+            parts.append(stored.iloc[rows])
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=list(points[0]) + ["status", "error"] if points else [])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _settings_dict(settings) -> dict[str, Any]:
+    return dict(vars(settings)) if isinstance(settings, SimpleNamespace) else dict(settings)
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of cnnlab's own source (every ``.py`` file of the package): a store measured by other code is
+    another store. Over-inclusive on purpose: a change anywhere in cnnlab starts new stores."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNamespace) -> Path:
+    """``<folder>/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
+    setting in ``settings`` and :func:`code_digest`, so each combination has its own file."""
+    path = Path(store)
+    suffix = path.suffix or ".csv"
+    key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return path.with_name(f"{path.stem}_{digest}{suffix}")
 
 
 def _key(row: Mapping[str, Any], names: Iterable[str]) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Latency, throughput and peak memory of a model's forward pass: :func:`benchmark`.
+"""Wall time of any callable (:func:`wall_time`) and latency, throughput and peak memory of a model's forward
+pass (:func:`benchmark`). Every time cnnlab reports is taken here.
 
 Timing is done once, here, following torch.utils.benchmark: warm up first, then time every batch,
 and report the median with its spread, labelled with every setting that produced it.
@@ -26,11 +27,43 @@ import numpy as np
 import torch
 
 from cnnlab.profiling import memory as _memory
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.profiling.environment import cpu_model
 from cnnlab.profiling.gpu_util import UtilisationSampler
 
 MIB = 1024**2
+_MAX_EXTRA_WARMUP = 5
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for every kernel queued on ``device`` (a CUDA device); nothing to wait for on the CPU."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """What :func:`wall_time` returns: ``seconds`` the call took (s) and the call's ``result``."""
+
+    seconds: float
+    result: Any
+
+
+def wall_time(fn: Callable[[], Any], *, device: str | torch.device = "cpu") -> WallTime:
+    """Host wall-clock time of one call ``fn()`` on ``device``, in seconds, with its result.
+
+    On CUDA the device is synchronised before the clock starts (work queued earlier is not counted) and
+    before it stops (the call's own kernels are): the time from the call to its results being ready. Use it
+    for whole phases (an epoch, an evaluation, a first call that compiles, a data-loading pass); a model's
+    per-batch latency comes from :func:`benchmark`, which keeps the host out of the loop on a GPU.
+    """
+    dev = torch.device(device)
+    synchronize(dev)
+    start = time.perf_counter_ns()
+    result = fn()
+    synchronize(dev)
+    return WallTime(seconds=(time.perf_counter_ns() - start) / 1e9, result=result)
 
 
 @dataclass
@@ -58,6 +91,7 @@ class Measurement:
     gpu_util_pct: float
     gpu_util_samples: int
     gpu_util_missing_reason: str | None
+    first_call_ms: float
     device: str
     device_name: str
     dtype: str | None
@@ -138,6 +172,9 @@ def benchmark(
     measure_memory: bool = True,
     measure_gpu_util: bool = True,
     inference_mode: bool = True,
+    first_call: bool = False,
+    min_run_time_s: float | None = None,
+    max_repeats: int = 200,
     labels: dict[str, Any] | None = None,
 ) -> Measurement:
     """Time ``model(*inputs)`` ``repeats`` times after ``warmup`` untimed calls; return a :class:`Measurement`.
@@ -161,20 +198,31 @@ def benchmark(
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop (NaN on CPU, with a reason).
     On CPU, ``measure_memory`` costs one extra call of the model after the timed loop.
+
+    first_call: time the very first call on its own (:func:`wall_time`, ``first_call_ms``): where
+        compilation, autotuning or a per-layer algorithm choice happens; never part of the statistics.
+        Otherwise ``first_call_ms`` is NaN.
+    min_run_time_s: size the loops by the time of one call (the first call's, or, after a first call that
+        does extra work, one more probe call's): at least ``repeats`` timed calls and as many as fill
+        ``min_run_time_s`` seconds (at most ``max_repeats``), after at least ``warmup`` untimed ones and as
+        many as fit in ``min_run_time_s`` (at most 5 more: a freshly built model runs its first calls slower
+        while the allocator's heap grows). ``torch.utils.benchmark``'s ``adaptive_autorange`` sizes blocks
+        of calls by their spread; here every call is timed alone (p10/p90 per batch), so only its idea, a
+        minimum run time, is taken.
     """
-    dev = _settings.to_device(device)
-    dtype_name = _settings.dtype_name(dtype)
-    autocast_dtype = _settings.autocast_name(autocast)
-    fmt_name = _settings.memory_format_name(memory_format)
-    warmup = _settings.positive_int(warmup, parameter="warmup", minimum=0)
-    repeats = _settings.positive_int(repeats, parameter="repeats", minimum=1)
-    torch_dtype = _settings.to_dtype(dtype_name)
-    torch_fmt = None if fmt_name is None else _settings.MEMORY_FORMATS[fmt_name]
+    dev = config.resolve_device(device)
+    dtype_name = config.dtype_name(dtype)
+    autocast_dtype = config.autocast_name(autocast)
+    fmt_name = config.memory_format_name(memory_format)
+    warmup = config.positive_int(warmup, parameter="warmup", minimum=0)
+    repeats = config.positive_int(repeats, parameter="repeats", minimum=1)
+    torch_dtype = config.to_dtype(dtype_name)
+    torch_fmt = None if fmt_name is None else config.MEMORY_FORMATS[fmt_name]
 
     inputs_t = _as_tuple(inputs)
     if batch_size is None:
         batch_size = int(inputs_t[0].shape[0]) if inputs_t[0].dim() > 0 else 1
-    batch_size = _settings.positive_int(batch_size, parameter="batch_size")
+    batch_size = config.positive_int(batch_size, parameter="batch_size")
     if isinstance(model, torch.nn.Module):
         model.to(device=dev, dtype=torch_dtype) if torch_dtype is not None else model.to(dev)
         if torch_fmt is not None:
@@ -191,13 +239,25 @@ def benchmark(
             args = tuple(t.to(dev, non_blocking=non_blocking) for t in dev_inputs)
         return model(*args)
 
-    amp = (torch.autocast(dev.type, dtype=_settings.DTYPES[autocast_dtype]) if autocast_dtype
+    amp = (torch.autocast(dev.type, dtype=config.DTYPES[autocast_dtype]) if autocast_dtype
            else contextlib.nullcontext())
     grad = torch.inference_mode() if inference_mode else contextlib.nullcontext()
 
     def step():
         with grad, amp:
             return call()
+
+    first_ms = math.nan
+    if first_call or min_run_time_s is not None:
+        probe = wall_time(step, device=dev).seconds
+        first_ms = probe * 1e3 if first_call else math.nan
+        if min_run_time_s is not None:
+            if first_call:  # the first call did extra work: size the loops by an ordinary one
+                probe = wall_time(step, device=dev).seconds
+            probe = max(probe, 1e-6)
+            max_repeats = config.positive_int(max_repeats, parameter="max_repeats")
+            repeats = max(repeats, min(max_repeats, math.ceil(min_run_time_s / probe)))
+            warmup = max(warmup, min(_MAX_EXTRA_WARMUP, math.floor(min_run_time_s / probe)))
 
     if dev.type == "cuda":
         timed = _time_cuda(step, dev, warmup, repeats, measure_gpu_util)
@@ -239,6 +299,7 @@ def benchmark(
         repeats=repeats,
         input_location=location,
         pin_memory=bool(pin_memory and location == "host"),
+        first_call_ms=first_ms,
         cpu_threads=torch.get_num_threads(),
         labels=dict(labels or {}),
         **timed,

@@ -1,1 +1,130 @@
-"""One module per study; each function returns a tidy DataFrame (see the notebooks)."""
+"""The studies: one module per notebook (``notebooks/NN_<name>.ipynb`` uses ``cnnlab.studies.<name>``), each
+following one contract, so that every notebook reads the same way:
+
+- ``PRESETS``: ``{"quick": {...}, "standard": {...}, "paper": {...}}``, every parameter of the study with its
+  value in each preset (how big a run is: see :mod:`cnnlab.config`).
+- ``configure(preset=None, **overrides) -> cfg``: the preset's parameters with the non-None ``overrides`` on
+  top, validated before any work (ValueError naming the parameter and its valid values); ``cfg.preset`` and
+  ``cfg.device`` (a resolved device name) are always set.
+- ``measure(cfg, store_dir, progress=True) -> DataFrame``: every measurement of the study, as one tidy table
+  (one row per measured point, units in column names). A study with several experiments says which one a row
+  belongs to in the ``experiment`` column (:func:`tables` splits them). Sweeps store their points under
+  ``store_dir`` (None: nowhere) keyed by every setting, so an interrupted run resumes and another run never
+  reads them.
+- ``check_claims(df, device) -> list[Claim]``: the paper's claims judged on ``df``, each with its criterion.
+- ``figures(df) -> dict[str, Figure]``: the study's figures, named as they are saved.
+
+Notebooks call only these, :func:`save`, :func:`check_results` and :mod:`cnnlab.plotting`/:mod:`cnnlab.claims`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+
+CONTRACT = ("PRESETS", "configure", "measure", "check_claims", "figures")
+STATUSES = ("ok", "skipped", "oom", "error")
+STUDIES = ("quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling", "lstm_pruning",
+           "vgg_quantization", "validation_li2016")
+
+
+def load(name: str) -> ModuleType:
+    """The study module ``cnnlab.studies.<name>``, checked against the contract (ValueError naming what is
+    missing)."""
+    if name not in STUDIES:
+        raise ValueError(f"study={name!r} is not known; valid studies: {', '.join(STUDIES)}")
+    module = importlib.import_module(f"cnnlab.studies.{name}")
+    missing = [n for n in CONTRACT if not hasattr(module, n)]
+    if missing:
+        raise ValueError(f"cnnlab.studies.{name} does not follow the study contract: no {', '.join(missing)}")
+    return module
+
+
+def signature_problems(module: ModuleType) -> list[str]:
+    """How ``module`` departs from the contract's names and signatures (empty when it follows it)."""
+    problems = [f"no {n}" for n in CONTRACT if not hasattr(module, n)]
+    if problems:
+        return problems
+    if not isinstance(module.PRESETS, dict) or set(module.PRESETS) != {"quick", "standard", "paper"}:
+        problems.append("PRESETS must be a dict with the presets quick, standard, paper")
+    expected = {"configure": ["preset"], "measure": ["cfg", "store_dir", "progress"],
+                "check_claims": ["df", "device"], "figures": ["df"]}
+    for name, params in expected.items():
+        sig = inspect.signature(getattr(module, name))
+        names = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        if names[: len(params)] != params:
+            problems.append(f"{name}{sig}: expected parameters {params} first")
+    conf = inspect.signature(module.configure).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in conf.values()):
+        problems.append("configure must take the parameters as **overrides")
+    return problems
+
+
+def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``df`` split by its ``experiment`` column (``{"results": df}`` without one), each part without the
+    ``experiment`` column and without the columns of other experiments (empty in this part, filled in another;
+    a column empty everywhere, such as GPU utilisation on a CPU, stays: its missing values are a result)."""
+    if "experiment" not in df.columns:
+        return {"results": df.reset_index(drop=True)}
+    out = {}
+    for name in dict.fromkeys(df["experiment"]):
+        rows = df["experiment"] == name
+        part = df[rows].drop(columns="experiment")
+        foreign = [c for c in part.columns if part[c].isna().all() and df.loc[~rows, c].notna().any()]
+        out[name] = part.drop(columns=foreign).reset_index(drop=True)
+    return out
+
+
+def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str) -> pd.DataFrame:
+    """Write a study's results into ``out``: ``<name>_<experiment>.csv`` per experiment (``<name>.csv`` for a
+    single one), each figure as PNG and SVG, and ``claims.csv``. Returns the claims table."""
+    from cnnlab import claims, plotting
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = tables(df)
+    for experiment, part in parts.items():
+        stem = name if len(parts) == 1 and experiment == "results" else f"{name}_{experiment}"
+        part.to_csv(out / f"{stem}.csv", index=False)
+    for fig_name, fig in figs.items():
+        plotting.save_figure(fig, fig_name, out)
+    table = claims.table(checks)
+    table.to_csv(out / "claims.csv", index=False)
+    return table
+
+
+def check_results(df: pd.DataFrame) -> str:
+    """Checks every study's results must pass on any hardware; AssertionError saying which failed.
+
+    Status values are known ones; every point that was not measured says why (``error``); a point's
+    latency percentiles are ordered (p10 <= median <= p90); no measured time, throughput or memory is
+    negative. Returns a one-line summary (rows per status).
+    """
+    if "status" in df.columns:
+        unknown = set(df["status"].dropna()) - set(STATUSES)
+        assert not unknown, f"unknown status values {sorted(unknown)}; valid: {', '.join(STATUSES)}"
+        not_ok = df[df["status"].notna() & (df["status"] != "ok")]
+        silent = not_ok[~not_ok["error"].map(lambda e: isinstance(e, str) and bool(e.strip()))] \
+            if "error" in df.columns else not_ok
+        assert silent.empty, f"{len(silent)} points not measured without a reason:\n{silent.head()}"
+    cols = {"latency_ms_p10", "latency_ms_median", "latency_ms_p90"}
+    if cols <= set(df.columns):
+        ok = df[df[list(cols)].notna().all(axis=1)]
+        bad = ok[(ok["latency_ms_p10"] > ok["latency_ms_median"]) | (ok["latency_ms_median"] > ok["latency_ms_p90"])]
+        assert bad.empty, f"latency percentiles out of order in {len(bad)} rows:\n{bad.head()}"
+    for col in df.columns:
+        if col.endswith(("_ms", "_s", "_mib", "_items_per_s", "_ms_median", "_ms_mean")) and \
+                pd.api.types.is_numeric_dtype(df[col]):
+            values = df[col].dropna()
+            assert not (values < 0).any(), f"{col} has negative values"
+            assert not values.map(lambda v: math.isinf(v)).any(), f"{col} has infinite values"
+    counts = df["status"].value_counts().to_dict() if "status" in df.columns else {"rows": len(df)}
+    return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_results", "load", "save", "signature_problems", "tables"]

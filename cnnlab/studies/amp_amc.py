@@ -30,7 +30,7 @@ import torch
 from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
                                    run_sweep, set_threads, store_path)
 
@@ -81,8 +81,7 @@ def validate(cfg):
     ValueError naming the parameter and its valid values for an unknown model, variant or device, a
     batch size that is not an integer >= 1, or bad warmup/repeats.
     """
-    from cnnlab.presets import choose_device
-
+    
     cfg.models = check_models(cfg.models)
     cfg.variants = check_variants(cfg.variants)
     sizes = check_batch_sizes(cfg.batch_size, "batch_size")
@@ -90,18 +89,18 @@ def validate(cfg):
         raise ValueError(f"batch_size={cfg.batch_size!r}: give one batch size (an integer >= 1), e.g. 1024")
     cfg.batch_size = sizes[0]
     for name, minimum in (("warmup", 0), ("repeats", 1)):
-        setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
     cfg.threads = check_threads(cfg.threads)
     if "amp+amc+compile" in cfg.variants and cfg.warmup < 1:
         raise ValueError("warmup=0 with variant 'amp+amc+compile': torch.compile needs warmup >= 1 so that "
                          "compilation is not timed")
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
 def amp_dtype(device) -> str:
     """The autocast dtype AMP uses on ``device``: float16 on CUDA (the paper), bfloat16 on a CPU."""
-    return "float16" if _settings.to_device(device).type == "cuda" else "bfloat16"
+    return "float16" if config.resolve_device(device).type == "cuda" else "bfloat16"
 
 
 @contextlib.contextmanager
@@ -118,7 +117,7 @@ def cudnn_benchmark(enabled: bool):
 def measure_point(model: str, variant: str, *, batch_size: int, device, warmup: int, repeats: int) -> dict:
     """Time and peak memory of one (model, variant): see :func:`measure`."""
     v = VARIANTS[variant]
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     cuda = dev.type == "cuda"
     autocast = amp_dtype(dev) if v["amp"] else None
     fmt = "channels_last" if v["amc"] else "contiguous_format"
@@ -134,7 +133,7 @@ def measure_point(model: str, variant: str, *, batch_size: int, device, warmup: 
                 target = torch.compile(net)
                 first = x.to(dev).contiguous(memory_format=torch.channels_last)
                 start = time.perf_counter()
-                with torch.inference_mode(), torch.autocast(dev.type, dtype=_settings.to_dtype(autocast),
+                with torch.inference_mode(), torch.autocast(dev.type, dtype=config.to_dtype(autocast),
                                                             enabled=autocast is not None):
                     target(first)
                 if cuda:
@@ -175,8 +174,8 @@ def measure(models_, variants, *, batch_size: int = 64, device="cpu", warmup: in
     """
     models_ = check_models(models_)
     variants = check_variants(variants)
-    batch_size = _settings.positive_int(batch_size, parameter="batch_size")
-    dev = str(_settings.to_device(device))
+    batch_size = config.positive_int(batch_size, parameter="batch_size")
+    dev = str(config.resolve_device(device))
 
     def point(model, variant):
         return measure_point(model, variant, batch_size=batch_size, device=dev, warmup=warmup, repeats=repeats)

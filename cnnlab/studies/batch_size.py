@@ -25,7 +25,7 @@ import torch
 from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.profiling import achieved, benchmark, cost_model, device_peaks, profile_ops
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,  # noqa: F401
                                    image_models, missing_panel, plain_log_ticks, run_sweep, set_threads,
                                    store_path)
@@ -70,14 +70,13 @@ def validate(cfg):
     Raises ValueError naming the parameter and its valid values: unknown model, batch size < 1,
     non-integer counts, unknown or unavailable device.
     """
-    from cnnlab.presets import choose_device
-
+    
     cfg.models = check_models(cfg.models)
     cfg.batch_sizes = check_batch_sizes(cfg.batch_sizes)
     for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
-        setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
     cfg.threads = check_threads(cfg.threads)
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
@@ -100,7 +99,7 @@ def model_cost(name: str) -> dict:
 
 def measure_point(model: str, batch_size: int, *, device, images: int, warmup: int, min_repeats: int) -> dict:
     """One (model, batch size) point: see :func:`measure` for the columns."""
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     net = _build(model)
     x = models.example_input(net, batch_size)  # on the host: on a GPU each batch's copy is timed, as in a loader
     batches = math.ceil(images / batch_size)
@@ -136,7 +135,7 @@ def measure(models_: list[str], batch_sizes: list[int], *, device="cpu", images:
     """
     models_ = check_models(models_)
     batch_sizes = check_batch_sizes(batch_sizes)
-    dev = str(_settings.to_device(device))
+    dev = str(config.resolve_device(device))
 
     def point(model, batch_size):
         return measure_point(model, batch_size, device=dev, images=images, warmup=warmup, min_repeats=min_repeats)
@@ -147,7 +146,7 @@ def measure(models_: list[str], batch_sizes: list[int], *, device="cpu", images:
 
 def breakdown_point(model: str, batch_size: int, *, device, iterations: int = 2, warmup: int = 1) -> list[dict]:
     """Where the time of one inference step goes; one row per component (see :func:`breakdown`)."""
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     net = _build(model).to(dev)
     x = models.example_input(net, batch_size)
 
@@ -211,8 +210,8 @@ def breakdown(models_: list[str], batch_sizes: list[int], *, device="cpu", itera
     """
     models_ = check_models(models_)
     batch_sizes = check_batch_sizes(batch_sizes)
-    iterations = _settings.positive_int(iterations, parameter="iterations")
-    dev = str(_settings.to_device(device))
+    iterations = config.positive_int(iterations, parameter="iterations")
+    dev = str(config.resolve_device(device))
 
     def point(model, batch_size):
         return breakdown_point(model, batch_size, device=dev, iterations=iterations, warmup=warmup)
@@ -237,7 +236,7 @@ def roofline(measured: pd.DataFrame, *, device="cpu") -> pd.DataFrame:
     achieved_gb_per_s, throughput_items_per_s, and the device's datasheet peaks (peak_fp32_tflop_per_s,
     peak_tf32_tflop_per_s, peak_bandwidth_gb_per_s; NaN on a CPU with ``peaks_missing_reason``).
     """
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     peaks = device_peaks(dev)
     rows = []
     for _, best in best_batches(measured).iterrows():

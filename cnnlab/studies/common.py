@@ -14,7 +14,7 @@ import torch
 
 from cnnlab import models
 from cnnlab.profiling import grid_points, sweep
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.profiling.store import key_value, store_path  # noqa: F401  (re-exported: the studies import it here)
 
 
@@ -69,7 +69,7 @@ def check_threads(value, parameter: str = "threads") -> int | None:
     """
     if value is None:
         return None
-    return _settings.positive_int(value, parameter=parameter)
+    return config.positive_int(value, parameter=parameter)
 
 
 def set_threads(threads: int | None) -> int:
@@ -88,18 +88,8 @@ def free_memory() -> None:
 
 
 def run_sweep(fn, grid, store, desc: str, progress: bool) -> pd.DataFrame:
-    """:func:`cnnlab.profiling.sweep` into ``store`` (a temporary file when None); returns the rows of
-    ``grid``'s points only (a store kept from an earlier, larger grid may hold others), in grid order."""
-    if store is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            return run_sweep(fn, grid, Path(tmp) / "sweep.csv", desc, progress)
-    df = sweep(fn, grid, store=store, desc=desc, progress=progress)
-    points = grid_points(grid)
-    names = list(points[0])
-    order = {tuple(key_value(p[n]) for n in names): i for i, p in enumerate(points)}
-    rank = df[names].apply(lambda r: order.get(tuple(key_value(v) for v in r)), axis=1)
-    return df[rank.notna()].assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank") \
-        .reset_index(drop=True)
+    """Deprecated shim: :func:`cnnlab.profiling.sweep` now returns only the grid's rows, in grid order."""
+    return sweep(fn, grid, store, desc=desc, progress=progress)
 
 
 # ------------------------------------------------------------------------------------------------ figures

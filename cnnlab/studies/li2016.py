@@ -29,7 +29,7 @@ from cnnlab import models
 from cnnlab.claims import Claim
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.profiling import benchmark
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 from cnnlab.studies.tiling import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 
@@ -125,21 +125,20 @@ def validate(cfg):
 
     Raises ValueError naming the parameter and its valid values.
     """
-    from cnnlab.presets import choose_device
-
+    
     cfg.networks = check_networks(cfg.networks)
     cfg.direct_check_networks = check_networks(cfg.direct_check_networks, "direct_check_networks")
     cfg.strategies = check_strategies(cfg.strategies)
     cfg.vgg_model = check_vgg_model(cfg.vgg_model)
     for name, minimum in (("batch_size", 1), ("vgg_image_size", 32), ("best_repeats", 1), ("warmup", 0),
                           ("repeats", 1)):
-        setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
     value = cfg.min_time_s
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 600:
         raise ValueError(f"min_time_s={value!r} must be a number of seconds from 0 to 600")
     cfg.min_time_s = float(value)
     cfg.threads = check_threads(cfg.threads)
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
@@ -209,7 +208,7 @@ def check_direct(networks=("LeNet", "CIFAR"), *, batch_size: int = 2, vgg_model:
 def output_tolerance(device) -> float:
     """Largest relative output difference from ``native`` accepted for a strategy: fp32 everywhere on a CPU; on a
     GPU cuDNN may run fp32 convolutions in TF32 (10-bit mantissa), so the native reference itself is rounder."""
-    return 2e-2 if _settings.to_device(device).type == "cuda" else 1e-3
+    return 2e-2 if config.resolve_device(device).type == "cuda" else 1e-3
 
 
 def _choices(model: torch.nn.Module) -> str:
@@ -237,7 +236,7 @@ MAX_EXTRA_WARMUP = 5
 def measure_point(network: str, strategy: str, *, batch_size: int, vgg_model: str, vgg_image_size: int, device,
                   warmup: int, repeats: int, min_time_s: float, best_repeats: int) -> dict:
     """One (network, strategy) point; see :func:`measure` for the columns."""
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
     torch.manual_seed(0)  # the same weights for every strategy of a network
     net = models.get(spec["model"], **spec["options"]).eval()
@@ -299,7 +298,7 @@ def measure(networks=tuple(NETWORKS), strategies_=STRATEGIES, *, batch_size: int
     """
     networks = check_networks(list(networks))
     strategies_ = check_strategies(list(strategies_))
-    dev = str(_settings.to_device(device))
+    dev = str(config.resolve_device(device))
     untimed = triton_untimed_reason(dev)
     if untimed is not None and untimed[0] == DIRECT_CPU_REASON:
         untimed = (DIRECT_CPU_REASON, DIRECT_CPU_DETAIL)

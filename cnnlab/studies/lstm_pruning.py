@@ -30,9 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnlab import data, models, prune, quantize
+from cnnlab import config, data, models, prune, quantize
 from cnnlab.claims import Claim
-from cnnlab.profiling import benchmark, config_store_path, profile_ops
+from cnnlab.profiling import benchmark, profile_ops
+from cnnlab.profiling.store import config_store_path
 from cnnlab.studies.common import as_list, check_threads, run_sweep, set_threads
 from cnnlab.profiling.memory import cpu_peak_bytes
 from cnnlab.train import evaluate
@@ -77,8 +78,7 @@ def _int_at_least(value, name: str, minimum: int = 1) -> None:
 
 def validate(cfg: SimpleNamespace) -> SimpleNamespace:
     """Check (and normalise in place) a configuration from :data:`PRESETS`; ValueError naming the parameter."""
-    from cnnlab.presets import choose_device
-
+    
     if not isinstance(cfg.synthetic, bool):
         raise ValueError(f"synthetic={cfg.synthetic!r} must be True or False")
     for name in ("vocab_size", "seq_len", "embed_dim", "hidden_size", "num_layers", "epochs", "batch_size",
@@ -106,7 +106,7 @@ def validate(cfg: SimpleNamespace) -> SimpleNamespace:
     if round(cfg.chosen_ratio * cfg.hidden_size) >= cfg.hidden_size:
         raise ValueError(f"chosen_ratio={cfg.chosen_ratio} would remove all {cfg.hidden_size} hidden units")
     cfg.threads = check_threads(cfg.threads)
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 

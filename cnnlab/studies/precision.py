@@ -27,7 +27,7 @@ import torch
 from cnnlab import data, models
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,
                                    plain_log_ticks, run_sweep, set_threads, store_path)
 
@@ -76,7 +76,7 @@ def resolve_precisions(precisions, device) -> list[dict]:
     names = as_list(precisions) if precisions is not None else []
     if not names:
         raise ValueError(f"precisions is empty; valid precisions: {', '.join(PRECISIONS)}")
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     out, seen = [], set()
     for name in names:
         if name not in PRECISIONS:
@@ -103,8 +103,7 @@ def validate(cfg):
     precision or device, and for batch sizes that are not integers >= 1.
     """
     from cnnlab import train
-    from cnnlab.presets import choose_device
-
+    
     cfg.model = check_models(cfg.model, "model")
     if len(cfg.model) != 1:
         raise ValueError(f"model={cfg.model!r}: give one model name; valid models: "
@@ -119,13 +118,13 @@ def validate(cfg):
                          "(or a cnnlab.train.Recipe)")
     if not isinstance(cfg.synthetic, bool):
         raise ValueError(f"synthetic={cfg.synthetic!r} must be True or False")
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     resolve_precisions(cfg.precisions, cfg.device)  # raises for unknown names or a missing fp32 baseline
     cfg.batch_sizes = check_batch_sizes(cfg.batch_sizes)
     cfg.cpu_fp16_batch_sizes = check_batch_sizes(cfg.cpu_fp16_batch_sizes, "cpu_fp16_batch_sizes") \
         if cfg.cpu_fp16_batch_sizes else []
     for name, minimum in (("warmup", 0), ("repeats", 1), ("eval_batch_size", 1)):
-        setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
     cfg.threads = check_threads(cfg.threads)
     return cfg
 
@@ -140,7 +139,7 @@ def _copy(model: torch.nn.Module) -> torch.nn.Module:
 def timing_point(model: torch.nn.Module, precision: str, batch_size: int, *, device, warmup: int, repeats: int) -> dict:
     """Time and peak memory of one (precision, batch size): see :func:`timing`."""
     p = PRECISIONS[precision]
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     net = _copy(model)
     x = models.example_input(net, batch_size)  # fp32 on the host; benchmark casts it for dtype variants
     try:
@@ -177,7 +176,7 @@ def timing(model: torch.nn.Module, precisions, batch_sizes, *, device="cpu", war
     variants = resolve_precisions(precisions, device)
     batch_sizes = check_batch_sizes(batch_sizes)
     slow_sizes = set(check_batch_sizes(cpu_fp16_batch_sizes, "cpu_fp16_batch_sizes")) if cpu_fp16_batch_sizes else set()
-    dev = str(_settings.to_device(device))
+    dev = str(config.resolve_device(device))
     points, skipped = [], []
     for v in variants:
         for bs in batch_sizes:
@@ -210,15 +209,15 @@ def accuracy(model: torch.nn.Module, precisions, *, dataset: str = "digits", syn
     from cnnlab import train
 
     variants = resolve_precisions(precisions, device)
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     test_set = data.load(dataset, "test", synthetic=synthetic)
-    loader = data.make_loader(test_set, _settings.positive_int(batch_size, parameter="batch_size"))
+    loader = data.make_loader(test_set, config.positive_int(batch_size, parameter="batch_size"))
     rows = []
     for v in variants:
         net = _copy(model)
         start = time.perf_counter()
-        result = train.evaluate(net, loader, device=dev, dtype=_settings.to_dtype(v["dtype"]),
-                                autocast=_settings.to_dtype(v["autocast"], parameter="autocast"))
+        result = train.evaluate(net, loader, device=dev, dtype=config.to_dtype(v["dtype"]),
+                                autocast=config.to_dtype(v["autocast"], parameter="autocast"))
         elapsed = time.perf_counter() - start
         del net
         free_memory()

@@ -36,7 +36,7 @@ from cnnlab.kernels import spatial, tile_model, tile_spatially, tiled_conv2d
 from cnnlab.kernels import triton_conv
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import memory as _memory
-from cnnlab.profiling import settings as _settings
+from cnnlab import config
 from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 
 METHODS = ("untiled", "spatial", "triton")  # untiled is the baseline every tiling is compared with
@@ -53,7 +53,7 @@ TRITON_INTERPRETED_REASON = "Triton's interpreter is on (TRITON_INTERPRET=1): in
 
 def triton_untimed_reason(device) -> tuple[str, str] | None:
     """(reason, detail) why the Triton kernel is not timed on ``device`` in this process, or None if it is."""
-    if _settings.to_device(device).type != "cuda":
+    if config.resolve_device(device).type != "cuda":
         return TRITON_CPU_REASON, TRITON_CPU_DETAIL
     if triton_conv.interpreter_enabled():
         return TRITON_INTERPRETED_REASON, (f"{TRITON_INTERPRETED_REASON}; start the process without it to time "
@@ -137,8 +137,7 @@ def validate(cfg):
 
     Raises ValueError naming the parameter and its valid values.
     """
-    from cnnlab.presets import choose_device
-
+    
     cfg.model = check_model(cfg.model)
     cfg.tile_sizes = check_tile_sizes(cfg.tile_sizes)
     cfg.methods = check_methods(cfg.methods)
@@ -147,9 +146,9 @@ def validate(cfg):
     if cfg.spatial_mode not in spatial.MODES:
         raise ValueError(f"spatial_mode={cfg.spatial_mode!r} is not valid; valid: {', '.join(spatial.MODES)}")
     for name, minimum in (("image_size", 32), ("batch_size", 1), ("check_size", 8), ("warmup", 0), ("repeats", 1)):
-        setattr(cfg, name, _settings.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
     cfg.threads = check_threads(cfg.threads)
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
@@ -171,7 +170,7 @@ def memory_over_time(step, device) -> dict:
     """
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
@@ -225,7 +224,7 @@ def example_batch(batch_size: int, image_size: int, device) -> torch.Tensor:
     """A seeded random batch of shape (batch_size, 3, image_size, image_size) on ``device`` (Mini-ImageNet's
     shape at 224: labelled synthetic, since time and memory of a dense CNN do not depend on pixel values)."""
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(batch_size, 3, image_size, image_size, generator=gen).to(_settings.to_device(device))
+    return torch.randn(batch_size, 3, image_size, image_size, generator=gen).to(config.resolve_device(device))
 
 
 # ------------------------------------------------------------------------------------------------ measurements
@@ -233,7 +232,7 @@ def example_batch(batch_size: int, image_size: int, device) -> torch.Tensor:
 def measure_point(method: str, tile: str, *, model: str, image_size: int, batch_size: int, until: str,
                   spatial_mode: str, device, warmup: int, repeats: int) -> dict:
     """One (method, tile) point; see :func:`measure` for the columns."""
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     tile_px = None if tile == "untiled" else int(tile.split("x")[0])
     net = build(method, tile_px, model=model, until=until, spatial_mode=spatial_mode).to(dev)
     x = example_batch(batch_size, image_size, dev)  # on the device: the study times the convolutions, not copies
@@ -297,7 +296,7 @@ def measure(tile_sizes=PAPER_TILE_SIZES, methods=TILED_METHODS, *, model: str = 
     tile_sizes = check_tile_sizes(tile_sizes)
     methods = check_methods(methods)
     model = check_model(model)
-    dev = str(_settings.to_device(device))
+    dev = str(config.resolve_device(device))
     settings = dict(batch_size=batch_size, image_size=image_size, device=dev, warmup=warmup, repeats=repeats,
                     model=model)
     points, skipped = [{"method": "untiled", "tile": "untiled"}], []
@@ -414,7 +413,7 @@ def check_tiled_logits(tile_sizes=PAPER_TILE_SIZES, *, model: str = "resnet20", 
     """Spatially tiled ``model`` against the untiled one on one random image: one row per tile with tile,
     tile_px, rel_error (max |logit difference| / max |logit|) and shape_ok (same output shape). Computed in full
     fp32 on a GPU too (:func:`exact_fp32`)."""
-    dev = _settings.to_device(device)
+    dev = config.resolve_device(device)
     x = example_batch(1, image_size, dev)
     ref_net = build("untiled", None, model=model).to(dev)
     with torch.inference_mode(), exact_fp32():

@@ -29,9 +29,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from cnnlab import data, models, quantize
+from cnnlab import config, data, models, quantize
 from cnnlab.claims import Claim
-from cnnlab.profiling import benchmark, config_store_path, profile_ops
+from cnnlab.profiling import benchmark, profile_ops
+from cnnlab.profiling.store import config_store_path
 from cnnlab.studies.common import as_list, check_threads, run_sweep, set_threads
 from cnnlab.train import Recipe, train
 
@@ -71,8 +72,7 @@ def _positive_int(cfg, name: str) -> None:
 
 def validate(cfg: SimpleNamespace) -> SimpleNamespace:
     """Check (and normalise in place) a configuration from :data:`PRESETS`; ValueError naming the parameter."""
-    from cnnlab.presets import choose_device
-
+    
     image_sets = [n for n in data.names() if data.info(n).input_shape == (3, 32, 32)]
     if cfg.dataset not in image_sets:
         raise ValueError(f"dataset={cfg.dataset!r} is not valid; valid datasets (3x32x32): {', '.join(image_sets)}")
@@ -103,7 +103,7 @@ def validate(cfg: SimpleNamespace) -> SimpleNamespace:
                          f"valid methods: {', '.join(METHODS)}")
     cfg.methods = methods if "eager" in methods else ["eager", *methods]  # eager is the baseline of the speed-ups
     cfg.threads = check_threads(cfg.threads)
-    cfg.device = str(choose_device(cfg.device))
+    cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 

@@ -1,0 +1,281 @@
+"""Configuration: presets, parameter checks, device and dtype names, backend switches. One place for all of it.
+
+- Presets (how big a run is): ``quick`` (CPU and CI smoke runs), ``standard`` (one free Colab GPU), ``paper``
+  (the studies' full grids); ``auto`` picks quick on a CPU and standard where CUDA is available. Notebooks read
+  ``CNNLAB_PRESET`` through :func:`resolve`; a study's ``configure`` builds on :func:`configure`, so a papermill
+  parameter overrides a preset's default and a bad one fails at once.
+- Names of settings ("fp16", "channels_last", "cuda:0") turned into torch objects, so that a typo fails with a
+  ValueError naming the parameter and its valid values, not halfway through a sweep, and every table spells a
+  setting the same way: :func:`dtype_name`, :func:`autocast_name`, :func:`memory_format_name`,
+  :func:`resolve_device` (the one device resolver).
+- Parameter checks that name the parameter: :func:`positive_int`, :func:`as_list`, :func:`batch_sizes`,
+  :func:`image_models`, :func:`threads`.
+- Backend switches as context managers that restore the previous state: :func:`tf32`, :func:`cudnn_benchmark`.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+from types import SimpleNamespace
+
+import torch
+
+PRESETS = ("quick", "standard", "paper")
+
+# Canonical name -> dtype. Aliases below map the spellings the papers and notebooks use.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+_DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32",
+    "fp16": "float16", "half": "float16",
+    "bf16": "bfloat16",
+    "fp64": "float64", "double": "float64",
+}
+MEMORY_FORMATS: dict[str, torch.memory_format] = {
+    "contiguous_format": torch.contiguous_format,
+    "channels_last": torch.channels_last,
+}
+_MEMORY_FORMAT_ALIASES = {"contiguous": "contiguous_format", "nchw": "contiguous_format", "nhwc": "channels_last"}
+# autocast is a lower-precision dtype or off; float32 autocast would be a no-op and hide a mistake.
+AUTOCAST_DTYPES = ("float16", "bfloat16")
+
+
+def _valid(names, aliases) -> str:
+    return ", ".join(sorted(set(names) | set(aliases)))
+
+
+def dtype_name(dtype: str | torch.dtype | None, *, parameter: str = "dtype") -> str | None:
+    """Canonical name ("float32", "float16", ...) of a dtype given as a name or torch.dtype; None stays None."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, torch.dtype):
+        for name, value in DTYPES.items():
+            if value == dtype:
+                return name
+        raise ValueError(f"{parameter}={dtype!r} is not supported; valid: {_valid(DTYPES, _DTYPE_ALIASES)}")
+    if isinstance(dtype, str):
+        key = dtype.strip().lower().removeprefix("torch.")
+        key = _DTYPE_ALIASES.get(key, key)
+        if key in DTYPES:
+            return key
+    raise ValueError(f"{parameter}={dtype!r} is not a known dtype; valid: {_valid(DTYPES, _DTYPE_ALIASES)}")
+
+
+def to_dtype(dtype: str | torch.dtype | None, *, parameter: str = "dtype") -> torch.dtype | None:
+    """torch.dtype for a name or dtype (see :func:`dtype_name`); None stays None."""
+    name = dtype_name(dtype, parameter=parameter)
+    return None if name is None else DTYPES[name]
+
+
+def autocast_name(autocast: str | torch.dtype | bool | None) -> str | None:
+    """Canonical autocast dtype name ("float16"/"bfloat16") or None when autocast is off.
+
+    ``True`` means float16, the dtype ``torch.autocast`` uses on CUDA by default (paper 001, Sec. III-D).
+    """
+    if autocast is None or autocast is False:
+        return None
+    if autocast is True:
+        return "float16"
+    try:
+        name = dtype_name(autocast, parameter="autocast")
+    except ValueError:
+        name = None
+    if name not in AUTOCAST_DTYPES:
+        raise ValueError(f"autocast={autocast!r} is not valid; valid: None, False, True, {', '.join(AUTOCAST_DTYPES)}")
+    return name
+
+
+def memory_format_name(memory_format: str | torch.memory_format | None) -> str | None:
+    """Canonical memory-format name ("contiguous_format"/"channels_last"); None (leave as is) stays None."""
+    if memory_format is None:
+        return None
+    if isinstance(memory_format, torch.memory_format):
+        for name, value in MEMORY_FORMATS.items():
+            if value == memory_format:
+                return name
+    elif isinstance(memory_format, str):
+        key = memory_format.strip().lower().removeprefix("torch.")
+        key = _MEMORY_FORMAT_ALIASES.get(key, key)
+        if key in MEMORY_FORMATS:
+            return key
+    raise ValueError(
+        f"memory_format={memory_format!r} is not valid; valid: None, "
+        f"{_valid(MEMORY_FORMATS, _MEMORY_FORMAT_ALIASES)}"
+    )
+
+
+def resolve_device(device: str | torch.device | None = "auto", *, parameter: str = "device") -> torch.device:
+    """torch.device for "auto" or None (CUDA when available, else the CPU), "cpu", "cuda" or "cuda:N".
+
+    ValueError naming ``parameter`` if the name is unknown or the device does not exist on this machine.
+    """
+    valid = ["auto", "cpu"] + (["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+                               if torch.cuda.is_available() else [])
+    if device is None or device == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{parameter}={device!r} is not a device; valid here: {', '.join(valid)}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{parameter}={device!r}: only cpu and cuda are measured; valid here: {', '.join(valid)}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{parameter}={device!r} but CUDA is not available on this machine; valid here: "
+                             f"{', '.join(valid)}")
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"{parameter}={device!r} does not exist; valid here: {', '.join(valid)}")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def positive_int(value, *, parameter: str, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``; ValueError naming the parameter otherwise (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) and not (hasattr(value, "__index__")):
+        raise ValueError(f"{parameter}={value!r} must be an integer >= {minimum}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{parameter}={value!r} must be an integer >= {minimum}")
+    return value
+
+
+def as_list(value) -> list:
+    """A parameter as a list: a lone value (``models="resnet20"``) becomes a one-element list, and a string
+    that spells a list (``papermill -p batch_sizes "[1, 4]"`` passes text) is read as that list."""
+    if isinstance(value, str) and value.strip().startswith(("[", "(")):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            pass  # not a list after all: reported as a bad value by the caller
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def positive_ints(value, *, parameter: str, minimum: int = 1, example: str = "[1, 2, 4, 8]") -> list[int]:
+    """``value`` (a list, a lone value or a list spelt as text) as a sorted, duplicate-free list of ints >=
+    ``minimum``; ValueError naming ``parameter`` otherwise."""
+    values = as_list(value)
+    if not values:
+        raise ValueError(f"{parameter} is empty; valid: a list of integers >= {minimum}, e.g. {example}")
+    for v in values:
+        try:
+            positive_int(v, parameter=parameter, minimum=minimum)
+        except ValueError:
+            raise ValueError(f"{parameter}: {v!r} is not valid; valid: integers >= {minimum}, e.g. {example}") from None
+    return sorted({int(v) for v in values})
+
+
+def batch_sizes(value, parameter: str = "batch_sizes") -> list[int]:
+    """``value`` as a non-empty, sorted, duplicate-free list of batch sizes (ints >= 1)."""
+    return positive_ints(value, parameter=parameter)
+
+
+def image_models() -> list[str]:
+    """Registry models that take images."""
+    from cnnlab import models  # lazy: the registry imports every architecture
+
+    return [n for n in models.names() if models.spec(n).input_kind == "image"]
+
+
+def models_list(value, parameter: str = "models", *, valid: list[str] | None = None) -> list[str]:
+    """``value`` as a non-empty list of model names from ``valid`` (default: the image models)."""
+    names = as_list(value)
+    valid = image_models() if valid is None else valid
+    if not names:
+        raise ValueError(f"{parameter} is empty; valid models: {', '.join(valid)}")
+    for name in names:
+        if name not in valid:
+            raise ValueError(f"{parameter}: {name!r} is not a known model here; valid models: {', '.join(valid)}")
+    return names
+
+
+def one_of(value, valid, *, parameter: str):
+    """``value`` if it is in ``valid``; ValueError naming ``parameter`` and the valid values otherwise."""
+    if value not in valid:
+        raise ValueError(f"{parameter}={value!r} is not valid; valid: {', '.join(map(str, valid))}")
+    return value
+
+
+def threads(value, parameter: str = "threads") -> int | None:
+    """``value`` as a number of intra-op CPU threads (int >= 1), or None for torch's default.
+
+    Why a parameter: on a shared or small CPU, more OpenMP threads than free cores spin-wait on each other
+    and inflate small-batch times by 10-100x (seen on a loaded 2-core machine: LeNet-5 at batch 1 took
+    50 ms instead of 0.2 ms), so the quick preset, which CI runs two notebooks at a time, uses one thread.
+    Every measured row records the thread count it ran with (``cpu_threads``).
+    """
+    return None if value is None else positive_int(value, parameter=parameter)
+
+
+def set_threads(value: int | None) -> int:
+    """Apply :func:`threads`'s value with ``torch.set_num_threads`` (None: leave it); return the count."""
+    value = threads(value)
+    if value is not None:
+        torch.set_num_threads(value)
+    return torch.get_num_threads()
+
+
+# ------------------------------------------------------------------------------------------------ presets
+
+def resolve(preset: str | None = None) -> str:
+    """The preset to use: ``preset`` if given, else ``$CNNLAB_PRESET``, else ``auto``; ``auto`` is resolved."""
+    name = (preset or os.environ.get("CNNLAB_PRESET") or "auto").lower()
+    if name == "auto":
+        return "standard" if torch.cuda.is_available() else "quick"
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid presets: auto, {', '.join(PRESETS)}")
+    return name
+
+
+def configure(preset: str | None, defaults: dict[str, dict], **overrides) -> SimpleNamespace:
+    """A study's configuration: ``defaults[preset]`` with every non-None ``overrides`` value on top.
+
+    ``defaults`` maps each preset name to a dict of parameters. An override naming a parameter the study
+    does not have raises ValueError listing the valid ones. The namespace's ``preset`` is the resolved name.
+    """
+    preset = resolve(preset)
+    if preset not in defaults:
+        raise ValueError(f"this study has no {preset!r} preset; valid presets: {', '.join(defaults)}")
+    config = dict(defaults[preset])
+    unknown = set(overrides) - set(config)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)}; valid parameters: {', '.join(sorted(config))}")
+    config.update({k: v for k, v in overrides.items() if v is not None})
+    config["preset"] = preset
+    return SimpleNamespace(**config)
+
+
+# ------------------------------------------------------------------------------------------------ backends
+
+@contextlib.contextmanager
+def cudnn_benchmark(enabled: bool):
+    """``torch.backends.cudnn.benchmark`` set to ``enabled`` inside the block, restored after."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """TF32 for CUDA matmuls and cuDNN convolutions on (``True``) or off inside the block, restored after.
+
+    On Ampere and newer GPUs TF32 rounds fp32 operands to a 10-bit mantissa; a table that compares convolution
+    strategies must say which setting it ran under.
+    """
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

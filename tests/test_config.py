@@ -1,0 +1,72 @@
+import pytest
+import torch
+
+from cnnlab import config
+
+DEFAULTS = {"quick": {"batch_sizes": [1, 8]}, "standard": {"batch_sizes": [1, 8, 64]}, "paper": {"batch_sizes": [1]}}
+
+
+def test_auto_resolves_by_device(monkeypatch):
+    monkeypatch.setenv("CNNLAB_PRESET", "auto")
+    assert config.resolve() == ("standard" if torch.cuda.is_available() else "quick")
+
+
+def test_environment_variable_and_argument(monkeypatch):
+    monkeypatch.setenv("CNNLAB_PRESET", "paper")
+    assert config.resolve() == "paper"
+    assert config.resolve("quick") == "quick"
+
+
+def test_unknown_preset_names_valid_ones():
+    with pytest.raises(ValueError, match="quick, standard, paper"):
+        config.resolve("huge")
+
+
+def test_configure_overrides_and_rejects_unknown_parameters():
+    cfg = config.configure("quick", DEFAULTS, batch_sizes=[4])
+    assert cfg.batch_sizes == [4] and cfg.preset == "quick"
+    assert config.configure("standard", DEFAULTS, batch_sizes=None).batch_sizes == [1, 8, 64]
+    with pytest.raises(ValueError, match="batch_size.*valid parameters: batch_sizes"):
+        config.configure("quick", DEFAULTS, batch_size=4)
+
+
+def test_resolve_device():
+    assert config.resolve_device("cpu").type == "cpu"
+    assert config.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert config.resolve_device(None) == config.resolve_device("auto")
+    with pytest.raises(ValueError, match="device='tpu' is not a device; valid here: auto, cpu"):
+        config.resolve_device("tpu")
+    with pytest.raises(ValueError, match="only cpu and cuda"):
+        config.resolve_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            config.resolve_device("cuda")
+
+
+def test_list_parameters_accept_text_lone_values_and_name_the_parameter():
+    assert config.batch_sizes("[4, 1, 4]") == [1, 4]
+    assert config.batch_sizes(8) == [8]
+    with pytest.raises(ValueError, match="batch_sizes: 0 is not valid; valid: integers >= 1"):
+        config.batch_sizes([1, 0])
+    with pytest.raises(ValueError, match="num_workers: -1 is not valid; valid: integers >= 0"):
+        config.positive_ints([0, -1], parameter="num_workers", minimum=0)
+    with pytest.raises(ValueError, match="batch_sizes is empty"):
+        config.batch_sizes([])
+    assert config.models_list("resnet20") == ["resnet20"]
+    with pytest.raises(ValueError, match="models: 'resnet21' is not a known model here; valid models: .*resnet20"):
+        config.models_list(["resnet21"])
+    assert config.threads(None) is None and config.threads(2) == 2
+    with pytest.raises(ValueError, match="threads=0 must be an integer >= 1"):
+        config.threads(0)
+
+
+def test_backend_switches_restore_the_previous_state():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    with config.tf32(not before[0]):
+        assert torch.backends.cuda.matmul.allow_tf32 == (not before[0]) == torch.backends.cudnn.allow_tf32
+    with pytest.raises(RuntimeError):
+        with config.cudnn_benchmark(not before[2]):
+            assert torch.backends.cudnn.benchmark == (not before[2])
+            raise RuntimeError("restored even on error")
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+            torch.backends.cudnn.benchmark) == before
