@@ -20,13 +20,13 @@ from cnnlab.profiling.cost import achieved, cost_model, device_peaks
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
 from cnnlab.profiling.loaders import loader_sweep
-from cnnlab.profiling.memory import memory_over_time, resident_bytes
+from cnnlab.profiling.memory import free_memory, memory_over_time, resident_bytes
 from cnnlab.profiling.ops import OpsProfile, profile_ops
 from cnnlab.profiling.sweep import check_point, grid_points, store_file, sweep
 from cnnlab.profiling.timing import Measurement, WallTime, benchmark, synchronize, wall_time
 
 __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point",
-    "cost_model", "device_peaks", "environment", "grid_points", "hardware_counters", "loader_sweep",
+    "cost_model", "device_peaks", "environment", "free_memory", "grid_points", "hardware_counters", "loader_sweep",
     "memory_over_time", "profile_ops", "resident_bytes", "store_file", "sweep", "synchronize", "wall_time",
 ]

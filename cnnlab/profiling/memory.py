@@ -88,6 +88,16 @@ def cpu_peak_bytes(step: Callable[[], object]) -> int:
     return peak_from_memory_events(raw_events(prof))["cpu_bytes"]
 
 
+def free_memory() -> None:
+    """Free what the previous measurement left (Python garbage, the CUDA caching allocator's unused blocks), so
+    that the next point's peak-memory counters see only its own tensors."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def resident_bytes(model, inputs: Iterable[torch.Tensor]) -> int:
     """Bytes of the model's parameters and buffers plus the input tensors (storage already allocated)."""
     seen: set[int] = set()

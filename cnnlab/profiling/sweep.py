@@ -11,7 +11,6 @@ with other settings never returns another run's rows, and a run returns only its
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import itertools
 import json
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 
 from cnnlab import config
 from cnnlab.profiling.environment import environment
+from cnnlab.profiling.memory import free_memory
 from cnnlab.profiling.store import ResultStore, key_value
 
 RESERVED = ("status", "error", "point_time_s", "finished_utc")
@@ -86,12 +86,6 @@ def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(exc, RuntimeError) and any(t.lower() in str(exc).lower() for t in _OOM_TEXT)
-
-
-def _free_memory() -> None:
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def _write_env(store_path: Path, settings: dict[str, Any] | None = None) -> None:
@@ -201,7 +195,7 @@ def sweep(
             rows, status, message = _run_point(fn, point)
             if status != "ok":
                 failures.append((point, status, message))
-                _free_memory()
+                free_memory()
             for row in rows:
                 results.append(row)
             bar.update(1)
