@@ -147,6 +147,38 @@ if triton is not None:
     # Built in the mode triton.language was built in (TRITON_INTERPRET at the time triton was imported).
     _KERNEL = triton.jit(_conv2d_tile_kernel)
 
+
+# ------------------------------------------------------------------------------------------------ availability
+
+TRITON_CPU_REASON = "Triton kernels are timed only on a GPU"
+TRITON_CPU_DETAIL = (f"{TRITON_CPU_REASON}: on a CPU they run only in Triton's interpreter (TRITON_INTERPRET=1), "
+                     "which checks correctness but is orders of magnitude slower than compiled code")
+TRITON_INTERPRETED_REASON = "Triton's interpreter is on (TRITON_INTERPRET=1): interpreted kernels are never timed"
+
+
+def triton_untimed_reason(device) -> tuple[str, str] | None:
+    """(reason, detail) why the Triton kernel is not timed on ``device`` in this process, or None if it is."""
+    if torch.device(device).type != "cuda":
+        return TRITON_CPU_REASON, TRITON_CPU_DETAIL
+    if interpreter_enabled():
+        return TRITON_INTERPRETED_REASON, (f"{TRITON_INTERPRETED_REASON}; start the process without it to time "
+                                           "the compiled kernel")
+    return None
+
+
+def triton_check_device() -> tuple[str | None, str | None]:
+    """Where the Triton kernel can run in this process: ("cpu", None) when Triton's interpreter is on (it was
+    imported with TRITON_INTERPRET=1), ("cuda", None) on a GPU otherwise (compiled), else (None, reason)."""
+    if triton is None:
+        return None, f"Triton is not installed: {TRITON_IMPORT_ERROR}"
+    if interpreter_enabled():
+        return "cpu", None
+    if torch.cuda.is_available():
+        return "cuda", None
+    return None, ("no GPU, and Triton's interpreter is off: set TRITON_INTERPRET=1 before triton is first "
+                  "imported to check the kernel on a CPU")
+
+
 _INTERPRETED_KERNEL = None
 
 

@@ -37,6 +37,8 @@ from cnnlab.kernels import triton_conv
 from cnnlab.profiling import benchmark
 from cnnlab.profiling import memory as _memory
 from cnnlab import config
+from cnnlab.kernels.triton_conv import (TRITON_CPU_DETAIL, TRITON_CPU_REASON, TRITON_INTERPRETED_REASON,
+                                       triton_check_device, triton_untimed_reason)
 from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 
 METHODS = ("untiled", "spatial", "triton")  # untiled is the baseline every tiling is compared with
@@ -45,20 +47,6 @@ PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
 PAPER_BATCH_SIZE = 8
 PAPER_IMAGE_SIZE = 224  # Mini-ImageNet, 3x224x224 (Sec. III-B)
 UNTILS = ("layer1", "layer2", "layer3")  # how much of the CIFAR ResNet runs spatially tiled
-TRITON_CPU_REASON = "Triton kernels are timed only on a GPU"
-TRITON_CPU_DETAIL = (f"{TRITON_CPU_REASON}: on a CPU they run only in Triton's interpreter (TRITON_INTERPRET=1), "
-                     "which checks correctness but is orders of magnitude slower than compiled code")
-TRITON_INTERPRETED_REASON = "Triton's interpreter is on (TRITON_INTERPRET=1): interpreted kernels are never timed"
-
-
-def triton_untimed_reason(device) -> tuple[str, str] | None:
-    """(reason, detail) why the Triton kernel is not timed on ``device`` in this process, or None if it is."""
-    if config.resolve_device(device).type != "cuda":
-        return TRITON_CPU_REASON, TRITON_CPU_DETAIL
-    if triton_conv.interpreter_enabled():
-        return TRITON_INTERPRETED_REASON, (f"{TRITON_INTERPRETED_REASON}; start the process without it to time "
-                                           "the compiled kernel")
-    return None
 DATA_SOURCE = "synthetic"  # random 224x224 images: a dense CNN's time and memory do not depend on pixel values
 MIB = 1024**2
 # ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
@@ -335,19 +323,6 @@ def add_ratios(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------ Triton check
-
-def triton_check_device() -> tuple[str | None, str | None]:
-    """Where the Triton kernel can run in this process: ("cpu", None) when Triton's interpreter is on (it was
-    imported with TRITON_INTERPRET=1), ("cuda", None) on a GPU otherwise (compiled), else (None, reason)."""
-    if triton_conv.triton is None:
-        return None, f"Triton is not installed: {triton_conv.TRITON_IMPORT_ERROR}"
-    if triton_conv.interpreter_enabled():
-        return "cpu", None
-    if torch.cuda.is_available():
-        return "cuda", None
-    return None, ("no GPU, and Triton's interpreter is off: set TRITON_INTERPRET=1 before triton is first "
-                  "imported to check the kernel on a CPU")
-
 
 def check_triton(tile_sizes=PAPER_TILE_SIZES, *, size: int = 18, batch_size: int = 2, layers=None,
                  seed: int = 0) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from matplotlib import pyplot as plt  # noqa: E402
 
 from cnnlab import config, models  # noqa: E402
 from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
-from cnnlab.studies import li2016  # noqa: E402
+from cnnlab.studies import validation_li2016 as li2016  # noqa: E402
 from margins import check as check_margin  # noqa: E402
 
 ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]

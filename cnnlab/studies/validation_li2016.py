@@ -31,7 +31,7 @@ from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.profiling import benchmark
 from cnnlab import config
 from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
-from cnnlab.studies.tiling import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
+from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
 # the inputs; these are each network's own paper's (see the notebook for the choices).

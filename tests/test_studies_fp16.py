@@ -1,4 +1,4 @@
-"""Tests for cnnlab.studies.precision: labels per device, skipped fp16 on CPU, accuracy rows, claims, validation.
+"""Tests for cnnlab.studies.fp16: labels per device, skipped fp16 on CPU, accuracy rows, claims, validation.
 
 fp16 is never timed here (it can be ~25x slower than fp32 on a CPU): cpu_fp16_batch_sizes is empty.
 """
@@ -15,7 +15,7 @@ import torch
 from matplotlib import pyplot as plt
 
 from cnnlab import config, models
-from cnnlab.studies import precision as pr
+from cnnlab.studies import fp16 as pr
 from margins import check
 
 
