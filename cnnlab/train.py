@@ -1,5 +1,8 @@
-"""A small trainer: SGD with momentum and weight decay, a cosine or step schedule, optional AMP, and a
-checkpoint cache so that a notebook trains a model once and loads it afterwards.
+"""The one trainer: :func:`train_step` (one optimisation step), :func:`fit` (epochs of steps over a loader, timed
+per epoch with ``cnnlab.profiling.wall_time``, with an epoch callback), and :func:`train` (a registry model on a
+data set with a :class:`Recipe`: SGD with momentum and weight decay, a cosine or step schedule, optional AMP,
+and a checkpoint cache so that a notebook trains a model once and loads it afterwards). Every study that trains
+uses these; DDP adds only what DDP needs (its sampler's epoch) through ``before_epoch``.
 
 The default recipe follows He et al. 2016, sec. 4.2 (CIFAR ResNets): SGD, momentum 0.9, weight decay
 1e-4, learning rate 0.1 divided by 10 at 50% and 75% of training (there: 32k and 48k of 64k iterations),
@@ -10,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import asdict, dataclass
+from typing import Any, Callable
 
 import pandas as pd
 import torch
@@ -21,6 +24,7 @@ from tqdm.auto import tqdm
 from cnnlab import data as datasets
 from cnnlab import models
 from cnnlab.data.storage import data_root
+from cnnlab.profiling import wall_time
 
 SCHEDULES = ("cosine", "step", "constant")
 
@@ -109,6 +113,75 @@ def evaluate(model, loader, *, device="cpu", dtype: torch.dtype | None = None,
     return {"accuracy_pct": 100.0 * correct / count, "loss": loss_sum / count, "num_examples": count}
 
 
+def train_step(model, inputs, labels, optimizer, *, scaler: torch.amp.GradScaler | None = None,
+               autocast: torch.dtype | None = None, clip_grad_norm: float | None = None):
+    """One optimisation step on a batch: forward (under ``torch.autocast`` with ``autocast`` if given),
+    cross-entropy loss, backward (through ``scaler`` if given: AMP's loss scaling), optional gradient-norm
+    clipping, optimizer step. Returns ``(loss, logits)`` (loss as a 0-d tensor, not synchronised)."""
+    device_type = inputs.device.type
+    with torch.autocast(device_type, dtype=autocast or torch.float16, enabled=autocast is not None):
+        logits = model(inputs)
+        loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        if clip_grad_norm is not None:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        if clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+        optimizer.step()
+    return loss, logits
+
+
+def fit(model, loader, optimizer, *, epochs: int, device="cpu", scheduler=None, amp: bool = False,
+        clip_grad_norm: float | None = None, before_epoch: Callable[[int], Any] | None = None,
+        on_epoch: Callable[[Any, int], dict | None] | None = None, progress: bool = False,
+        desc: str | None = None) -> pd.DataFrame:
+    """Train ``model`` in place for ``epochs`` epochs over ``loader`` with ``optimizer`` (one optimizer for all
+    epochs: its state, e.g. Adam's moment estimates, carries over from epoch to epoch, and across calls).
+
+    ``scheduler`` steps after every batch. ``amp``: float16 autocast and loss scaling on CUDA (ignored on a
+    CPU). ``before_epoch(epoch)`` runs before each epoch (a DistributedSampler's ``set_epoch``); ``on_epoch(model,
+    epoch)`` after it, outside the timed part, and may return a dict of columns (test accuracy...). Returns one
+    row per epoch: epoch (1-based), lr (at the end of the epoch), train_loss (mean cross-entropy, nats),
+    train_accuracy_pct, epoch_time_s (wall time of the epoch, data loading included, synchronised on CUDA),
+    then the callback's columns.
+    """
+    device = torch.device(device)
+    model.to(device)
+    amp = amp and device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda") if amp else None
+    rows = []
+    for epoch in tqdm(range(epochs), desc=desc, disable=not progress):
+        if before_epoch is not None:
+            before_epoch(epoch)
+        model.train()
+        sums = {"loss": 0.0, "correct": 0, "count": 0}
+
+        def one_epoch():
+            for inputs, labels in loader:
+                inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+                loss, logits = train_step(model, inputs, labels, optimizer, scaler=scaler,
+                                          autocast=torch.float16 if amp else None, clip_grad_norm=clip_grad_norm)
+                if scheduler is not None:
+                    scheduler.step()
+                sums["loss"] += loss.item() * len(labels)
+                sums["correct"] += (logits.argmax(1) == labels).sum().item()
+                sums["count"] += len(labels)
+
+        seconds = wall_time(one_epoch, device=device).seconds
+        count = max(sums["count"], 1)
+        row = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"], "train_loss": sums["loss"] / count,
+               "train_accuracy_pct": 100.0 * sums["correct"] / count, "epoch_time_s": seconds}
+        rows.append({**row, **((on_epoch(model, epoch + 1) or {}) if on_epoch is not None else {})})
+    return pd.DataFrame(rows)
+
+
 def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick", synthetic: bool = False,
           device="cpu", model_options: dict | None = None, data_options: dict | None = None,
           cache: bool = True, progress: bool = True, root=None):
@@ -144,35 +217,15 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
     test_loader = datasets.make_loader(test_set, 512)
     optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
                                 weight_decay=recipe.weight_decay)
-    scheduler = _scheduler(optimizer, recipe, len(train_loader))
-    amp = recipe.amp and device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    rows = []
-    bar = tqdm(range(recipe.epochs), desc=f"train {model_name} on {dataset_name}", disable=not progress)
-    for epoch in bar:
-        model.train()
-        start, loss_sum, correct, count = time.perf_counter(), 0.0, 0, 0
-        for inputs, labels in train_loader:
-            inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
-                logits = model(inputs)
-                loss = F.cross_entropy(logits, labels)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            loss_sum += loss.item() * len(labels)
-            correct += (logits.argmax(1) == labels).sum().item()
-            count += len(labels)
-        epoch_time = time.perf_counter() - start
-        test = evaluate(model, test_loader, device=device)
-        rows.append({"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"], "train_loss": loss_sum / count,
-                     "train_accuracy_pct": 100.0 * correct / count, "test_loss": test["loss"],
-                     "test_accuracy_pct": test["accuracy_pct"], "epoch_time_s": epoch_time,
-                     "data_source": train_set.data_source})
-        bar.set_postfix(loss=f"{loss_sum / count:.3f}", test_acc=f"{test['accuracy_pct']:.1f}%")
-    history = pd.DataFrame(rows)
+
+    def test(net, epoch):
+        result = evaluate(net, test_loader, device=device)
+        return {"test_loss": result["loss"], "test_accuracy_pct": result["accuracy_pct"],
+                "data_source": train_set.data_source}
+
+    history = fit(model, train_loader, optimizer, epochs=recipe.epochs, device=device,
+                  scheduler=_scheduler(optimizer, recipe, len(train_loader)), amp=recipe.amp, on_epoch=test,
+                  progress=progress, desc=f"train {model_name} on {dataset_name}")
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.name + ".part")
@@ -181,4 +234,4 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
     return model, history
 
 
-__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "train"]
+__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "fit", "train", "train_step"]

@@ -74,3 +74,35 @@ def test_evaluate_in_reduced_precision_and_bad_recipe():
         train.train("resnet20", "digits", recipe="long")
     with pytest.raises(ValueError, match="valid schedules"):
         train.Recipe(schedule="linear")
+
+
+def test_fit_keeps_one_optimizer_and_calls_back_every_epoch():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from cnnlab.train import fit
+
+    torch.manual_seed(0)
+    x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=10)
+    model = torch.nn.Linear(6, 3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    calls = []
+    history = fit(model, loader, optimizer, epochs=3, before_epoch=lambda e: calls.append(("before", e)),
+                  on_epoch=lambda net, e: calls.append(("after", e)) or {"seen": e}, clip_grad_norm=1.0)
+    # Adam's state carries over: 3 epochs x 4 batches = 12 steps on one optimizer (a reset would show 4)
+    assert optimizer.state[model.weight]["step"].item() == 12
+    assert calls == [("before", 0), ("after", 1), ("before", 1), ("after", 2), ("before", 2), ("after", 3)]
+    assert list(history["epoch"]) == [1, 2, 3] and list(history["seen"]) == [1, 2, 3]
+    assert (history["epoch_time_s"] > 0).all() and history["train_accuracy_pct"].between(0, 100).all()
+    assert history["train_loss"].iloc[-1] < history["train_loss"].iloc[0]  # it learns: loss falls on this data
+
+
+def test_train_step_clips_the_gradient_norm():
+    from cnnlab.train import train_step
+
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: the gradients stay to be inspected
+    x, y = torch.randn(8, 4) * 100, torch.randint(0, 2, (8,))
+    loss, logits = train_step(model, x, y, optimizer, clip_grad_norm=0.5)
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    assert logits.shape == (8, 2) and loss.ndim == 0 and norm.item() <= 0.5 + 1e-5
