@@ -145,6 +145,24 @@ def drop_unused_attributes(graph_module: torch.fx.GraphModule) -> torch.fx.Graph
     return graph_module
 
 
+def _inductor_internals():
+    """``(is_cia_op, constant_fold, freezing_passes)``: the three private torch functions :func:`lower_for_cpu`
+    needs (the same ones torchao's ``lower_pt2e_quantized_to_x86`` calls).
+
+    Private API: the public replacements are torchao's ``lower_pt2e_quantized_to_x86`` (which pins the example's
+    batch size) and ``torch.compile`` of the converted graph (which compiles C++). If torch moves them, the error
+    names what moved, and tests/test_quantize.py fails first.
+    """
+    try:
+        from torch._export.utils import _is_cia_op
+        from torch._inductor.constant_folding import constant_fold
+        from torch._inductor.fx_passes.freezing_patterns import freezing_passes
+    except ImportError as exc:
+        raise RuntimeError(f"torch {torch.__version__} moved a private function cnnlab.quantize.lower_for_cpu needs "
+                           f"({exc}); use torchao's lower_pt2e_quantized_to_x86 or torch.compile instead") from exc
+    return _is_cia_op, constant_fold, freezing_passes
+
+
 def lower_for_cpu(quantized: torch.fx.GraphModule, example_inputs: tuple) -> torch.fx.GraphModule:
     """``quantized`` with its q/dq patterns fused into oneDNN int8 kernels (CPU only), any batch size.
 
@@ -152,10 +170,7 @@ def lower_for_cpu(quantized: torch.fx.GraphModule, example_inputs: tuple) -> tor
     decompositions, ``aten.t`` -> ``permute``, Inductor's freezing passes and constant folding), except that
     the re-export keeps the batch dimension dynamic: torchao's version pins the example's batch size.
     """
-    from torch._export.utils import _is_cia_op
-    from torch._inductor.constant_folding import constant_fold
-    from torch._inductor.fx_passes.freezing_patterns import freezing_passes
-
+    _is_cia_op, constant_fold, freezing_passes = _inductor_internals()
     example_inputs = tuple(example_inputs)
     # Post-autograd the graph must keep its prim ops; only composite-implicit ops are decomposed.
     table = {op: fn for op, fn in torch.export.default_decompositions().items() if _is_cia_op(op)}

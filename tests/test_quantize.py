@@ -135,3 +135,9 @@ def test_using_torchao_leaves_torch_compile_alone():
     before = inductor_config.pre_grad_custom_pass  # a private API: if it goes away, cnnlab.quantize must change
     quantize._torchao()
     assert inductor_config.pre_grad_custom_pass is before
+
+
+def test_private_inductor_functions_are_where_lower_for_cpu_expects_them():
+    is_cia_op, constant_fold, freezing_passes = quantize._inductor_internals()
+    assert all(callable(f) for f in (is_cia_op, constant_fold, freezing_passes))
+    assert is_cia_op(torch.ops.aten.linear.default) and not is_cia_op(torch.ops.aten.mm.default)
