@@ -1,0 +1,117 @@
+"""Tests for cnnlab.studies: every notebook has a study module of its name that follows the contract, every
+notebook uses only the contract, and the shared helpers (tables, save, check_results) do what they say."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import pandas as pd
+import pytest
+
+from cnnlab import studies
+from cnnlab.claims import Claim
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+STUDY_DIR = Path(studies.__file__).parent
+
+
+def _module_name(notebook: Path) -> str:
+    return notebook.stem.split("_", 1)[1]
+
+
+def _code(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_every_notebook_has_a_study_module_of_its_name():
+    assert NOTEBOOKS, "no notebooks found"
+    assert [_module_name(nb) for nb in NOTEBOOKS] == list(studies.STUDIES)
+    modules = sorted(p.stem for p in STUDY_DIR.glob("*.py") if p.stem != "__init__")
+    assert modules == sorted(studies.STUDIES), "a study module without a notebook, or a helper module in studies/"
+
+
+@pytest.mark.parametrize("name", studies.STUDIES)
+def test_study_follows_the_contract(name):
+    module = studies.load(name)
+    assert studies.signature_problems(module) == []
+    cfg = module.configure("quick")
+    assert cfg.preset == "quick" and isinstance(cfg.device, str)
+    with pytest.raises(ValueError, match="valid parameters"):
+        module.configure("quick", no_such_parameter=1)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_uses_the_contract(notebook):
+    code = _code(notebook)
+    name = _module_name(notebook)
+    assert f"from cnnlab.studies import {name} as study" in code
+    for call in ("study.configure(", "study.measure(cfg, out", "study.figures(", "study.check_claims(",
+                 "studies.save(", "studies.check_results("):
+        assert call in code, f"{notebook.name} does not call {call}"
+    assert "claims.report(" not in code, "the claims table is shown once, by studies.save"
+    assert f'pipeline.output_dir("{notebook.stem}")' in code
+
+
+@pytest.mark.parametrize("path", sorted(STUDY_DIR.glob("*.py")), ids=lambda p: p.stem)
+def test_no_study_imports_another_or_measures_by_hand(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            assert not node.module.startswith("cnnlab.studies."), f"{path.name} imports {node.module}"
+            if node.module == "cnnlab.studies":
+                assert path.stem == "__init__" or not {a.name for a in node.names} & set(studies.STUDIES)
+    text = path.read_text()
+    for forbidden in ("perf_counter", "cuda.synchronize", "kineto_results"):
+        assert forbidden not in text, f"{path.name} uses {forbidden}: measure through cnnlab.profiling"
+
+
+def test_tables_split_experiments_and_keep_columns_missing_everywhere():
+    df = pd.DataFrame([{"experiment": "batch", "batch_size": 1, "latency_ms_median": 2.0, "gpu_util_pct": math.nan},
+                       {"experiment": "operators", "name": "aten::conv2d", "calls": 3, "gpu_util_pct": math.nan}])
+    parts = studies.tables(df)
+    assert list(parts) == ["batch", "operators"]
+    assert list(parts["batch"].columns) == ["batch_size", "latency_ms_median", "gpu_util_pct"]
+    assert list(parts["operators"].columns) == ["gpu_util_pct", "name", "calls"]  # missing everywhere: kept
+    assert list(studies.tables(df.drop(columns="experiment"))) == ["results"]
+
+
+def test_save_writes_one_csv_per_experiment_figures_and_claims(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cnnlab import plotting
+
+    fig, _ = plotting.plt.subplots()
+    df = pd.DataFrame([{"experiment": "timing", "x": 1}, {"experiment": "accuracy", "y": 2}])
+    checks = [Claim("c", "p", "o", True, "cpu", note="criterion")]
+    table = studies.save(df, {"fig_a": fig}, checks, tmp_path, name="prec")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.csv", "fig_a.png", "fig_a.svg", "prec_accuracy.csv",
+                                                          "prec_timing.csv"]
+    assert list(table["held"]) == ["yes"]
+    single = tmp_path / "single"
+    studies.save(pd.DataFrame({"x": [1]}), {}, checks, single, name="quickstart")
+    assert (single / "quickstart.csv").exists()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(status="done"), "unknown status"),
+    (dict(status="skipped", error=""), "without a reason"),
+    (dict(latency_ms_p10=3.0), "out of order"),
+    (dict(peak_mem_alloc_mib=-1.0), "negative"),
+])
+def test_check_results_fails_on_each_broken_rule(bad, message):
+    good = {"status": "ok", "error": None, "latency_ms_p10": 1.0, "latency_ms_median": 2.0, "latency_ms_p90": 2.5,
+            "peak_mem_alloc_mib": 5.0}
+    assert studies.check_results(pd.DataFrame([good])).startswith("results checked: ")
+    with pytest.raises(AssertionError, match=message):
+        studies.check_results(pd.DataFrame([good, {**good, **bad}]))
+
+
+def test_load_rejects_unknown_studies():
+    with pytest.raises(ValueError, match="valid studies: quickstart"):
+        studies.load("precision")
