@@ -78,6 +78,13 @@ def test_tables_split_experiments_and_keep_columns_missing_everywhere():
     assert list(parts["batch"].columns) == ["batch_size", "latency_ms_median", "gpu_util_pct"]
     assert list(parts["operators"].columns) == ["gpu_util_pct", "name", "calls"]  # missing everywhere: kept
     assert list(studies.tables(df.drop(columns="experiment"))) == ["results"]
+    # combine records each experiment's own columns: an empty column stays only where it belongs
+    both = studies.combine(batch=pd.DataFrame({"batch_size": [1], "gpu_util_pct": [math.nan]}),
+                           operators=pd.DataFrame({"name": ["aten::conv2d"], "calls": [3]}))
+    parts = studies.tables(both)
+    assert list(parts["batch"].columns) == ["batch_size", "gpu_util_pct"]
+    assert list(parts["operators"].columns) == ["name", "calls"]
+    assert list(both["experiment"]) == ["batch", "operators"]
 
 
 def test_save_writes_one_csv_per_experiment_figures_and_claims(tmp_path):

@@ -7,8 +7,8 @@ following one contract, so that every notebook reads the same way:
   top, validated before any work (ValueError naming the parameter and its valid values); ``cfg.preset`` and
   ``cfg.device`` (a resolved device name) are always set.
 - ``measure(cfg, store_dir, progress=True) -> DataFrame``: every measurement of the study, as one tidy table
-  (one row per measured point, units in column names). A study with several experiments says which one a row
-  belongs to in the ``experiment`` column (:func:`tables` splits them). Sweeps store their points under
+  (one row per measured point, units in column names). A study with several experiments builds it with
+  :func:`combine`, which says in the ``experiment`` column which one a row belongs to (:func:`tables` splits them). Sweeps store their points under
   ``store_dir`` (None: nowhere) keyed by every setting, so an interrupted run resumes and another run never
   reads them.
 - ``check_claims(df, device) -> list[Claim]``: the paper's claims judged on ``df``, each with its criterion.
@@ -65,16 +65,30 @@ def signature_problems(module: ModuleType) -> list[str]:
     return problems
 
 
+def combine(**experiments: pd.DataFrame) -> pd.DataFrame:
+    """One tidy frame from a study's experiments (``combine(timing=t, accuracy=a)``): their rows one after the
+    other with an ``experiment`` column, and each experiment's own columns recorded (``df.attrs["columns"]``) so
+    that :func:`tables` gives every part back with exactly its columns, even those empty on this device."""
+    parts = [part.assign(experiment=name) for name, part in experiments.items() if len(part)]
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["experiment"])
+    df.attrs["columns"] = {name: list(part.columns) for name, part in experiments.items()}
+    return df
+
+
 def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """``df`` split by its ``experiment`` column (``{"results": df}`` without one), each part without the
-    ``experiment`` column and without the columns of other experiments (empty in this part, filled in another;
-    a column empty everywhere, such as GPU utilisation on a CPU, stays: its missing values are a result)."""
+    ``experiment`` column and with its own columns only: those :func:`combine` recorded, else those not empty
+    in it (and those empty everywhere, such as GPU utilisation on a CPU: their missing values are a result)."""
     if "experiment" not in df.columns:
         return {"results": df.reset_index(drop=True)}
+    owned = df.attrs.get("columns", {})
     out = {}
     for name in dict.fromkeys(df["experiment"]):
         rows = df["experiment"] == name
         part = df[rows].drop(columns="experiment")
+        if name in owned:
+            out[name] = part[[c for c in owned[name] if c in part.columns]].reset_index(drop=True)
+            continue
         foreign = [c for c in part.columns if part[c].isna().all() and df.loc[~rows, c].notna().any()]
         out[name] = part.drop(columns=foreign).reset_index(drop=True)
     return out
@@ -127,4 +141,5 @@ def check_results(df: pd.DataFrame) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_results", "load", "save", "signature_problems", "tables"]
+__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_results", "combine", "load", "save", "signature_problems",
+           "tables"]

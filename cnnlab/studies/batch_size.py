@@ -5,37 +5,32 @@ Fig. 1-2) runs LeNet-5, AlexNet and CIFAR ResNet-20/32/44/56 on CIFAR-10 at batc
 and reports total inference time, average time per batch, peak GPU memory allocated and GPU utilisation,
 plus (Sec. III-A) kernel time, host<->device transfer time and time waiting on synchronisation ("semwait").
 
-- :func:`measure`: one row per (model, batch size): the time to infer a fixed number of images, time per
-  batch, throughput, peak memory, GPU utilisation (``cnnlab.profiling.benchmark``).
-- :func:`breakdown`: where the time of one batch goes (``cnnlab.profiling.profile_ops``), tidy, one row per
-  (model, batch size, component).
-- :func:`roofline`: each model at its best batch against the device's roofline (``cost_model``).
-- :func:`check_claims`, and ``plot_*`` functions laid out like the paper's figures.
+:func:`measure`'s experiments: "batch" (per model and batch size: ``benchmark``), "breakdown" (where a batch's
+time goes: ``profile_ops``) and "roofline" (each model at its best batch: ``cost_model``). Input: random
+CIFAR-shaped tensors (``data_source = synthetic``): a dense CNN's time does not depend on pixel values.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 import torch
 
-from cnnlab import models
+from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim
-from cnnlab.profiling import achieved, benchmark, cost_model, device_peaks, profile_ops
-from cnnlab import config
-from cnnlab.studies.common import (as_list, check_batch_sizes, check_models, check_threads, free_memory,  # noqa: F401
-                                   image_models, missing_panel, plain_log_ticks, run_sweep, set_threads,
-                                   store_path)
+from cnnlab.profiling import achieved, benchmark, cost_model, device_peaks, free_memory, profile_ops, sweep
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
 
 PRESETS = {
     # CPU smoke run of the whole code path: two models, four batch sizes, 128 images per point. One intra-op
-    # thread (see check_threads): CI runs two notebooks at once on two cores.
+    # thread (see cnnlab.config.threads): CI runs two notebooks at once on two cores.
     "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64], images=128, warmup=2,
                   min_repeats=3, profile_iterations=2, threads=1, device=None),
     # One Colab GPU: the paper's models and batch sizes, 2048 images per point.
@@ -45,438 +40,290 @@ PRESETS = {
     "paper": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=10000, warmup=10,
                   min_repeats=20, profile_iterations=10, threads=None, device=None),
 }
-
-# Columns of :func:`measure`, in order (the sweep adds status, error, point_time_s, finished_utc).
-MEASURE_COLUMNS = [
-    "images", "batches", "total_time_s", "latency_ms_median", "latency_ms_p10", "latency_ms_p90",
-    "latency_ms_mean", "throughput_items_per_s", "peak_mem_alloc_mib", "peak_mem_increment_mib",
-    "peak_mem_reserved_mib", "peak_mem_method", "peak_mem_missing_reason", "peak_mem_reserved_missing_reason",
-    "gpu_util_pct", "gpu_util_samples", "gpu_util_missing_reason", "repeats", "warmup", "input_location",
-    "timer", "cpu_threads", "device", "device_name", "params_m", "gflops_per_image", "data_source",
-]
-# Components of :func:`breakdown`. The "stacked" ones partition the wall time of a batch; sync wait
+# Measurement fields left out: batch_size (the grid's), settings never set here, first_call_ms (NaN), total_time_s
+NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s")
+# Components of experiment "breakdown". The stacked ones partition the wall time of a batch; sync wait
 # overlaps device work (the host waits while kernels run), so it is shown beside the stack, not in it.
-COMPONENTS = ["kernel / compute", "memcpy HtoD", "memcpy DtoH", "other device work", "CPU-side overhead",
-              "sync wait"]
+COMPONENTS = ["kernel / compute", "memcpy HtoD", "memcpy DtoH", "other device work", "CPU-side overhead", "sync wait"]
 STACKED = COMPONENTS[:5]
-DATA_SOURCE = "synthetic"  # random CIFAR-shaped tensors: a dense CNN's time does not depend on pixel values
+DATA_SOURCE = "synthetic"
+THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives at least this many times batch 1's images/s
 
 
-# ------------------------------------------------------------------------------------------------ validation
-
-def validate(cfg):
-    """Check (and normalise in place) a configuration built from :data:`PRESETS`; returns it.
-
-    Raises ValueError naming the parameter and its valid values: unknown model, batch size < 1,
-    non-integer counts, unknown or unavailable device.
-    """
-    
-    cfg.models = check_models(cfg.models)
-    cfg.batch_sizes = check_batch_sizes(cfg.batch_sizes)
+def configure(preset: str | None = None, **overrides):
+    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``): known image
+    models, batch sizes >= 1, integer counts, threads >= 1 or None, a device that exists here."""
+    cfg = config.configure(preset, PRESETS, **overrides)
+    cfg.models = config.models_list(cfg.models, "models")
+    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
-    cfg.threads = check_threads(cfg.threads)
+    cfg.threads = config.threads(cfg.threads)
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
-# ------------------------------------------------------------------------------------------------ helpers
-
-def _build(name: str) -> torch.nn.Module:
+def _build(name: str, batch_size: int, device) -> tuple[torch.nn.Module, torch.Tensor]:
+    """Model ``name`` on ``device`` in eval mode and a random input batch on the host."""
     torch.manual_seed(0)  # same weights at every point (time does not depend on them, but reproducible)
-    return models.get(name).eval()
+    net = models.get(name).to(device).eval()
+    return net, models.example_input(net, batch_size)
 
 
-def model_cost(name: str) -> dict:
-    """Parameters (millions) and forward GFLOPs per image of registry model ``name`` (meta device: no compute)."""
+def _cost(name: str, batch_size: int = 1) -> dict:
+    """``cost_model`` of registry model ``name`` (meta device: shapes only, no compute)."""
     with torch.device("meta"):
         net = models.get(name)
-    cost = cost_model(net, models.spec(name).input_shape, batch_size=1)
-    return {"params_m": cost["param_bytes"] / 4 / 1e6, "gflops_per_image": cost["flops"] / 1e9}
+    return cost_model(net, models.spec(name).input_shape, batch_size=batch_size)
 
 
-# ------------------------------------------------------------------------------------------------ measurements
-
-def measure_point(model: str, batch_size: int, *, device, images: int, warmup: int, min_repeats: int) -> dict:
-    """One (model, batch size) point: see :func:`measure` for the columns."""
-    dev = config.resolve_device(device)
-    net = _build(model)
-    x = models.example_input(net, batch_size)  # on the host: on a GPU each batch's copy is timed, as in a loader
+def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup: int, min_repeats: int) -> dict:
+    """One point of experiment "batch": ``images`` (rounded up to whole batches) inferred after ``warmup``
+    untimed batches from the host (on a GPU each batch's copy is timed, as when a DataLoader feeds the model);
+    ``total_time_s`` (s) is their time, at least ``min_repeats`` batches are timed for the per-batch statistics.
+    ``params_m`` (millions), ``gflops_per_image``, then :class:`cnnlab.profiling.Measurement`'s fields."""
+    net, x = _build(model, batch_size, "cpu")
     batches = math.ceil(images / batch_size)
     try:
-        m = benchmark(net, x, device=dev, warmup=warmup, repeats=max(batches, min_repeats))
-        row = m.as_row()
-        # The first `batches` timed batches are exactly the inference of `images` images (rounded up).
-        row.update(images=batches * batch_size, batches=batches,
-                   total_time_s=float(np.sum(m.latencies_ms[:batches])) / 1e3)
+        m = benchmark(net, x, device=device, warmup=warmup, repeats=max(batches, min_repeats))
     finally:
         del net, x
         free_memory()
-    row.update(model_cost(model), data_source=DATA_SOURCE)
-    return {k: row[k] for k in MEASURE_COLUMNS}
+    cost = _cost(model)
+    return {"images": batches * batch_size, "batches": batches,
+            "total_time_s": float(np.sum(m.latencies_ms[:batches])) / 1e3,
+            **{k: v for k, v in m.as_row().items() if k not in NOT_KEPT},
+            "params_m": cost["param_bytes"] / 4 / 1e6, "gflops_per_image": cost["flops"] / 1e9,
+            "data_source": DATA_SOURCE}
 
 
-def measure(models_: list[str], batch_sizes: list[int], *, device="cpu", images: int = 256, warmup: int = 2,
-            min_repeats: int = 3, store: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
-    """Inference time and memory of every model at every batch size: one row per (model, batch size).
+def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int) -> list[dict]:
+    """One serving step (batch in from the host, forward, predicted classes back) under the profiler, one row
+    per component, times in ms per batch (mean over ``iterations``; profiling adds a few µs per operator).
 
-    Each point infers ``images`` images (rounded up to whole batches) of random CIFAR-shaped input held on
-    the host (on a GPU the host-to-device copy of each batch is part of its time, as when a DataLoader
-    feeds the model), after ``warmup`` untimed batches; at least ``min_repeats`` batches are timed for the
-    per-batch statistics.
+    GPU: kernel time, the copies in and out, other device work (memsets, DtoD copies) and CPU-side overhead
+    (wall time with the GPU idle) make up the wall time (``stacked``); sync wait (host blocked in
+    cuda*Synchronize, the paper's "semwait") overlaps device work. CPU: time inside aten operators and the
+    rest of the wall time; the device components are NaN with ``time_missing_reason``."""
+    dev = torch.device(device)
+    net, x = _build(model, batch_size, dev)
 
-    Columns: model, batch_size, status ("ok"/"oom"/"error"), error, point_time_s, finished_utc, then
-    ``images`` (images inferred), ``batches``, ``total_time_s`` (s, time to infer those images: paper Fig. 1
-    top), ``latency_ms_median/p10/p90/mean`` (ms per batch: Fig. 2 top), ``throughput_items_per_s``
-    (images/s), ``peak_mem_alloc_mib`` (MiB: Fig. 1 bottom; see :func:`cnnlab.profiling.benchmark` for what
-    it counts on CPU and GPU), ``gpu_util_pct`` (%: Fig. 2 bottom, NaN on a CPU with
-    ``gpu_util_missing_reason``), settings, ``params_m`` (millions), ``gflops_per_image`` (forward GFLOPs),
-    ``data_source``. ``store`` (a .csv path) makes the sweep resumable; a failed point is a row with its error.
-    """
-    models_ = check_models(models_)
-    batch_sizes = check_batch_sizes(batch_sizes)
-    dev = str(config.resolve_device(device))
-
-    def point(model, batch_size):
-        return measure_point(model, batch_size, device=dev, images=images, warmup=warmup, min_repeats=min_repeats)
-
-    grid = {"model": models_, "batch_size": batch_sizes}
-    return run_sweep(point, grid, store, "batch size: time and memory", progress)
-
-
-def breakdown_point(model: str, batch_size: int, *, device, iterations: int = 2, warmup: int = 1) -> list[dict]:
-    """Where the time of one inference step goes; one row per component (see :func:`breakdown`)."""
-    dev = config.resolve_device(device)
-    net = _build(model).to(dev)
-    x = models.example_input(net, batch_size)
-
-    def step():  # a serving step: batch in from the host, forward, predicted classes back to the host
+    def step():
         with torch.inference_mode():
             return net(x.to(dev)).argmax(1).cpu()
 
     try:
-        prof = profile_ops(step, iterations=iterations, device=dev, warmup=warmup, profile_memory=False)
-        s = prof.summary
+        prof = profile_ops(step, iterations=iterations, device=dev, warmup=1, profile_memory=False)
     finally:
         del net, x
         free_memory()
-    per = 1.0 / iterations
+    s, per, nan = prof.summary, 1.0 / iterations, math.nan
     wall = s["wall_time_ms"] * per
-    nan = math.nan
+    reasons = {}
     if dev.type == "cuda":
         kernel, htod, dtoh = s["kernel_time_total_ms"] * per, s["memcpy_htod_ms"] * per, s["memcpy_dtoh_ms"] * per
-        other = max(s["device_time_total_ms"] * per - kernel - htod - dtoh, 0.0)  # memset, DtoD copies
-        busy = kernel + htod + dtoh + other
+        other = max(s["device_time_total_ms"] * per - kernel - htod - dtoh, 0.0)
         times = {"kernel / compute": kernel, "memcpy HtoD": htod, "memcpy DtoH": dtoh, "other device work": other,
-                 # the GPU is idle while the host prepares and launches work
-                 "CPU-side overhead": max(wall - busy, 0.0), "sync wait": s["sync_wait_ms"] * per}
-        reasons = {}
-    else:
-        # On a CPU the operators *are* the compute: time inside aten operators (self time, summed) versus
-        # time outside them (Python, module calls, the profiler's own per-op cost).
-        # (summary's cpu_time_total_ms also counts the iteration's own Python time, so sum the operators).
+                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0),
+                 "sync wait": s["sync_wait_ms"] * per}
+    else:  # the operators are the compute; summary's cpu_time_total_ms also counts Python time, so sum them
         compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
-        times = {"kernel / compute": compute, "memcpy HtoD": nan, "memcpy DtoH": nan, "other device work": nan,
-                 "CPU-side overhead": max(wall - compute, 0.0), "sync wait": nan}
-        no_device = "CPU run: no host-device transfers, device work or device synchronisation"
-        reasons = {c: no_device for c in ("memcpy HtoD", "memcpy DtoH", "other device work", "sync wait")}
-    rows = []
-    for component in COMPONENTS:
-        t = times[component]
-        rows.append({"component": component, "time_per_batch_ms": t, "stacked": component in STACKED,
-                     "share_of_wall_pct": 100.0 * t / wall if wall > 0 and not math.isnan(t) else nan,
-                     "wall_time_per_batch_ms": wall, "iterations": iterations,
-                     "time_missing_reason": reasons.get(component), "device": str(dev),
-                     "data_source": DATA_SOURCE})
-    return rows
+        times = {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}
+        reasons = {c: "CPU run: no host-device transfers, device work or device synchronisation"
+                   for c in COMPONENTS if c not in times}
+    return [{"component": c, "time_per_batch_ms": times.get(c, nan), "stacked": c in STACKED,
+             "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
+             "wall_time_per_batch_ms": wall, "iterations": iterations, "time_missing_reason": reasons.get(c),
+             "device": str(dev), "data_source": DATA_SOURCE} for c in COMPONENTS]
 
 
-def breakdown(models_: list[str], batch_sizes: list[int], *, device="cpu", iterations: int = 2, warmup: int = 1,
-              store: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
-    """Time of one inference step split by where it goes, from the PyTorch profiler.
-
-    One row per (model, batch size, component), times in ms per batch (mean over ``iterations``):
-
-    - GPU: ``kernel / compute`` (device kernels), ``memcpy HtoD`` / ``memcpy DtoH`` (the batch in, the
-      predictions out), ``other device work`` (memsets, device-to-device copies), ``CPU-side overhead``
-      (wall time with the GPU idle: Python, dispatch, kernel launches), which together make the wall time
-      (``stacked`` True); ``sync wait`` (host blocked in cuda*Synchronize, paper 001's "semwait") overlaps
-      device work and is not stacked.
-    - CPU: ``kernel / compute`` is the time inside aten operators and ``CPU-side overhead`` the rest of the
-      wall time; the device components are NaN with ``time_missing_reason``.
-
-    ``share_of_wall_pct`` is the component's share of ``wall_time_per_batch_ms``. Profiling adds a few
-    microseconds per operator, which inflates the overhead of small batches.
-    """
-    models_ = check_models(models_)
-    batch_sizes = check_batch_sizes(batch_sizes)
-    iterations = config.positive_int(iterations, parameter="iterations")
-    dev = str(config.resolve_device(device))
-
-    def point(model, batch_size):
-        return breakdown_point(model, batch_size, device=dev, iterations=iterations, warmup=warmup)
-
-    grid = {"model": models_, "batch_size": batch_sizes}
-    return run_sweep(point, grid, store, "batch size: time breakdown", progress)
-
-
-def best_batches(measured: pd.DataFrame) -> pd.DataFrame:
-    """The row of each model at the batch size with the highest throughput (status ok only)."""
-    ok = measured[measured["status"] == "ok"]
+def roofline(batch: pd.DataFrame) -> pd.DataFrame:
+    """Experiment "roofline": each model at its best batch (highest throughput, status ok) on the roofline
+    (Williams et al., CACM 2009): flops (forward, whole batch), memory_bytes (minimum traffic), arithmetic
+    intensity (FLOP/byte), achieved_tflop_per_s, achieved_gb_per_s, and the device's datasheet peaks (NaN on
+    a CPU, with ``peaks_missing_reason``). No rows when nothing was measured."""
+    ok = batch[batch["status"] == "ok"]
     if ok.empty:
-        raise ValueError("no point was measured with status ok: nothing to choose a best batch from")
-    return ok.loc[ok.groupby("model", sort=False)["throughput_items_per_s"].idxmax()].reset_index(drop=True)
-
-
-def roofline(measured: pd.DataFrame, *, device="cpu") -> pd.DataFrame:
-    """Each model at its best batch (highest throughput) on the roofline (Williams et al., CACM 2009).
-
-    One row per model: model, batch_size, flops (forward, whole batch), memory_bytes (minimum traffic, see
-    ``cost_model``), arithmetic_intensity_flop_per_byte, latency_ms_median, achieved_tflop_per_s,
-    achieved_gb_per_s, throughput_items_per_s, and the device's datasheet peaks (peak_fp32_tflop_per_s,
-    peak_tf32_tflop_per_s, peak_bandwidth_gb_per_s; NaN on a CPU with ``peaks_missing_reason``).
-    """
-    dev = config.resolve_device(device)
-    peaks = device_peaks(dev)
+        return pd.DataFrame()
     rows = []
-    for _, best in best_batches(measured).iterrows():
-        name, bs = best["model"], int(best["batch_size"])
-        with torch.device("meta"):
-            net = models.get(name)
-        cost = cost_model(net, models.spec(name).input_shape, batch_size=bs)
-        rates = achieved(cost, best["latency_ms_median"] / 1e3)
-        rows.append({"model": name, "batch_size": bs, "flops": cost["flops"], "memory_bytes": cost["memory_bytes"],
-                     "arithmetic_intensity_flop_per_byte": cost["arithmetic_intensity_flop_per_byte"],
+    for _, best in ok.loc[ok.groupby("model", sort=False)["throughput_items_per_s"].idxmax()].iterrows():
+        dev = torch.device(best["device"])
+        cost = _cost(best["model"], int(best["batch_size"]))
+        rows.append({"model": best["model"], "batch_size": int(best["batch_size"]), "status": "ok",
+                     **{k: cost[k] for k in ("flops", "memory_bytes", "arithmetic_intensity_flop_per_byte")},
                      "latency_ms_median": best["latency_ms_median"],
-                     "throughput_items_per_s": best["throughput_items_per_s"], **rates, **peaks,
+                     "throughput_items_per_s": best["throughput_items_per_s"],
+                     **achieved(cost, best["latency_ms_median"] / 1e3), **device_peaks(dev),
+                     "device_name": best["device_name"],
                      # PyTorch runs fp32 convolutions on tensor cores in TF32 when cuDNN allows it (default)
                      "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if dev.type == "cuda" else None})
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------------------------------------------------------ claims
+def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
+    """Experiments "batch", "breakdown" and "roofline" (see :func:`batch_point`, :func:`breakdown_point`,
+    :func:`roofline`) for every model and batch size, one frame with an ``experiment`` column. The two sweeps
+    store their points under ``store_dir`` keyed by every setting and the thread count in use."""
+    settings = {k: v for k, v in vars(cfg).items() if k not in ("models", "batch_sizes")}
+    settings.update(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE)
+    grid = {"model": cfg.models, "batch_size": cfg.batch_sizes}
+    store = {n: None if store_dir is None else Path(store_dir) / f"sweep_{n}.csv" for n in ("batch", "breakdown")}
+    timed = partial(batch_point, device=cfg.device, images=cfg.images, warmup=cfg.warmup, min_repeats=cfg.min_repeats)
+    parts = partial(breakdown_point, device=cfg.device, iterations=cfg.profile_iterations)
+    kw = dict(settings=settings, progress=progress)
+    batch = sweep(timed, grid, store["batch"], desc="batch size: time and memory", **kw)
+    breakdown = sweep(parts, grid, store["breakdown"], desc="batch size: time breakdown", **kw)
+    return studies.combine(batch=batch, breakdown=breakdown, roofline=roofline(batch))
 
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"].sort_values(["model", "batch_size"])
+
+def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """The measured rows of ``experiment``, by batch size (models in grid order)."""
+    return df[(df["experiment"] == experiment) & (df["status"] == "ok")].sort_values("batch_size", kind="stable")
 
 
-def check_claims(measured: pd.DataFrame, *, device: str) -> list[Claim]:
-    """The claims of Sec. IV-A checked on ``measured`` (from :func:`measure`), as :class:`cnnlab.claims.Claim`.
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The claims of Sec. IV-A judged on experiment "batch" (criteria in each claim's text or note)."""
+    ok, dev = _ok(df, "batch"), str(device)
+    mem = {m: g["peak_mem_alloc_mib"] for m, g in ok.groupby("model", sort=False)}
+    checks = [Claim("peak memory grows monotonically with batch size",
+                    "Fig. 1 bottom: increases monotonically and significantly",
+                    ", ".join(f"{m} {s.iloc[0]:.1f}->{s.iloc[-1]:.1f} MiB" for m, s in mem.items()),
+                    all(s.is_monotonic_increasing for s in mem.values()) if mem else None, dev,
+                    note="criterion: peak_mem_alloc_mib never falls as batch size grows, every model"
+                    if mem else "no point measured")]
 
-    1. peak memory grows monotonically with batch size (every model; non-decreasing);
-    2. total time for the fixed image count falls from batch 1 to batch 64 (the paper's "initial drop");
-    3. throughput at the best batch is far above batch 1 (we take "far" as at least 2x, every model);
-    4. GPU utilisation rises with batch size and with depth (GPU only).
-    """
-    ok = _ok(measured)
-    dev = str(device)
-    checks = []
+    one = ok[ok["batch_size"] == 1].set_index("model")
+    upto = [b for b in sorted(set(ok["batch_size"])) if 1 < b <= 64]
+    to = upto[-1] if len(one) and upto else None
+    t = ok.pivot_table(index="model", columns="batch_size", values="total_time_s") if to else None
+    checks.append(Claim(f"total inference time drops from batch 1 to batch {to or 64}",
+                        "Fig. 1 top: time drops as batch size grows up to about 64",
+                        ", ".join(f"{m} {t.loc[m, 1]:.3g}->{t.loc[m, to]:.3g} s" for m in t.index) if to
+                        else "not measured", bool((t[1] > t[to]).all()) if to else None, dev,
+                        note=f"criterion: total_time_s at batch {to} < at batch 1, every model" if to
+                        else "the grid needs batch size 1 and a larger one <= 64"))
 
-    grows = {m: bool(np.all(np.diff(g["peak_mem_alloc_mib"].to_numpy()) >= 0)) for m, g in ok.groupby("model")}
-    spans = ", ".join(f"{m} {g['peak_mem_alloc_mib'].iloc[0]:.1f}->{g['peak_mem_alloc_mib'].iloc[-1]:.1f} MiB"
-                      for m, g in ok.groupby("model"))
-    checks.append(Claim(claim="peak memory grows monotonically with batch size",
-                        paper="Fig. 1 bottom: increases monotonically and significantly", ours=spans,
-                        held=all(grows.values()) if grows else None, device=dev,
-                        note="" if grows else "no point measured"))
+    gain = (ok.groupby("model", sort=False)["throughput_items_per_s"].max() / one["throughput_items_per_s"]).dropna()
+    checks.append(Claim(f"throughput at the best batch is far (>= {THROUGHPUT_GAIN:g}x) above batch 1",
+                        "Sec. IV-A: larger batches make better use of the GPU's parallelism",
+                        ", ".join(f"{m} {g:.1f}x" for m, g in gain.items()) or "not measured",
+                        bool((gain >= THROUGHPUT_GAIN).all()) if len(gain) else None, dev,
+                        note="" if len(gain) else "batch size 1 is not in the grid or not measured"))
 
-    first, upto = (min(ok["batch_size"]) if len(ok) else None), [b for b in sorted(set(ok["batch_size"])) if b <= 64]
-    if first == 1 and len(upto) > 1:
-        to = upto[-1]
-        t = ok.pivot_table(index="model", columns="batch_size", values="total_time_s")
-        ratio = t[1] / t[to]
-        checks.append(Claim(claim=f"total inference time drops from batch 1 to batch {to}",
-                            paper="Fig. 1 top: time drops as batch size grows up to about 64",
-                            ours=", ".join(f"{m} {t.loc[m, 1]:.3g}->{t.loc[m, to]:.3g} s" for m in t.index),
-                            held=bool((ratio > 1).all()), device=dev))
-    else:
-        checks.append(Claim(claim="total inference time drops from batch 1 to batch 64",
-                            paper="Fig. 1 top: time drops as batch size grows up to about 64", ours="not measured",
-                            held=None, device=dev, note="the grid needs batch size 1 and a larger one <= 64"))
-
-    if first == 1:
-        best = ok.groupby("model")["throughput_items_per_s"].max()
-        one = ok[ok["batch_size"] == 1].set_index("model")["throughput_items_per_s"]
-        gain = (best / one).dropna()
-        checks.append(Claim(claim="throughput at the best batch is far (>= 2x) above batch 1",
-                            paper="Sec. IV-A: larger batches make better use of the GPU's parallelism",
-                            ours=", ".join(f"{m} {g:.1f}x" for m, g in gain.items()),
-                            held=bool((gain >= 2).all()) if len(gain) else None, device=dev,
-                            note="" if len(gain) else "no model measured at batch 1"))
-    else:
-        checks.append(Claim(claim="throughput at the best batch is far (>= 2x) above batch 1",
-                            paper="Sec. IV-A", ours="not measured", held=None, device=dev,
-                            note="batch size 1 is not in the grid"))
-
+    claim = "GPU utilisation rises with batch size and model depth"
+    paper = "Fig. 2 bottom: rises, plateaus at large batches"
     util = ok.dropna(subset=["gpu_util_pct"])
     if util.empty:
-        reasons = ok["gpu_util_missing_reason"].dropna().unique()
-        checks.append(Claim(claim="GPU utilisation rises with batch size and model depth",
-                            paper="Fig. 2 bottom: rises, plateaus at large batches", ours="not measured",
-                            held=None, device=dev,
-                            note="; ".join(reasons) if len(reasons) else "no GPU utilisation measured"))
-    else:
-        by_batch = {m: g.sort_values("batch_size")["gpu_util_pct"] for m, g in util.groupby("model")}
-        rises_batch = all(s.iloc[-1] > s.iloc[0] for s in by_batch.values() if len(s) > 1)
-        # depth order of the ResNets = order of their work per image (20 < 32 < 44 < 56 layers)
-        work = ok.groupby("model")["gflops_per_image"].first()
-        resnets = sorted((m for m in work.index if models.spec(m).family == "resnet_cifar"), key=work.get)
-        mean_util = util.groupby("model")["gpu_util_pct"].mean()
-        depth = [mean_util[m] for m in resnets if m in mean_util]
-        rises_depth = all(b >= a for a, b in zip(depth, depth[1:]))
-        checks.append(Claim(claim="GPU utilisation rises with batch size and model depth",
-                            paper="Fig. 2 bottom: rises, plateaus at large batches",
-                            ours=", ".join(f"{m} {s.iloc[0]:.0f}->{s.iloc[-1]:.0f}%" for m, s in by_batch.items())
-                            + (f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}"
-                               if depth else ""),
-                            held=rises_batch and rises_depth, device=dev))
-    return checks
+        reasons = "; ".join(ok["gpu_util_missing_reason"].dropna().unique()) if len(ok) else ""
+        return checks + [Claim(claim, paper, "not measured", None, dev, note=reasons or "no GPU utilisation measured")]
+    by_batch = {m: g["gpu_util_pct"] for m, g in util.groupby("model", sort=False)}
+    work = ok.groupby("model")["gflops_per_image"].first()  # ResNet depth order = order of work per image
+    resnets = sorted((m for m in work.index if models.spec(m).family == "resnet_cifar"), key=work.get)
+    mean_util = util.groupby("model")["gpu_util_pct"].mean()
+    depth = [mean_util[m] for m in resnets if m in mean_util]
+    ours = ", ".join(f"{m} {s.iloc[0]:.0f}->{s.iloc[-1]:.0f}%" for m, s in by_batch.items())
+    ours += f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}" if depth else ""
+    held = all(s.iloc[-1] > s.iloc[0] for s in by_batch.values() if len(s) > 1) and \
+        all(b >= a for a, b in zip(depth, depth[1:]))
+    return checks + [Claim(claim, paper, ours, held, dev, note="criterion: utilisation at the largest batch > at "
+                           "the smallest, every model; mean utilisation never falls with ResNet depth")]
 
 
-# ------------------------------------------------------------------------------------------------ figures
-
-def _lines(ax, df, y, batch_sizes, ylabel, log=True):
-    import seaborn as sns
-
-    from cnnlab import plotting
-
-    sns.lineplot(data=df, x="batch_size", y=y, hue="model", style="model", markers=True, dashes=False, ax=ax)
-    if log:
-        ax.set_yscale("log")
-        plain_log_ticks(ax)
-    plotting.log2_batch_axis(ax, values=batch_sizes)
-    ax.set_ylabel(ylabel)
-
-
-def plot_time_memory(measured: pd.DataFrame):
-    """Paper Fig. 1: total inference time (top) and peak memory allocated (bottom) against batch size."""
-    from cnnlab import plotting
-
-    ok = _ok(measured)
+def _panels(ok: pd.DataFrame, panels: list[tuple[str, str, str]]):
+    """Two panels against batch size, laid out as paper Fig. 1-2: ``(column, y label, title)`` top and bottom;
+    log y axes except utilisation (0-100%); a panel this device cannot measure says so."""
     sizes = sorted(set(ok["batch_size"]))
-    images = int(ok["images"].min()) if len(ok) else 0
-    fig, (top, bottom) = plotting.plt.subplots(2, 1, figsize=(7, 8), sharex=True)
-    _lines(top, ok, "total_time_s", sizes, f"Total time for {images:,} images (s)")
-    top.set_title("Total inference time")
-    _lines(bottom, ok, "peak_mem_alloc_mib", sizes, plotting.label_for("peak_mem_alloc_mib"))
-    bottom.set_title("Peak memory allocated")
-    bottom.get_legend().remove()
+    fig, axes = plotting.plt.subplots(2, 1, figsize=(7, 8), sharex=True)
+    for ax, (col, ylabel, title) in zip(axes, panels):
+        ax.set_title(title)
+        d = ok.dropna(subset=[col])
+        if d.empty:
+            reasons = "; ".join(ok.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
+            plotting.missing_panel(ax, f"{title} not measured on this device:\n{reasons or 'not measured'}")
+        else:
+            sns.lineplot(data=d, x="batch_size", y=col, hue="model", style="model", markers=True, dashes=False, ax=ax)
+            if col == "gpu_util_pct":
+                ax.set_ylim(0, 100)
+            else:
+                ax.set_yscale("log")
+                plotting.plain_log_ticks(ax)
+            ax.set_ylabel(ylabel)
+            if ax is axes[1]:
+                ax.get_legend().remove()
+        plotting.log2_batch_axis(ax, values=sizes)
     fig.tight_layout()
     return fig
 
 
-def plot_latency_utilisation(measured: pd.DataFrame):
-    """Paper Fig. 2: average time per batch (top) and GPU utilisation (bottom) against batch size."""
-    from cnnlab import plotting
-
-    ok = _ok(measured)
-    sizes = sorted(set(ok["batch_size"]))
-    fig, (top, bottom) = plotting.plt.subplots(2, 1, figsize=(7, 8), sharex=True)
-    _lines(top, ok, "latency_ms_mean", sizes, "Average time per batch (ms)")
-    top.set_title("Average inference time per batch")
-    util = ok.dropna(subset=["gpu_util_pct"])
-    bottom.set_title("GPU utilisation")
-    if util.empty:
-        reasons = "; ".join(ok["gpu_util_missing_reason"].dropna().unique()) or "not measured"
-        missing_panel(bottom, f"GPU utilisation not measured on this device:\n{reasons}")
-        plotting.log2_batch_axis(bottom, values=sizes)
-    else:
-        _lines(bottom, util, "gpu_util_pct", sizes, plotting.label_for("gpu_util_pct"), log=False)
-        bottom.set_ylim(0, 100)
-        bottom.get_legend().remove()
-    fig.tight_layout()
-    return fig
-
-
-def plot_breakdown(parts: pd.DataFrame):
-    """Stacked share of each batch's wall time per component, one panel per model; sync wait as markers.
-
-    Bars are normalised to 100% so that batch sizes whose times differ by decades stay readable; the wall
-    time per batch (ms) is written above each bar.
-    """
-    from cnnlab import plotting
-
-    ok = parts[parts["status"] == "ok"]
+def _breakdown(ok: pd.DataFrame):
     names = list(dict.fromkeys(ok["model"]))
     fig, axes = plotting.plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.5), squeeze=False, sharey=True)
     colors = dict(zip(STACKED, plotting.plt.get_cmap("tab10").colors))
     for ax, name in zip(axes[0], names):
         d = ok[ok["model"] == name]
         sizes = sorted(set(d["batch_size"]))
-        pos = np.arange(len(sizes))
-        bottom = np.zeros(len(sizes))
-        for comp in STACKED:
-            share = (d[d["component"] == comp].set_index("batch_size")["share_of_wall_pct"]
-                     .reindex(sizes).to_numpy(dtype=float))
-            if np.all(np.isnan(share)):
-                continue  # not measurable on this device (e.g. memcpy on a CPU): no empty legend entry
-            share = np.nan_to_num(share)
-            ax.bar(pos, share, bottom=bottom, color=colors[comp], label=comp, width=0.7)
-            bottom += share
-        sync = d[d["component"] == "sync wait"].set_index("batch_size")["share_of_wall_pct"].reindex(sizes)
-        if sync.notna().any():
-            ax.plot(pos, sync.to_numpy(dtype=float), "kD", label="sync wait (overlaps)")
-        wall = d.drop_duplicates("batch_size").set_index("batch_size")["wall_time_per_batch_ms"].reindex(sizes)
+        pos, bottom = np.arange(len(sizes)), np.zeros(len(sizes))
+        share = d.pivot_table(index="batch_size", columns="component", values="share_of_wall_pct", dropna=False)
+        for comp in (c for c in STACKED if c in share and share[c].notna().any()):  # none on a CPU: no legend
+            height = share[comp].reindex(sizes).fillna(0).to_numpy()
+            ax.bar(pos, height, bottom=bottom, color=colors[comp], label=comp, width=0.7)
+            bottom += height
+        if "sync wait" in share and share["sync wait"].notna().any():
+            ax.plot(pos, share["sync wait"].reindex(sizes).to_numpy(dtype=float), "kD", label="sync wait (overlaps)")
+        wall = d.groupby("batch_size")["wall_time_per_batch_ms"].first().reindex(sizes)
         for p, w, b in zip(pos, wall, bottom):
             ax.text(p, b + 1, f"{w:.3g} ms", ha="center", va="bottom", fontsize=8)
         ax.set_xticks(pos, [str(s) for s in sizes])
-        ax.set_xlabel("Batch size")
-        ax.set_title(name)
-        ax.set_ylim(0, 112)
+        ax.set(xlabel="Batch size", title=name, ylim=(0, 112))
     axes[0][0].set_ylabel("Share of wall time per batch (%)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), bbox_to_anchor=(0.5, -0.06))
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6) or 1, bbox_to_anchor=(0.5, -0.06))
     fig.tight_layout()
     return fig
 
 
-def plot_roofline(roof: pd.DataFrame):
-    """Achieved GFLOP/s against arithmetic intensity, each model at its best batch; roof lines where the
-    device's peaks are known (a CPU has none: the plot then says so and shows the points only)."""
-    from cnnlab import plotting
-
+def _roofline(roof: pd.DataFrame):
     fig, ax = plotting.plt.subplots(figsize=(7, 5))
-    gflops = roof["achieved_tflop_per_s"] * 1e3
-    colors = plotting.plt.get_cmap("tab10")
-    for i, (r, y) in enumerate(zip(roof.itertuples(), gflops)):
-        ax.scatter(r.arithmetic_intensity_flop_per_byte, y, s=60, zorder=3, color=colors(i % 10),
-                   label=f"{r.model} (batch {int(r.batch_size)})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    bw = roof["peak_bandwidth_gb_per_s"].iloc[0] if len(roof) else math.nan
-    roofs = [("FP32", "peak_fp32_tflop_per_s")]
-    if len(roof) and bool(roof["cudnn_allow_tf32"].iloc[0]):
-        roofs.append(("TF32 (cuDNN default for fp32 convs)", "peak_tf32_tflop_per_s"))
-    drawn = False
-    if len(roof) and not math.isnan(bw):
+    for i, r in enumerate(roof.itertuples()):
+        ax.scatter(r.arithmetic_intensity_flop_per_byte, r.achieved_tflop_per_s * 1e3, s=60, zorder=3,
+                   color=plotting.plt.get_cmap("tab10")(i % 10), label=f"{r.model} (batch {int(r.batch_size)})")
+    ax.set(xscale="log", yscale="log")
+    first = roof.iloc[0] if len(roof) else pd.Series(dtype=object)
+    bw = first.get("peak_bandwidth_gb_per_s", math.nan)
+    roofs = {"FP32": first.get("peak_fp32_tflop_per_s", math.nan)}
+    if first.get("cudnn_allow_tf32") == True:  # noqa: E712 (None on a CPU)
+        roofs["TF32 (cuDNN default for fp32 convs)"] = first["peak_tf32_tflop_per_s"]
+    roofs = {k: v * 1e3 for k, v in roofs.items() if not (math.isnan(v) or math.isnan(bw))}  # GFLOP/s
+    if roofs:
         x = roof["arithmetic_intensity_flop_per_byte"]
         ai = np.logspace(np.log10(min(x.min() / 4, 0.5)), np.log10(max(x.max() * 4, 1e3)), 200)
-        for label, col in roofs:
-            peak = roof[col].iloc[0] * 1e3  # GFLOP/s
-            if math.isnan(peak):
-                continue
-            # below the ridge point a kernel is bound by bandwidth: GB/s x FLOP/byte = GFLOP/s
+        for label, peak in roofs.items():  # below the ridge point a kernel is bound by bandwidth: GB/s x FLOP/byte
             ax.plot(ai, np.minimum(peak, ai * bw), "--", label=f"roof {label}: {peak / 1e3:g} TFLOP/s, {bw:g} GB/s")
-            drawn = True
+        ax.set_title(f"Roofline: {first['device_name']}")
     else:
         ax.margins(x=0.4, y=0.4)
-    if drawn:
-        ax.set_title(f"Roofline: {roof['device_name'].iloc[0]}")
-    else:
         reason = next(iter(roof["peaks_missing_reason"].dropna()), "device peaks unknown") if len(roof) else "no data"
-        ax.set_title("Achieved FLOP/s vs arithmetic intensity\n(no roof lines: " + reason.split(";")[0] + ")",
-                     fontsize=11)
-    plain_log_ticks(ax, "x")
-    plain_log_ticks(ax, "y")
+        ax.set_title(f"Achieved FLOP/s vs arithmetic intensity\n(no roof lines: {reason.split(';')[0]})", fontsize=11)
+    for axis in "xy":
+        plotting.plain_log_ticks(ax, axis)
     ax.legend(fontsize=8, loc="best")
-    ax.set_xlabel(plotting.label_for("arithmetic_intensity_flop_per_byte"))
-    ax.set_ylabel(plotting.label_for("achieved_gflop_per_s"))
+    ax.set(xlabel=plotting.label_for("arithmetic_intensity_flop_per_byte"),
+           ylabel=plotting.label_for("achieved_gflop_per_s"))
     fig.tight_layout()
     return fig
 
 
-__all__ = ["COMPONENTS", "MEASURE_COLUMNS", "PAPER_BATCH_SIZES", "PAPER_MODELS", "PRESETS", "as_list",
-           "best_batches", "breakdown", "check_batch_sizes", "check_claims", "check_models", "check_threads",
-           "free_memory", "image_models", "measure", "model_cost", "plain_log_ticks", "plot_breakdown",
-           "plot_latency_utilisation", "plot_roofline", "plot_time_memory", "roofline", "run_sweep", "set_threads",
-           "store_path", "validate"]
+def figures(df: pd.DataFrame) -> dict:
+    """Paper Fig. 1 (total time for the images, peak memory: ``01_fig1_time_memory``) and Fig. 2 (time per
+    batch, GPU utilisation: ``01_fig2_latency_utilisation``) against batch size; each batch's wall time by
+    component, one panel per model (``01_time_breakdown``); achieved GFLOP/s against arithmetic intensity
+    under the device's roofs where known (``01_roofline``)."""
+    batch, roof = _ok(df, "batch"), df[df["experiment"] == "roofline"]  # roofline: models in grid order
+    images = int(batch["images"].min()) if len(batch) else 0
+    return {"01_fig1_time_memory": _panels(batch, [
+                ("total_time_s", f"Total time for {images:,} images (s)", "Total inference time"),
+                ("peak_mem_alloc_mib", plotting.label_for("peak_mem_alloc_mib"), "Peak memory allocated")]),
+            "01_fig2_latency_utilisation": _panels(batch, [
+                ("latency_ms_mean", "Average time per batch (ms)", "Average inference time per batch"),
+                ("gpu_util_pct", plotting.label_for("gpu_util_pct"), "GPU utilisation")]),
+            "01_time_breakdown": _breakdown(_ok(df, "breakdown")), "01_roofline": _roofline(roof)}

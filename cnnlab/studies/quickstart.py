@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnlab import config, models, plotting
+from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim
 from cnnlab.profiling import benchmark, profile_ops, sweep
 
@@ -61,8 +61,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         ops = profile_ops(lambda: net(x), iterations=PROFILE_ITERATIONS, device=dev)
     operators = ops.operators.assign(model=cfg.model_name, batch_size=max(cfg.batch_sizes),
                                      iterations=ops.summary["iterations"])
-    return pd.concat([batch.assign(experiment="batch"), operators.assign(experiment="operators")],
-                     ignore_index=True)
+    return studies.combine(batch=batch, operators=operators)
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
