@@ -68,8 +68,12 @@ def signature_problems(module: ModuleType) -> list[str]:
 def combine(**experiments: pd.DataFrame) -> pd.DataFrame:
     """One tidy frame from a study's experiments (``combine(timing=t, accuracy=a)``): their rows one after the
     other with an ``experiment`` column, and each experiment's own columns recorded (``df.attrs["columns"]``) so
-    that :func:`tables` gives every part back with exactly its columns, even those empty on this device."""
-    parts = [part.assign(experiment=name) for name, part in experiments.items() if len(part)]
+    that :func:`tables` gives every part back with exactly its columns, even those empty on this device. Integer
+    and boolean columns become pandas' nullable types, so that the gaps other experiments leave do not turn
+    them into floats."""
+    nullable = {"i": "Int64", "u": "Int64", "b": "boolean"}
+    parts = [part.astype({c: nullable[t.kind] for c, t in part.dtypes.items() if t.kind in nullable})
+             .assign(experiment=name) for name, part in experiments.items() if len(part)]
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["experiment"])
     df.attrs["columns"] = {name: list(part.columns) for name, part in experiments.items()}
     return df
