@@ -13,12 +13,19 @@ no addressable shared memory, so the window is not copied explicitly; the first 
 remaining ``kh*kw - 1`` taps, shifted by at most the halo, re-read the same lines from L1/L2. Large tiles are
 processed ``sub_rows`` output rows at a time so the accumulator fits in registers.
 
-On a GPU the kernel is compiled; on the CPU it runs only in Triton's interpreter, which the environment variable
-``TRITON_INTERPRET=1`` turns on. Triton reads that variable when it is imported; this module also reads it at
-each call and then runs an interpreted copy of the kernel even if triton was imported without it (the kernel uses
-only Triton builtins, none of the ``tl.*`` helpers that Triton builds in one mode at import). Importing this
-module works either way; a CPU call without the variable raises a RuntimeError that says how to set it. The
-interpreter is slow: use it to check correctness on small inputs, never to time.
+On a GPU the kernel is compiled; on the CPU it runs only in Triton's interpreter, which is slow: use it to check
+correctness on small inputs, never to time. Which one a call gets (:func:`_kernel_for`):
+
+- CUDA tensors launch ``_KERNEL``, made by ``triton.jit`` when this module is imported: compiled, or interpreted
+  if the environment variable ``TRITON_INTERPRET=1`` was set at that moment.
+- CPU tensors always run interpreted: ``_KERNEL`` if it was made interpreted, else an interpreted copy made at the
+  first CPU call. The copy runs whatever mode triton itself was imported in, because the kernel uses only Triton
+  builtins, none of the jitted ``tl.*`` helpers (``tl.zeros``, ``tl.cdiv``) whose mode is fixed when
+  ``triton.language`` is imported.
+- A CPU call is accepted only while :func:`interpreter_enabled`: ``TRITON_INTERPRET=1`` is set now (read at each
+  call) or was set when triton was imported; otherwise it raises a RuntimeError that says how to set it.
+
+Importing this module works in either mode, and without triton (then every call says it is missing).
 """
 
 from __future__ import annotations
@@ -30,7 +37,6 @@ import os
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 try:  # Triton ships with torch on Linux; keep the module importable where it does not.
@@ -61,7 +67,8 @@ def _imported_interpreted() -> bool:
 
 
 def interpreter_enabled() -> bool:
-    """True when CPU calls run in Triton's interpreter: TRITON_INTERPRET=1 now, or when triton was imported."""
+    """Whether CPU calls are accepted (they run in Triton's interpreter): TRITON_INTERPRET=1 is set now, or was
+    set when triton was imported. False without triton."""
     if triton is None:
         return False
     return _env_flag() or _imported_interpreted()
@@ -83,7 +90,7 @@ if triton is not None:
         HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DOT_IN_FP32: tl.constexpr,
     ):  # fmt: skip
         # Only Triton builtins here (tl.full, not the jitted helper tl.zeros), so that an interpreted copy
-        # runs even when triton was imported in compiled mode.
+        # runs even when triton.language was imported in compiled mode.
         # Grid axis 0 walks (image, tile row, tile column), axis 1 the blocks of output channels.
         pid = tl.program_id(0)
         pid_co = tl.program_id(1)
@@ -144,7 +151,8 @@ if triton is not None:
                 mask=out_mask[:, None] & co_mask[None, :],
             )
 
-    # Built in the mode triton.language was built in (TRITON_INTERPRET at the time triton was imported).
+    # triton.jit reads TRITON_INTERPRET now, at this module's import: interpreted if it is set, else compiled
+    # (which may differ from the mode triton.language was imported in; see the module docstring).
     _KERNEL = triton.jit(_conv2d_tile_kernel)
 
 
@@ -167,23 +175,24 @@ def triton_untimed_reason(device) -> tuple[str, str] | None:
 
 
 def triton_check_device() -> tuple[str | None, str | None]:
-    """Where the Triton kernel can run in this process: ("cpu", None) when Triton's interpreter is on (it was
-    imported with TRITON_INTERPRET=1), ("cuda", None) on a GPU otherwise (compiled), else (None, reason)."""
+    """Where the Triton kernel can run in this process: ("cpu", None) when :func:`interpreter_enabled` (CPU
+    tensors, interpreted), else ("cuda", None) when there is a GPU, else (None, the reason it cannot run)."""
     if triton is None:
         return None, f"Triton is not installed: {TRITON_IMPORT_ERROR}"
     if interpreter_enabled():
         return "cpu", None
     if torch.cuda.is_available():
         return "cuda", None
-    return None, ("no GPU, and Triton's interpreter is off: set TRITON_INTERPRET=1 before triton is first "
-                  "imported to check the kernel on a CPU")
+    return None, ("no GPU, and Triton's interpreter is off: set TRITON_INTERPRET=1 to check the kernel on a CPU "
+                  "(interpreted)")
 
 
 _INTERPRETED_KERNEL = None
 
 
 def _kernel_for(x: torch.Tensor):
-    """The kernel to launch: the jitted one for CUDA tensors, an interpreted one for CPU tensors."""
+    """The kernel to launch for ``x``: ``_KERNEL`` for CUDA tensors and when it was made interpreted, else (CPU
+    tensors, ``_KERNEL`` compiled) an interpreted copy, made once."""
     global _INTERPRETED_KERNEL
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -285,7 +294,7 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor:
 def _dot_in_fp32(x: torch.Tensor) -> bool:
     """Whether to upcast the dot's operands to fp32: only for bf16 under the interpreter.
 
-    Triton 3.9's interpreter stores bf16 as raw uint16 and its dot is a plain numpy matmul of those integers, so
+    Triton's interpreter (3.7) stores bf16 as raw uint16 and its dot is a plain numpy matmul of those integers, so
     a bf16 dot returns garbage there. A product of two bf16 numbers is exact in fp32, so upcasting gives the same
     result as the GPU's bf16 MMA with fp32 accumulation.
     """
@@ -498,9 +507,48 @@ def tile_model(model: nn.Module, tile=(16, 16), **options) -> nn.Module:
     return tiled
 
 
-def reference_conv2d(x, weight, bias=None, stride=1, padding=0) -> torch.Tensor:
-    """F.conv2d computed in fp32 and cast back: the reference the tests compare the kernel against."""
-    return F.conv2d(x.float(), weight.float(), None if bias is None else bias.float(), stride, padding).to(x.dtype)
+def _compile_for_cuda(source_fn=None, signature=None, constants=None, *, arch: int = 90, num_warps: int = 4) -> dict:
+    """Compile ``source_fn`` (a ``triton.jit`` function) ahead of time for an NVIDIA GPU of compute capability
+    ``arch``, no GPU needed, and read its resource usage: {"registers_per_thread", "spill_bytes" (local memory per
+    thread), "shared_mem_bytes" (per program)}. Needs the ptxas and cuobjdump that ship with Triton.
+
+    Every use of Triton's private compiler API in cnnlab is here: ``triton.compiler.ASTSource``,
+    ``triton.backends.compiler.GPUTarget``, the compiled kernel's ``asm["cubin"]`` and ``metadata.shared``, and
+    the cuobjdump under ``triton/backends/nvidia/bin``. No public API replaces it: ``JITFunction.warmup`` compiles
+    only for the GPU of this machine (it needs one), and ``python -m triton.tools.compile --target cuda:90:32``
+    (Triton's ahead-of-time tool, built on these same calls) writes C launchers, not the resource usage. If
+    Triton moves any of it, this raises a RuntimeError naming what moved. Without ``source_fn`` it only checks
+    that the API is where it expects it and returns {} (what ``tests/test_kernels.py`` does, in any mode).
+    """
+    import subprocess
+    import tempfile
+
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError as error:
+        raise RuntimeError(f"Triton {triton.__version__} moved its private compiler API, which compile_report "
+                           f"needs (triton.compiler.ASTSource, triton.backends.compiler.GPUTarget): {error}") from error
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        raise RuntimeError(f"Triton {triton.__version__} no longer ships cuobjdump at {tool}")
+    if source_fn is None:
+        return {}
+    compiled = triton.compile(ASTSource(source_fn, signature, constants), target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": num_warps})
+    try:
+        cubin, shared = compiled.asm["cubin"], int(compiled.metadata.shared)
+    except (KeyError, AttributeError) as error:
+        raise RuntimeError(f"Triton {triton.__version__} changed its compiled kernel object (asm['cubin'], "
+                           f"metadata.shared): {error}") from error
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        usage = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True)
+    fields = dict(part.split(":", 1) for part in usage.stdout.split() if ":" in part and part.split(":")[0].isupper())
+    return {"registers_per_thread": int(fields["REG"]), "spill_bytes": int(fields["STACK"]) + int(fields["LOCAL"]),
+            "shared_mem_bytes": shared}
 
 
 def compile_report(
@@ -516,18 +564,12 @@ def compile_report(
 ) -> dict:
     """Compile the kernel ahead of time for an NVIDIA GPU of compute capability ``arch`` (90 = H100), no GPU needed.
 
-    Returns a dict: registers_per_thread, spill_bytes (local memory per thread; 0 = no spills), shared_mem_bytes
-    (per program), num_warps, sub_rows, block_co, block_ci, compile_s. Needs Triton in compiled mode (not under
-    TRITON_INTERPRET=1) and the ptxas/cuobjdump that ship with Triton.
+    Returns a dict: arch, dtype, tile_h, tile_w, registers_per_thread, spill_bytes (local memory per thread;
+    0 = no spills), shared_mem_bytes (per program), num_warps, sub_rows, block_co, block_ci. Needs Triton in
+    compiled mode (not under TRITON_INTERPRET=1) and the ptxas/cuobjdump that ship with Triton.
     """
-    import os
-    import subprocess
-    import tempfile
-    import time
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+    if triton is None:
+        raise RuntimeError(f"compile_report needs Triton, which failed to import: {TRITON_IMPORT_ERROR}")
     if _imported_interpreted():
         raise RuntimeError("compile_report needs compiled Triton: import triton without TRITON_INTERPRET=1")
     if dtype not in SUPPORTED_DTYPES:
@@ -543,23 +585,8 @@ def compile_report(
     signature = {name: "i32" for name in _KERNEL.arg_names}
     signature.update({name: ptr for name in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")})
     signature.update({name: "constexpr" for name in constants})
-    start = time.perf_counter()
-    compiled = triton.compile(
-        ASTSource(_KERNEL, signature, constants),
-        target=GPUTarget("cuda", arch, 32),
-        options={"num_warps": cfg.num_warps},
-    )
-    seconds = time.perf_counter() - start
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.cubin")
-        with open(path, "wb") as f:
-            f.write(compiled.asm["cubin"])
-        usage = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=True)
-    fields = dict(part.split(":", 1) for part in usage.stdout.split() if ":" in part and part.split(":")[0].isupper())
+    usage = _compile_for_cuda(_KERNEL, signature, constants, arch=arch, num_warps=cfg.num_warps)
     return {
-        "arch": arch, "dtype": str(dtype).removeprefix("torch."), "tile_h": cfg.tile_h, "tile_w": cfg.tile_w,
-        "registers_per_thread": int(fields["REG"]), "spill_bytes": int(fields["STACK"]) + int(fields["LOCAL"]),
-        "shared_mem_bytes": int(compiled.metadata.shared), "num_warps": cfg.num_warps, "sub_rows": cfg.sub_rows,
-        "block_co": cfg.block_co, "block_ci": cfg.block_ci, "compile_s": seconds,
+        "arch": arch, "dtype": str(dtype).removeprefix("torch."), "tile_h": cfg.tile_h, "tile_w": cfg.tile_w, **usage,
+        "num_warps": cfg.num_warps, "sub_rows": cfg.sub_rows, "block_co": cfg.block_co, "block_ci": cfg.block_ci,
     }  # fmt: skip

@@ -1,4 +1,7 @@
-"""Spatial tiling at the model level: run a network's first layers tile by tile so no full-size activation lives.
+"""Spatial tiling, a model rewrite: run a network's first layers tile by tile so no full-size activation lives.
+
+:func:`tile_spatially` splits a model after a submodule (:func:`split_model`, torch.fx) and runs the prefix tile
+by tile with the model's own layers (``F.conv2d`` and friends, no kernel of cnnlab's); it imports only torch.
 
 The paper's memory-tiling experiment (IISc study, Sec. III.D and IV.D: ResNet-20 on 224x224 Mini-ImageNet, batch
 8, tiles of 8x8 ... 64x64) splits the work into tiles so that each tile's data stays in fast memory. At the model
