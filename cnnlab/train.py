@@ -161,23 +161,24 @@ def fit(model, loader, optimizer, *, epochs: int, device="cpu", scheduler=None, 
         if before_epoch is not None:
             before_epoch(epoch)
         model.train()
-        sums = {"loss": 0.0, "correct": 0, "count": 0}
+        sums = {"loss": torch.zeros((), device=device), "correct": torch.zeros((), device=device), "count": 0}
 
-        def one_epoch():
+        def one_epoch():  # sums stay on the device: no host synchronisation inside the epoch
             for inputs, labels in loader:
                 inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
                 loss, logits = train_step(model, inputs, labels, optimizer, scaler=scaler,
                                           autocast=torch.float16 if amp else None, clip_grad_norm=clip_grad_norm)
                 if scheduler is not None:
                     scheduler.step()
-                sums["loss"] += loss.item() * len(labels)
-                sums["correct"] += (logits.argmax(1) == labels).sum().item()
+                sums["loss"] += loss.detach().float() * len(labels)
+                sums["correct"] += (logits.argmax(1) == labels).sum()
                 sums["count"] += len(labels)
 
         seconds = wall_time(one_epoch, device=device).seconds
         count = max(sums["count"], 1)
-        row = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"], "train_loss": sums["loss"] / count,
-               "train_accuracy_pct": 100.0 * sums["correct"] / count, "epoch_time_s": seconds}
+        loss_sum, correct = sums["loss"].item(), sums["correct"].item()
+        row = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"], "train_loss": loss_sum / count,
+               "train_accuracy_pct": 100.0 * correct / count, "epoch_time_s": seconds}
         rows.append({**row, **((on_epoch(model, epoch + 1) or {}) if on_epoch is not None else {})})
     return pd.DataFrame(rows)
 

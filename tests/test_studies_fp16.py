@@ -1,11 +1,11 @@
-"""Tests for cnnlab.studies.fp16: labels per device, skipped fp16 on CPU, accuracy rows, claims, validation.
+"""Tests for cnnlab.studies.fp16: labels per device, skipped fp16 on CPU, accuracy rows, claims, configuration,
+stores keyed by the settings, the study contract.
 
-fp16 is never timed here (it can be ~25x slower than fp32 on a CPU): cpu_fp16_batch_sizes is empty.
+Training is replaced by an untrained, seeded LeNet-5 (``cnnlab.train.train`` is tested in test_train). fp16 is
+never timed here (it can be ~25x slower than fp32 on a CPU): cpu_fp16_batch_sizes is empty.
 """
 
 from __future__ import annotations
-
-import math
 
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 import numpy as np
@@ -14,53 +14,72 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 
-from cnnlab import config, models
+from cnnlab import models, studies, train
 from cnnlab.studies import fp16 as pr
 from margins import check
 
+TRAINED = []  # the models the fake trainer handed out: measure must leave them fp32
 
-@pytest.fixture(scope="module")
-def lenet():
+
+def fake_train(model_name, dataset_name, *, recipe, synthetic, device, progress):
     torch.manual_seed(0)
-    return models.get("lenet5").eval()
+    net = models.get(model_name).to(device)
+    TRAINED.append(net)
+    history = pd.DataFrame({"epoch": [1], "lr": [0.1], "train_loss": [2.3], "test_loss": [2.3],
+                            "test_accuracy_pct": [10.0], "epoch_time_s": [0.1], "data_source": ["real"]})
+    return net, history
+
+
+def _cfg(**overrides):
+    base = dict(model="lenet5", precisions=["fp32", "autocast", "fp16", "bf16"], batch_sizes=[2, 8],
+                cpu_fp16_batch_sizes=[], warmup=1, repeats=2, eval_batch_size=180, device="cpu")
+    return pr.configure("quick", **{**base, **overrides})
 
 
 @pytest.fixture(scope="module")
-def times(lenet):
-    return pr.timing(lenet, ["fp32", "autocast", "fp16"], [2, 8], device="cpu", warmup=1, repeats=2,
-                     cpu_fp16_batch_sizes=[], progress=False)
+def measured():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train, "train", fake_train)
+        return pr.measure(_cfg(), None, progress=False)
+
+
+def test_the_module_follows_the_study_contract():
+    assert studies.signature_problems(pr) == []
 
 
 def test_autocast_resolves_per_device_and_fp32_is_required():
-    labels = [p["precision"] for p in pr.resolve_precisions(["fp32", "autocast", "fp16"], "cpu")]
-    assert labels == ["fp32", "autocast-bf16", "fp16"]
-    fp16 = pr.resolve_precisions(["fp32", "fp16", "autocast-fp16", "bf16"], "cpu")
-    assert [p["slow_on_cpu"] for p in fp16] == [False, True, True, False]
-    assert [p["precision"] for p in pr.resolve_precisions(["fp32", "autocast", "autocast-bf16"], "cpu")] == \
-        ["fp32", "autocast-bf16"]  # duplicates after resolution are dropped
-    with pytest.raises(ValueError, match=r"precisions: 'fp8'.*valid precisions: fp32, autocast"):
-        pr.resolve_precisions(["fp32", "fp8"], "cpu")
+    assert _cfg(precisions=["fp32", "autocast", "fp16"]).precisions == ["fp32", "autocast-bf16", "fp16"]
+    # duplicates after resolution are dropped
+    assert _cfg(precisions=["fp32", "autocast", "autocast-bf16"]).precisions == ["fp32", "autocast-bf16"]
+    assert _cfg(precisions="[\"fp32\", \"bf16\"]").precisions == ["fp32", "bf16"]  # papermill passes text
+    with pytest.raises(ValueError, match=r"precisions='fp8' is not valid; valid: fp32, autocast"):
+        _cfg(precisions=["fp32", "fp8"])
     with pytest.raises(ValueError, match=r"must include 'fp32'"):
-        pr.resolve_precisions(["autocast"], "cpu")
+        _cfg(precisions=["autocast"])
 
 
-def test_timing_has_a_row_per_point_and_skips_fp16_on_cpu_with_a_reason(times, lenet):
-    assert len(times) == 6
-    assert list(times["precision"].unique()) == ["fp32", "autocast-bf16", "fp16"]
+def test_timing_has_a_row_per_point_and_skips_fp16_on_cpu_with_a_reason(measured):
+    times = studies.tables(measured)["timing"]
+    assert len(times) == 8 and list(times["precision"].unique()) == ["fp32", "autocast-bf16", "fp16", "bf16"]
     ok, skipped = times[times["status"] == "ok"], times[times["status"] == "skipped"]
-    assert set(ok["precision"]) == {"fp32", "autocast-bf16"} and len(ok) == 4
+    assert set(ok["precision"]) == {"fp32", "autocast-bf16", "bf16"} and len(ok) == 6
     assert set(skipped["precision"]) == {"fp16"} and skipped["error"].str.contains("cpu_fp16_batch_sizes").all()
     assert skipped["latency_ms_median"].isna().all()
     for col in ("latency_ms_median", "throughput_items_per_s", "peak_mem_alloc_mib"):
         assert (ok[col] > 0).all() and np.isfinite(ok[col]).all()
-    assert dict(zip(ok["precision"], ok["autocast"])) == {"fp32": "off", "autocast-bf16": "bfloat16"}
-    assert (ok["dtype"] == "float32").all() and (skipped["dtype"] == "float16").all()
+    assert dict(zip(ok["precision"], ok["autocast"])) == {"fp32": "off", "autocast-bf16": "bfloat16", "bf16": "off"}
+    assert dict(zip(times["precision"], times["dtype"])) == {"fp32": "float32", "autocast-bf16": "float32",
+                                                             "fp16": "float16", "bf16": "bfloat16"}
     assert ok["gpu_util_pct"].isna().all() and ok["gpu_util_missing_reason"].notna().all()
-    # the measured model is a copy: the caller's model stays fp32 on the CPU
-    assert all(p.dtype == torch.float32 for p in lenet.parameters())
+    assert (ok["data_source"] == "synthetic").all() and (ok["repeats"] == 2).all()
+    # every point measured a copy: the trained model stays fp32
+    assert (ok["trained_model_dtype"] == "float32").all()
+    assert all(p.dtype == torch.float32 for net in TRAINED for p in net.parameters())
+    assert studies.check_results(measured).startswith("results checked")
 
 
-def test_autocast_memory_is_measured_in_its_own_pass(times):
+def test_autocast_memory_is_measured_in_its_own_pass(measured):
+    times = studies.tables(measured)["timing"]
     ok = times[times["status"] == "ok"].set_index(["precision", "batch_size"])
     # Which way bf16 autocast moves a CNN's CPU peak depends on the CPU: LeNet-5's batch-8 growth measured 0.53 ->
     # 0.31 MiB with native bf16 convolutions (AVX512-BF16), 0.33 -> 1.02 MiB on AVX2, where oneDNN converts to fp32
@@ -71,71 +90,103 @@ def test_autocast_memory_is_measured_in_its_own_pass(times):
         assert peaks.iloc[0] != peaks.iloc[1], peaks
 
 
-def test_accuracy_per_precision_on_the_digits_test_set(lenet):
-    acc = pr.accuracy(lenet, ["fp32", "autocast", "bf16"], dataset="digits", device="cpu", batch_size=180)
-    assert list(acc["precision"]) == ["fp32", "autocast-bf16", "bf16"]
+def test_accuracy_per_precision_on_the_digits_test_set(measured):
+    acc = studies.tables(measured)["accuracy"]
+    assert list(acc["precision"]) == ["fp32", "autocast-bf16", "fp16", "bf16"] and (acc["status"] == "ok").all()
     assert (acc["num_examples"] == 360).all() and (acc["data_source"] == "real").all()
     assert acc.loc[0, "accuracy_change_pp"] == 0 and acc.loc[0, "loss_change"] == 0
     assert ((acc["accuracy_pct"] >= 0) & (acc["accuracy_pct"] <= 100)).all()
-    assert (acc["loss"] > 0).all()
-    # an untrained LeNet's logits barely differ between fp32 and bf16: the loss moves by little
-    check("untrained LeNet-5 digits loss, bf16 / autocast vs fp32 |change|", acc["loss_change"].abs().max(), "<", 0.05)
-    assert all(p.dtype == torch.float32 for p in lenet.parameters())
+    assert (acc["loss"] > 0).all() and (acc["eval_time_s"] > 0).all()
+    assert list(acc["dtype"]) == ["float32", "float32", "float16", "bfloat16"]
+    assert (acc["trained_model_dtype"] == "float32").all()
+    # an untrained LeNet's logits barely differ between fp32 and 16-bit: the loss moves by little
+    check("untrained LeNet-5 digits loss, 16-bit vs fp32 |change|", acc["loss_change"].abs().max(), "<", 0.05)
+    assert list(studies.tables(measured)["training"]["epoch"]) == [1]
 
 
-def _acc(changes):
-    rows = [{"precision": "fp32", "accuracy_pct": 90.0, "accuracy_change_pp": 0.0, "loss_change": 0.0}]
-    rows += [{"precision": p, "accuracy_pct": 90 + c, "accuracy_change_pp": c, "loss_change": 0.01}
-             for p, c in changes.items()]
-    return pd.DataFrame(rows).assign(dataset="digits", data_source="real", num_examples=360)
-
-
-def _times(fp32_ms, auto_ms, fp32_mib, auto_mib):
-    return pd.DataFrame({"precision": ["fp32", "fp32", "autocast-fp16", "autocast-fp16"], "batch_size": [1, 64] * 2,
-                         "status": "ok", "latency_ms_median": [fp32_ms, 5.0, auto_ms, 4.0],
-                         "peak_mem_alloc_mib": [10.0, fp32_mib, 9.0, auto_mib]})
+def _frame(fp32_ms, auto_ms, fp32_mib, auto_mib, changes):
+    times = pd.DataFrame({"precision": ["fp32", "fp32", "autocast-fp16", "autocast-fp16"], "batch_size": [1, 64] * 2,
+                          "status": "ok", "latency_ms_median": [fp32_ms, 5.0, auto_ms, 4.0],
+                          "peak_mem_alloc_mib": [10.0, fp32_mib, 9.0, auto_mib], "experiment": "timing"})
+    acc = [{"precision": "fp32", "accuracy_pct": 90.0, "accuracy_change_pp": 0.0, "loss_change": 0.0}]
+    acc += [{"precision": p, "accuracy_pct": 90 + c, "accuracy_change_pp": c, "loss_change": 0.01}
+            for p, c in changes.items()]
+    acc = pd.DataFrame(acc).assign(status="ok", dataset="digits", data_source="real", num_examples=360,
+                                   experiment="accuracy")
+    return pd.concat([times, acc], ignore_index=True)
 
 
 def test_claims_follow_the_numbers():
-    c = pr.check_claims(_times(1.0, 1.2, 100.0, 60.0), _acc({"autocast-fp16": -0.3}), device="cuda")
+    c = pr.check_claims(_frame(1.0, 1.2, 100.0, 60.0, {"autocast-fp16": -0.3}), "cuda")
     assert [x.held for x in c] == [True, True, True]
-    c = pr.check_claims(_times(1.0, 0.8, 100.0, 120.0), _acc({"autocast-fp16": -0.8}), device="cuda")
+    c = pr.check_claims(_frame(1.0, 0.8, 100.0, 120.0, {"autocast-fp16": -0.8}), "cuda")
     assert [x.held for x in c] == [False, False, False]
-    cpu = pr.check_claims(_times(1.0, 1.2, 100.0, 60.0), _acc({"autocast-fp16": 0.0}), device="cpu")
+    cpu = pr.check_claims(_frame(1.0, 1.2, 100.0, 60.0, {"autocast-fp16": 0.0}), "cpu")
     assert cpu[1].held is None and "GPU claim" in cpu[1].note and "60.0 MiB" in cpu[1].ours
+    assert "1.20x" in cpu[2].ours and "ratio > 1" in cpu[2].note
 
 
-def _cfg(**overrides):
-    return config.configure("quick", pr.PRESETS, **overrides)
-
-
-def test_validate_names_the_bad_parameter_and_valid_values():
+def test_configure_names_the_bad_parameter_and_valid_values():
     with pytest.raises(ValueError, match=r"model: 'resnet99'.*valid models"):
-        pr.validate(_cfg(model="resnet99"))
+        _cfg(model="resnet99")
     with pytest.raises(ValueError, match=r"give one model"):
-        pr.validate(_cfg(model=["resnet20", "resnet32"]))
-    with pytest.raises(ValueError, match=r"precisions: 'int8'.*valid precisions"):
-        pr.validate(_cfg(precisions=["fp32", "int8"]))
-    with pytest.raises(ValueError, match=r"dataset='imdb'.*valid datasets: .*digits"):
-        pr.validate(_cfg(dataset="imdb"))
-    with pytest.raises(ValueError, match=r"recipe='long'.*valid recipes"):
-        pr.validate(_cfg(recipe="long"))
+        _cfg(model=["resnet20", "resnet32"])
+    with pytest.raises(ValueError, match=r"precisions='int8' is not valid; valid"):
+        _cfg(precisions=["fp32", "int8"])
+    with pytest.raises(ValueError, match=r"dataset='imdb' is not valid; valid: .*digits"):
+        _cfg(dataset="imdb")
+    with pytest.raises(ValueError, match=r"recipe='long' is not valid; valid: quick"):
+        _cfg(recipe="long")
+    with pytest.raises(ValueError, match=r"synthetic=1 is not valid; valid: True, False"):
+        _cfg(synthetic=1)
     with pytest.raises(ValueError, match=r"batch_sizes: -4"):
-        pr.validate(_cfg(batch_sizes=[-4]))
+        _cfg(batch_sizes=[-4])
     with pytest.raises(ValueError, match=r"cpu_fp16_batch_sizes: 0"):
-        pr.validate(_cfg(cpu_fp16_batch_sizes=[0]))
-    cfg = pr.validate(_cfg(batch_sizes=[64, 4], cpu_fp16_batch_sizes=[]))
+        _cfg(cpu_fp16_batch_sizes=[0])
+    with pytest.raises(ValueError, match=r"unknown parameter.*valid parameters"):
+        _cfg(batch_size=4)
+    cfg = _cfg(model="resnet20", batch_sizes=[64, 4], device=None, recipe=train.Recipe(epochs=1))
     assert cfg.batch_sizes == [4, 64] and cfg.cpu_fp16_batch_sizes == [] and cfg.model == "resnet20"
+    assert cfg.device == ("cuda:0" if torch.cuda.is_available() else "cpu") and cfg.preset == "quick"
 
 
-def test_figures(times, lenet):
-    fig3 = pr.plot_time_memory(times)
+def test_stores_are_keyed_by_the_settings_and_resume(tmp_path, monkeypatch):
+    calls = {"benchmark": 0, "evaluate": 0}
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(train, "train", fake_train)
+    monkeypatch.setattr(pr, "benchmark", counting("benchmark", pr.benchmark))
+    monkeypatch.setattr(train, "evaluate", counting("evaluate", train.evaluate))
+    small = dict(precisions=["fp32", "autocast"], batch_sizes=[2])
+    a = pr.measure(_cfg(**small), tmp_path, progress=False)
+    assert calls == {"benchmark": 2, "evaluate": 2}
+    # more timed batches: timing is measured again and never returns the first run's rows; accuracy is kept
+    b = pr.measure(_cfg(**small, repeats=3), tmp_path, progress=False)
+    assert calls == {"benchmark": 4, "evaluate": 2}
+    assert (studies.tables(b)["timing"]["repeats"] == 3).all() and (studies.tables(a)["timing"]["repeats"] == 2).all()
+    # another evaluation batch size: accuracy is evaluated again, timing is kept
+    pr.measure(_cfg(**small, eval_batch_size=100), tmp_path, progress=False)
+    assert calls == {"benchmark": 4, "evaluate": 4}
+    # the first settings again: nothing new is measured and the same rows come back
+    again = pr.measure(_cfg(**small), tmp_path, progress=False)
+    assert calls == {"benchmark": 4, "evaluate": 4}
+    cols = ["experiment", "precision", "batch_size", "status", "latency_ms_median", "accuracy_pct", "loss"]
+    pd.testing.assert_frame_equal(again[cols], a[cols])
+
+
+def test_figures(measured):
+    figs = pr.figures(measured)
+    assert list(figs) == ["02_fig3_time_memory", "02_fig4_accuracy_loss"]
+    fig3, fig4 = figs.values()
     assert len(fig3.axes) == 2 and fig3.axes[0].get_xscale() == "log"
-    assert any("not timed" in t.get_text() for t in fig3.texts)  # skipped fp16 points are said, not hidden
-    acc = pd.DataFrame({"precision": ["fp32", "autocast-bf16"], "accuracy_pct": [99.4, 99.2], "loss": [0.03, 0.031],
-                        "dataset": "digits", "num_examples": 360, "data_source": "real"})
-    fig4 = pr.plot_accuracy(acc)
-    assert len(fig4.axes) == 2 and len(fig4.axes[0].patches) == 2
-    for fig in (fig3, fig4):
+    assert any("fp16: batch 2, 8 not timed" in t.get_text() for t in fig3.texts)  # skipped points are said
+    assert len(fig4.axes) == 2 and len(fig4.axes[0].patches) == 4
+    fp32_acc = studies.tables(measured)["accuracy"].loc[0, "accuracy_pct"]
+    assert fig4.axes[0].texts[0].get_text() == f"{fp32_acc:.2f}"  # values written on the bars
+    for fig in figs.values():
         plt.close(fig)
-    assert math.isclose(acc["accuracy_pct"].iloc[0], 99.4)
