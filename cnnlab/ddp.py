@@ -13,7 +13,10 @@ and dataset, on GPUs (NCCL, one GPU per process) or CPUs (Gloo):
 Every rank writes ``rank<r>.json`` (its own metrics) to ``--out``; rank 0 gathers all ranks' metrics
 through the process group (so it also works when the ranks are on different machines) and writes
 ``row.json``: one tidy row for the configuration (see :func:`merge`). A rank that raises writes
-``rank<r>.error.json`` first, so the launcher (``cnnlab.studies.ddp_scaling.run_config``) can say why.
+``rank<r>.error.json`` first, so that the launcher can say why.
+
+The launcher is here too: :func:`launch` runs one configuration through torchrun from another process (a study's
+sweep), kills the whole process tree on a timeout and reads the failure reason; it never raises for a failed run.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ import json
 import math
 import os
 import resource
+import shutil
+import signal
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -33,9 +39,16 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
+
+from cnnlab import config, paths
+from cnnlab.profiling import profile_ops, wall_time
+from cnnlab.train import fit
+
+# The launched workers import cnnlab from the checkout; for an installed cnnlab (None) they import the package and
+# run in the caller's working directory, so that ./data means the same folder for them.
+CHECKOUT = paths.checkout()
 
 # The convolution operators counted in conv_calls: one aten::convolution per conv layer per forward
 # and one aten::convolution_backward per backward (the backend ops they dispatch to are not counted
@@ -86,7 +99,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, torch.device, str]:
     """Join the group torchrun set up in the environment: (rank, world_size, local_rank, device, backend).
 
-    NCCL with one GPU per process (``cuda:LOCAL_RANK``) when CUDA is used, Gloo on CPUs.
+    NCCL with one GPU per process (``cuda:LOCAL_RANK``) when CUDA is used, Gloo on CPUs. Not
+    ``config.resolve_device``: that would touch the current GPU (a CUDA context on GPU 0 in every rank).
     """
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:
@@ -148,10 +162,10 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
 
     Metrics: times in ms (profiler totals) and s (wall time of the profiled epochs), memory in MiB
     (peak tensor memory allocated during training, from the profiler's allocator events, and the
-    process's peak resident set size), calls counted by the profiler on this rank.
+    process's peak resident set size), calls counted by the profiler on this rank; final_loss is the
+    mean training loss of the last epoch on this rank's shard (nats).
     """
     from cnnlab import models
-    from cnnlab.profiling.ops import profile_ops
 
     part, sampler, loader = load_shard(args, rank, world_size, local_rank, pin_memory=dev.type == "cuda")
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
@@ -162,32 +176,22 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         raise RuntimeError(f"injected failure on rank {rank} (--fail-rank {args.fail_rank})")
     if os.environ.get("CNNLAB_DDP_HANG_RANK") == str(rank):  # fault injection for tests: a rank that never returns
         time.sleep(3600)
-    epoch = {"n": 0, "samples": 0, "steps": 0, "loss": math.nan}
+    history = []
 
-    def one_epoch():
-        sampler.set_epoch(epoch["n"])  # a new shuffle every epoch, the same one on every rank
-        epoch["n"] += 1
-        for inputs, labels in loader:
-            inputs = inputs.to(dev, non_blocking=True)
-            labels = labels.to(dev, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(ddp(inputs), labels)
-            loss.backward()  # DDP all-reduces the gradients here
-            optimizer.step()
-            epoch["samples"] += len(labels)
-            epoch["steps"] += 1
-        epoch["loss"] = loss.item()
+    def train():  # the one trainer (DDP all-reduces the gradients in backward); set_epoch before every epoch
+        # gives a new shuffle each epoch, the same one on every rank
+        history.append(fit(ddp, loader, optimizer, epochs=args.epochs, device=dev, before_epoch=sampler.set_epoch))
 
-    # One profiled iteration = one epoch; no unprofiled warm-up epoch (the paper profiles the training).
-    prof = profile_ops(one_epoch, iterations=args.epochs, warmup=0, device=dev,
-                       profile_memory=not args.no_profile_memory)
+    # One profiled call trains every epoch; no unprofiled warm-up epoch (the paper profiles the training).
+    prof = profile_ops(train, iterations=1, warmup=0, device=dev, profile_memory=not args.no_profile_memory)
     ops, s = prof.operators, prof.summary
     cuda = dev.type == "cuda"
     return {
         "rank": rank, "local_rank": local_rank, "node": int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node id
         "hostname": socket.gethostname(), "pid": os.getpid(),
         "device": str(dev), "backend": backend, "data_source": part.data_source,
-        "samples": epoch["samples"], "steps": epoch["steps"], "final_loss": epoch["loss"],
+        "samples": args.epochs * len(sampler), "steps": args.epochs * len(loader),  # the sampler pads the shards
+        "final_loss": float(history[0]["train_loss"].iloc[-1]),
         "wall_time_s": s["wall_time_ms"] / 1e3,
         "cpu_total_ms": s["cpu_time_total_ms"],
         "cuda_total_ms": s["device_time_total_ms"],
@@ -289,6 +293,132 @@ def main(argv=None) -> int:
         if dist.is_initialized():
             dist.destroy_process_group()
     return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The launcher: one configuration = one torchrun launch, from another process.
+
+def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str, out_dir,
+           epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
+           timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
+           save_params: bool = False, fail_rank: int | None = None) -> dict:
+    """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
+
+    Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`) plus ``launch_time_s`` (s, the whole
+    launch with process start-up) and ``run_dir`` (the ranks' files and ``torchrun.log``). A launch that
+    fails (a rank raises, runs out of memory, the process group cannot form) or does not finish within
+    ``timeout_s`` seconds (then torchrun and every worker are killed) returns the same fields with NaN
+    metrics, ``status="error"`` and the reason in ``error``; it never raises for a failed run and never
+    hangs. ``--standalone`` picks a free port, so launches can run side by side.
+    """
+    device = config.resolve_device(device).type
+    run_dir = Path(out_dir) / (f"{model}_{dataset}_w{world_size}_b{batch_size_per_rank}_f{data_fraction:g}"
+                               f"_e{epochs}_{device}")
+    shutil.rmtree(run_dir, ignore_errors=True)  # no stale rank files from an earlier launch
+    run_dir.mkdir(parents=True)
+    args = ["--model", model, "--dataset", dataset, "--batch-size", str(batch_size_per_rank),
+            "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
+            "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
+            "--pg-timeout-s", str(max(30.0, float(timeout_s)))]
+    args += ["--synthetic"] if synthetic else []
+    args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
+    args += ["--save-params"] if save_params else []
+    args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
+    # python -m torch.distributed.run is the torchrun command, without relying on PATH.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+           f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
+               PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])))
+    log = run_dir / "torchrun.log"
+
+    def run() -> str | None:  # why the launch failed, None if it did not
+        with open(log, "w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout=timeout_s)
+                return None if code == 0 else _failure_reason(run_dir, log, code)
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc)
+        # only a timeout gets here
+        reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
+        partial = _failure_reason(run_dir, log, -9)
+        return reason + (f" (earlier: {partial})" if partial.startswith("rank") else "")
+
+    launched = wall_time(run)
+    reason, row_path = launched.result, run_dir / "row.json"
+    if reason is None and row_path.exists():
+        row = json.loads(row_path.read_text())
+    else:
+        row = failed_row(reason or "torchrun exited with code 0 but rank 0 wrote no row.json",
+                         world_size=world_size, batch_size_per_rank=batch_size_per_rank,
+                         data_fraction=data_fraction, model=model, dataset=dataset, epochs=epochs, device=device,
+                         synthetic=synthetic)
+    row.update(launch_time_s=launched.seconds, run_dir=str(run_dir))
+    return row
+
+
+def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device,
+               synthetic=False, status: str = "error") -> dict:
+    """A row with every field of :data:`ROW_FIELDS`: the configuration, NaN metrics, the reason."""
+    row = {name: math.nan for name in ROW_FIELDS}
+    row.update(model=model, dataset=dataset, data_source="synthetic" if synthetic else "real",
+               backend="nccl" if device == "cuda" else "gloo", device=device, world_size=world_size,
+               batch_size_per_rank=batch_size_per_rank, global_batch_size=batch_size_per_rank * world_size,
+               data_fraction=data_fraction, epochs=epochs, status=status, error=reason,
+               cuda_missing_reason=reason, max_gpu_mem_missing_reason=reason)
+    return row
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL torchrun and its workers. torchrun starts each worker in its own session, so killing
+    torchrun's process group alone would leave the workers running: kill every descendant's group."""
+    own = os.getpgrp()
+    for pid in [proc.pid] + _descendants(proc.pid):
+        try:
+            group = os.getpgid(pid)
+            if group != own:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
+    """Why a launch failed: the first rank's error (the root cause; later ones are its echoes), else the log."""
+    errors = []
+    for path in run_dir.glob("rank*.error.json"):
+        try:
+            errors.append((path.stat().st_mtime, json.loads(path.read_text())))
+        except (OSError, json.JSONDecodeError):
+            continue
+    if errors:
+        _, first = min(errors, key=lambda e: (e[0], e[1].get("rank", 0)))
+        others = sorted(e["rank"] for _, e in errors if e is not first)
+        also = f" (ranks {others} failed after it)" if others else ""
+        return f"rank {first.get('rank')}: {first.get('error')}{also}"
+    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+    lines = [line for line in tail if "Error" in line or "error" in line] or tail[-3:]
+    return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""cnnlab.ddp (the torchrun training script) and the launcher/sweep of cnnlab.studies.ddp_scaling.
+"""cnnlab.ddp (the torchrun training script and its launcher) and the sweep of cnnlab.studies.ddp_scaling over
+real launches. The study without launches: test_studies_ddp_scaling.py.
 
 The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostly process start-up.
 """
@@ -6,14 +7,12 @@ The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostl
 import math
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 import torch
 
 import cnnlab  # noqa: F401
-from cnnlab import models
+from cnnlab import ddp, models
 from cnnlab.ddp import ROW_FIELDS, merge
 from cnnlab.studies import ddp_scaling
 
@@ -23,7 +22,7 @@ TINY = dict(model="lenet5", dataset="digits", data_fraction=0.05, batch_size_per
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    row = ddp_scaling.run_config(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, **TINY)
+    row = ddp.launch(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, **TINY)
     return row, Path(row["run_dir"])
 
 
@@ -56,15 +55,15 @@ def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     assert row["max_cpu_mem_mib"] == max(row["max_cpu_mem_mib_per_rank"])
     assert math.isnan(row["cuda_total_ms"]) and "CPU" in row["cuda_missing_reason"]
     assert math.isnan(row["max_gpu_mem_mib"]) and row["max_gpu_mem_missing_reason"]
-    assert row["data_source"] == "real" and row["torch_threads_per_rank"] == 1
+    assert row["data_source"] == "real" and row["torch_threads_per_rank"] == 1 and math.isfinite(row["final_loss"])
     assert {p.name for p in run_dir.glob("rank*.json")} == {"rank0.json", "rank1.json"}
 
 
 def test_a_crashing_rank_is_recorded_as_failed_within_the_timeout(tmp_path):
     start = time.perf_counter()
-    row = ddp_scaling.run_config(world_size=2, out_dir=tmp_path, timeout_s=90, fail_rank=1, **TINY)
+    row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, fail_rank=1, **TINY)
     assert time.perf_counter() - start < 90
-    assert row["status"] == "failed"
+    assert row["status"] == "error"
     assert row["error"].startswith("rank 1: RuntimeError: injected failure")
     assert set(ROW_FIELDS) <= set(row) and math.isnan(row["wall_time_s"])
 
@@ -84,21 +83,21 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_path, monkeypatch):
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
-    cfg = SimpleNamespace(**{**ddp_scaling.PRESETS["quick"], "data_fractions": [0.05], "batch_sizes": [8],
-                             "world_sizes": [1, 2], "timeout_s": 4})
+    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4)
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="2 of 2 points failed"):
-        runs = ddp_scaling.run_sweep(cfg, tmp_path, progress=False)
+        runs = ddp_scaling.measure(cfg, tmp_path, progress=False)
     assert time.perf_counter() - start < 30
     assert runs["world_size"].tolist() == [1, 2]  # the second point ran after the first failed
-    assert (runs["status"] == "failed").all() and runs["error"].str.startswith("timeout").all()
+    assert (runs["status"] == "error").all() and runs["error"].str.startswith("timeout").all()
     assert set(ROW_FIELDS) <= set(runs.columns) and runs["global_batch_size"].tolist() == [8, 16]
-    assert runs["scaling_missing_reason"].eq("point failed").all()
+    assert runs["scaling_missing_reason"].eq("point error").all()
     assert _processes_mentioning(str(tmp_path)) == []
 
 
 def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
-    rank = dict(local_rank=0, node=0, hostname="a", pid=1, device="cpu", backend="gloo", data_source="real", samples=100,
+    rank = dict(local_rank=0, node=0, hostname="a", pid=1, device="cpu", backend="gloo", data_source="real",
+                samples=100,
                 steps=10, final_loss=1.0, wall_time_s=2.0, cpu_total_ms=2000.0, cuda_total_ms=math.nan,
                 cuda_missing_reason="CPU run", calls_total=500, conv_calls=40, kernel_launches=math.nan,
                 max_cpu_mem_mib=10.0, max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run",
@@ -113,45 +112,3 @@ def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
     assert math.isnan(row["cuda_total_ms"])
     assert merge([dict(rank, rank=0), dict(rank, rank=1, param_sha256="y")],
                  dict(model="m", dataset="d", batch_size=1, fraction=1.0, epochs=1))["params_identical"] is False
-
-
-def test_scaling_efficiency_against_one_process():
-    df = pd.DataFrame([dict(model="m", dataset="d", device="cpu", epochs=1, data_fraction=1.0,
-                            batch_size_per_rank=b, world_size=w, status=s, throughput_samples_per_s=t)
-                       for b, w, s, t in [(8, 1, "ok", 100.0), (8, 2, "ok", 150.0), (16, 2, "ok", 90.0),
-                                          (32, 1, "failed", math.nan), (32, 2, "ok", 80.0)]])
-    out = ddp_scaling.add_scaling(df)
-    assert out["speedup_vs_1"].tolist()[:2] == [1.0, 1.5]
-    assert out["scaling_efficiency"].tolist()[:2] == [1.0, 0.75]
-    assert out["scaling_missing_reason"].tolist()[2:] == ["no successful 1-process point to compare with",
-                                                         "point failed", "no successful 1-process point to compare with"]
-
-
-def test_plan_skips_what_the_machine_cannot_run_and_validate_names_the_parameter():
-    cfg = SimpleNamespace(**ddp_scaling.PRESETS["paper"])
-    cfg.device = "cpu"
-    points, skipped = ddp_scaling.plan(cfg)
-    assert len(points) == 3 * 4 * 3 and skipped.empty  # Gloo runs every process count on a CPU
-    assert {"world_size", "batch_size_per_rank", "data_fraction"} <= set(points[0])
-    ddp_scaling.validate(cfg)
-    for name, bad in [("batch_sizes", [0]), ("data_fractions", [1.5]), ("device", "tpu"), ("model", "nope")]:
-        with pytest.raises(ValueError, match=name.rstrip("s")):
-            ddp_scaling.validate(SimpleNamespace(**{**vars(cfg), name: bad}))
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CUDA is not available"):
-            ddp_scaling.plan(SimpleNamespace(**{**vars(cfg), "device": "cuda"}))
-
-
-def test_claims_follow_the_measurements():
-    rows = [dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cpu",
-                 cpu_total_ms=1000.0 / (b * w) if f == 1.0 else 5.0 * b, cuda_total_ms=math.nan,
-                 cuda_missing_reason="CPU run", calls_total=1000 // b, max_cpu_mem_mib=float(b),
-                 max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run")
-            for f in (1.0, 0.5) for b in (32, 128) for w in (1, 2)]
-    checks = {c.claim: c for c in ddp_scaling.check_claims(pd.DataFrame(rows))}
-    by_batch = checks["CPU runtime falls with batch size on the larger data fractions (1, 1/2)"]
-    assert by_batch.held is False and by_batch.ours == "fell in 2 of 4 comparisons"  # fraction 0.5 grows
-    assert checks["number of calls falls with batch size"].held is True
-    assert checks["max CPU memory is about the same for every batch size and process count"].held is False
-    cuda = checks["CUDA runtime falls with process count on the larger data fractions (1, 1/2)"]
-    assert cuda.held is None and cuda.note == "CPU run"

@@ -1,35 +1,27 @@
-"""Study 05: data-parallel scaling of training over data fraction, batch size and process count (paper 002).
+"""Study 05 (ddp_scaling): data-parallel scaling of training over data fraction, batch size and process count.
 
 Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with ResNet152") trains
 ResNet-152 on 1, 1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and 4 A100 GPUs and
 reports, from the PyTorch profiler, CPU and CUDA runtime, number of calls and maximum CPU and GPU
-memory (its Fig. 1-15). Here every configuration is one ``torchrun`` launch of ``cnnlab.ddp``
-(:func:`run_config`), the grid goes through :func:`cnnlab.profiling.sweep` (resumable, a failed
-point is recorded and the sweep goes on), and :func:`add_scaling` adds what the paper lacks:
-speed-up and scaling efficiency against one process.
+memory (its Fig. 1-15). Here every grid point is one ``torchrun`` launch of ``cnnlab.ddp``
+(:func:`cnnlab.ddp.launch`) through :func:`cnnlab.profiling.sweep` (resumable; a failed point is recorded
+and the sweep goes on), and :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency
+against one process.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
+import tempfile
 from pathlib import Path
 
 import pandas as pd
+import seaborn as sns
 import torch
 
-from cnnlab import paths
-from cnnlab.ddp import ROW_FIELDS
-
-# The launched workers import cnnlab from the checkout; for an installed cnnlab (None) they import the package and
-# run in the caller's working directory, so that ./data means the same folder for them.
-CHECKOUT = paths.checkout()
+from cnnlab import config, ddp, plotting
+from cnnlab.claims import Claim
+from cnnlab.profiling import store_file, sweep
 
 # The grid parameter "batch size" is the batch of each process (the paper's DataLoader batch_size in
 # every process, sec. 3.2); the global batch is batch_size_per_rank x world_size.
@@ -49,254 +41,101 @@ PRESETS = {
                   threads_per_rank=4, timeout_s=3600),
 }
 DEVICES = ("auto", "cpu", "cuda")
-PARAMETERS = ("world_size", "batch_size_per_rank", "data_fraction")
+GRID = {"data_fraction": "data_fractions", "batch_size_per_rank": "batch_sizes", "world_size": "world_sizes"}
+# The paper's five profiler metrics (its Fig. 1-15), with axis labels; the figure of each is "05_<metric>".
+METRICS = {
+    "cpu_total_ms": "CPU total time (ms)",
+    "cuda_total_ms": "CUDA total time (ms)",
+    "calls_total": "Number of calls (per rank)",
+    "max_cpu_mem_mib": "Max CPU memory (MiB)",
+    "max_gpu_mem_mib": "Max GPU memory (MiB)",
+}
+MISSING_REASON = {"cuda_total_ms": "cuda_missing_reason", "max_gpu_mem_mib": "max_gpu_mem_missing_reason"}
+# Sec. 4.5's "relatively unaffected" read as: every point within +-25% of one value (largest/smallest <= 1.67).
+CPU_MEMORY_SPREAD = 1.25 / 0.75
 
 
-def validate(cfg) -> None:
-    """Raise ValueError naming the first bad parameter of a configuration from :data:`PRESETS`."""
+def configure(preset: str | None = None, **overrides):
+    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); ``cfg.device`` is
+    "cpu" or "cuda" (``device="auto"``: CUDA when available)."""
     from cnnlab import data, models
 
-    if cfg.model not in models.names():
-        raise ValueError(f"model={cfg.model!r} is not a known model; valid: {', '.join(models.names())}")
-    if cfg.dataset not in data.names():
-        raise ValueError(f"dataset={cfg.dataset!r} is not a known dataset; valid: {', '.join(data.names())}")
-    if cfg.device not in DEVICES:
-        raise ValueError(f"device={cfg.device!r} is not valid; valid: {', '.join(DEVICES)}")
-    for name, ok in (("data_fractions", lambda v: isinstance(v, (int, float)) and 0 < v <= 1),
-                     ("batch_sizes", lambda v: isinstance(v, int) and v >= 1),
-                     ("world_sizes", lambda v: isinstance(v, int) and v >= 1)):
-        values = getattr(cfg, name)
-        if not isinstance(values, (list, tuple)) or not values or not all(ok(v) for v in values):
-            raise ValueError(f"{name}={values!r} must be a non-empty list of "
-                             f"{'fractions in (0, 1]' if name == 'data_fractions' else 'integers >= 1'}")
-    for name in ("epochs", "threads_per_rank"):
-        if not isinstance(getattr(cfg, name), int) or getattr(cfg, name) < 1:
-            raise ValueError(f"{name}={getattr(cfg, name)!r} must be an integer >= 1")
-    if not isinstance(cfg.timeout_s, (int, float)) or cfg.timeout_s <= 0:
-        raise ValueError(f"timeout_s={cfg.timeout_s!r} must be a positive number of seconds")
+    cfg = config.configure(preset, PRESETS, **overrides)
+    config.one_of(cfg.model, models.names(), parameter="model")
+    config.one_of(cfg.dataset, data.names(), parameter="dataset")
+    config.one_of(cfg.synthetic, (False, True), parameter="synthetic")
+    fractions = config.as_list(cfg.data_fractions)
+    if not fractions or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1
+                                for f in fractions):
+        raise ValueError(f"data_fractions={cfg.data_fractions!r} is not valid; valid: a non-empty list of "
+                         f"fractions in (0, 1], e.g. [1.0, 0.5, 0.1]")
+    cfg.data_fractions = list(dict.fromkeys(float(f) for f in fractions))
+    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
+    cfg.world_sizes = config.positive_ints(cfg.world_sizes, parameter="world_sizes", example="[1, 2, 4]")
+    cfg.epochs = config.positive_int(cfg.epochs, parameter="epochs")
+    cfg.threads_per_rank = config.positive_int(cfg.threads_per_rank, parameter="threads_per_rank")
+    if isinstance(cfg.timeout_s, bool) or not isinstance(cfg.timeout_s, (int, float)) or not cfg.timeout_s > 0:
+        raise ValueError(f"timeout_s={cfg.timeout_s!r} is not valid; valid: a positive number of seconds")
+    config.one_of(cfg.device, DEVICES, parameter="device")
+    cfg.device = config.resolve_device(cfg.device).type
+    return cfg
 
 
-def resolve_device(device: str) -> str:
-    """"cuda" or "cpu" for a configuration's ``device`` ("auto": CUDA when available)."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' asked for, but CUDA is not available on this machine")
-    return device
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# One configuration: one torchrun launch.
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL torchrun and its workers. torchrun starts each worker in its own session, so killing
-    torchrun's process group alone would leave the workers running: kill every descendant's group."""
-    own = os.getpgrp()
-    for pid in [proc.pid] + _descendants(proc.pid):
-        try:
-            group = os.getpgid(pid)
-            if group != own:
-                os.killpg(group, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    proc.wait()
-
-
-def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
-    """Why a launch failed: the first rank's error (the root cause; later ones are its echoes), else the log."""
-    errors = []
-    for path in run_dir.glob("rank*.error.json"):
-        try:
-            errors.append((path.stat().st_mtime, json.loads(path.read_text())))
-        except (OSError, json.JSONDecodeError):
-            continue
-    if errors:
-        _, first = min(errors, key=lambda e: (e[0], e[1].get("rank", 0)))
-        others = sorted(e["rank"] for _, e in errors if e is not first)
-        also = f" (ranks {others} failed after it)" if others else ""
-        return f"rank {first.get('rank')}: {first.get('error')}{also}"
-    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-    lines = [line for line in tail if "Error" in line or "error" in line] or tail[-3:]
-    return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:])
-
-
-def run_config(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str,
-               out_dir, epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None,
-               device: str = "cpu", timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0,
-               seed: int = 0, save_params: bool = False, fail_rank: int | None = None) -> dict:
-    """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
-
-    Returns the tidy row of :func:`cnnlab.ddp.merge` (all :data:`cnnlab.ddp.ROW_FIELDS`) plus
-    ``launch_time_s`` (s, the whole launch with process start-up) and ``run_dir``. A launch that
-    fails (a rank raises, runs out of memory, the process group cannot form) or does not finish
-    within ``timeout_s`` seconds (then torchrun and every worker are killed) returns the same
-    fields with NaN metrics, ``status="failed"`` and the reason in ``error``; it never raises for
-    a failed run and never hangs. ``--standalone`` picks a free port, so launches can run side by side.
-    """
-    device = resolve_device(device)
-    run_dir = Path(out_dir) / (f"{model}_{dataset}_w{world_size}_b{batch_size_per_rank}_f{data_fraction:g}"
-                               f"_e{epochs}_{device}")
-    shutil.rmtree(run_dir, ignore_errors=True)  # no stale rank files from an earlier launch
-    run_dir.mkdir(parents=True)
-    args = ["--model", model, "--dataset", dataset, "--batch-size", str(batch_size_per_rank),
-            "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
-            "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
-            "--pg-timeout-s", str(max(30.0, float(timeout_s)))]
-    args += ["--synthetic"] if synthetic else []
-    args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
-    args += ["--save-params"] if save_params else []
-    args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
-    # python -m torch.distributed.run is the torchrun command, without relying on PATH.
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-           f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
-               PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT),
-                                                         os.environ.get("PYTHONPATH")])))
-    log = run_dir / "torchrun.log"
-    start = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
-                                start_new_session=True)
-        try:
-            returncode = proc.wait(timeout=timeout_s)
-            reason = None if returncode == 0 else _failure_reason(run_dir, log, returncode)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc)
-            returncode = None
-            reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
-            partial = _failure_reason(run_dir, log, -9)
-            if partial.startswith("rank"):
-                reason += f" (earlier: {partial})"
-    launch_time_s = time.perf_counter() - start
-    row_path = run_dir / "row.json"
-    if reason is None and row_path.exists():
-        row = json.loads(row_path.read_text())
-    else:
-        row = failed_row(reason or "torchrun exited with code 0 but rank 0 wrote no row.json",
-                         world_size=world_size, batch_size_per_rank=batch_size_per_rank,
-                         data_fraction=data_fraction, model=model, dataset=dataset, epochs=epochs, device=device,
-                         synthetic=synthetic)
-    row.update(launch_time_s=launch_time_s, run_dir=str(run_dir))
-    return row
-
-
-def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device,
-               synthetic=False, status: str = "failed") -> dict:
-    """A row with every field of :data:`cnnlab.ddp.ROW_FIELDS`: the configuration, NaN metrics, the reason."""
-    row = {name: math.nan for name in ROW_FIELDS}
-    row.update(model=model, dataset=dataset, data_source="synthetic" if synthetic else "real",
-               backend="nccl" if device == "cuda" else "gloo", device=device, world_size=world_size,
-               batch_size_per_rank=batch_size_per_rank, global_batch_size=batch_size_per_rank * world_size,
-               data_fraction=data_fraction, epochs=epochs, status=status, error=reason,
-               cuda_missing_reason=reason, max_gpu_mem_missing_reason=reason)
-    return row
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The grid.
-
-def plan(cfg) -> tuple[list[dict], pd.DataFrame]:
-    """(points to run, rows of the points this machine cannot run, with the reason).
-
-    On GPUs a point needs one GPU per process; on the CPU every process count runs (Gloo), but more
-    processes than cores only share them.
-    """
-    device = resolve_device(cfg.device)
-    gpus = torch.cuda.device_count() if device == "cuda" else None
-    points, skipped = [], []
-    for fraction in cfg.data_fractions:
-        for batch in cfg.batch_sizes:
-            for world in cfg.world_sizes:
-                point = dict(model=cfg.model, dataset=cfg.dataset, epochs=cfg.epochs, device=device,
-                             world_size=world, batch_size_per_rank=batch, data_fraction=float(fraction))
-                if gpus is not None and world > gpus:
-                    skipped.append(failed_row(f"needs {world} GPUs, {gpus} present", status="skipped",
-                                              synthetic=cfg.synthetic, **point))
-                else:
-                    points.append(point)
-    return points, pd.DataFrame(skipped, columns=list(ROW_FIELDS))
-
-
-class RunFailed(RuntimeError):
+class LaunchFailed(RuntimeError):
     """A configuration that did not finish; the sweep records its message (an OOM one as status "oom")."""
 
 
-def run_sweep(cfg, out_dir, *, progress: bool = True) -> pd.DataFrame:
-    """Run every point of :func:`plan` through :func:`cnnlab.profiling.sweep` (store ``out_dir/ddp_runs.csv``).
+def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
+    """One row per grid point (data fraction x batch size per process x process count), in grid order.
 
-    Returns one tidy row per grid point: the points run (status "ok", or "failed" with ``error``) and
-    the points skipped on this machine (status "skipped"), with :func:`add_scaling` columns.
-    A stored point is not run again; a failed one is retried on the next call.
+    A point is one launch of :func:`cnnlab.ddp.launch`; its row has :data:`cnnlab.ddp.ROW_FIELDS` (times in ms,
+    wall time and launch_time_s in s, memory in MiB, throughput in samples/s), run_dir (the launch's logs and
+    rank files, under ``store_dir/runs/<store name>``), point_time_s, and :func:`add_scaling`'s columns.
+    Status "error" (a crash, a timeout: the reason in ``error``; run again by the next call), "oom", or
+    "skipped" (a process needs its own GPU: more processes than GPUs present). Configuration columns are
+    filled in on every row.
     """
-    from cnnlab.profiling import sweep
+    gpus = torch.cuda.device_count() if cfg.device == "cuda" else None
 
-    out_dir = Path(out_dir)
-    points, skipped = plan(cfg)
+    def skip(world_size, **_):
+        return f"needs {world_size} GPUs, {gpus} present" if gpus is not None and world_size > gpus else None
 
-    def one(*, model, dataset, epochs, device, world_size, batch_size_per_rank, data_fraction):
-        row = run_config(world_size=world_size, batch_size_per_rank=batch_size_per_rank,
-                         data_fraction=data_fraction, model=model, dataset=dataset, epochs=epochs,
-                         synthetic=cfg.synthetic, device=device, out_dir=out_dir / "runs",
-                         timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank)
-        if row["status"] != "ok":
-            raise RunFailed(row["error"])
-        return {k: v for k, v in row.items() if k not in ("status", "error")}
+    settings = {k: v for k, v in vars(cfg).items() if k not in GRID.values()}
+    store = None if store_dir is None else Path(store_dir) / "ddp_runs.csv"
+    with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
+        runs = Path(tmp) if store is None else Path(store_dir) / "runs" / store_file(store, settings).stem
 
-    df = sweep(one, points, store=out_dir / "ddp_runs.csv", builtin_checks=True, retry_errors=True,
-               desc="ddp configurations", progress=progress) if points else pd.DataFrame()
-    if len(df):
-        df = df[df.apply(lambda r: any(_same(r, p) for p in points), axis=1)].copy()  # this grid's points only
-        df = df.reindex(columns=list(dict.fromkeys([*ROW_FIELDS, *df.columns])))
-        failed = df["status"] != "ok"
-        text = ("backend", "data_source", "error", "cuda_missing_reason", "max_gpu_mem_missing_reason")
-        df = df.astype({c: object for c in text})  # all-NaN (float) columns when every point failed
-        # The sweep stores a failed point as its parameters + error: fill in what the configuration says.
-        df["status"] = df["status"].replace({"error": "failed", "oom": "failed"})
-        df["error"] = df["error"].map(lambda e: e.removeprefix("RunFailed: ") if isinstance(e, str) else None)
-        df["global_batch_size"] = df["batch_size_per_rank"] * df["world_size"]
-        df.loc[failed, "backend"] = df.loc[failed, "device"].map({"cuda": "nccl", "cpu": "gloo"})
-        df.loc[failed, "data_source"] = "synthetic" if cfg.synthetic else "real"
-        for col in ("cuda_missing_reason", "max_gpu_mem_missing_reason"):
-            df.loc[failed, col] = df.loc[failed, "error"]
-    parts = [d for d in (df, skipped) if len(d)]
-    df = pd.concat(parts, ignore_index=True) if parts else skipped
+        def point(data_fraction, batch_size_per_rank, world_size):
+            row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank,
+                             data_fraction=data_fraction, model=cfg.model, dataset=cfg.dataset, epochs=cfg.epochs,
+                             synthetic=cfg.synthetic, device=cfg.device, out_dir=runs, timeout_s=cfg.timeout_s,
+                             threads_per_rank=cfg.threads_per_rank)
+            if row["status"] != "ok":
+                raise LaunchFailed(row["error"])
+            return {k: v for k, v in row.items() if k not in (*GRID, "status", "error")}
+
+        df = sweep(point, {name: getattr(cfg, values) for name, values in GRID.items()}, store, settings=settings,
+                   skip=skip, retry_errors=True, desc="ddp configurations", progress=progress)
+    df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
+    text = ("data_source", "error", "cuda_missing_reason", "max_gpu_mem_missing_reason")
+    df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran
+    # A point that did not run is stored as its parameters + error: fill in what the configuration says.
+    df["error"] = df["error"].map(lambda e: e.removeprefix("LaunchFailed: ") if isinstance(e, str) else None)
+    df = df.assign(model=cfg.model, dataset=cfg.dataset, device=cfg.device, epochs=cfg.epochs,
+                   backend="nccl" if cfg.device == "cuda" else "gloo",
+                   global_batch_size=df["batch_size_per_rank"] * df["world_size"],
+                   data_source=df["data_source"].fillna("synthetic" if cfg.synthetic else "real"))
+    missed = df["status"] != "ok"
+    for col in MISSING_REASON.values():
+        df.loc[missed, col] = df.loc[missed, "error"]
     return add_scaling(df)
 
 
-def _same(row, point) -> bool:
-    return all(str(row[k]) == str(v) if not isinstance(v, float) else math.isclose(float(row[k]), v)
-               for k, v in point.items())
-
-
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """Add speedup_vs_1 (throughput / throughput with 1 process), scaling_efficiency (speed-up / processes,
-    1 = ideal) and scaling_missing_reason, comparing points with the same model, dataset, device, epochs,
-    data fraction and batch size per rank (so each process keeps its batch: the paper's setting)."""
-    df = df.copy()
-    df["speedup_vs_1"] = math.nan
-    df["scaling_efficiency"] = math.nan
-    df["scaling_missing_reason"] = None
-    if df.empty:
-        return df
+    """``df`` with speedup_vs_1 (throughput / throughput with 1 process), scaling_efficiency (speed-up /
+    processes, 1 = ideal) and scaling_missing_reason, comparing points with the same model, dataset, device,
+    epochs, data fraction and batch size per rank (so each process keeps its batch: the paper's setting)."""
+    df = df.assign(speedup_vs_1=math.nan, scaling_efficiency=math.nan, scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
     for _, group in df.groupby(keys, dropna=False):
         base = group[(group["world_size"] == 1) & (group["status"] == "ok")]
@@ -312,48 +151,94 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Figures and claims.
+def _falls(df: pd.DataFrame, metric: str, along: str, within: list[str]) -> list[tuple[str, bool]]:
+    """For every group of ``within``: (what was compared, does ``metric`` fall from the smallest to the
+    largest ``along``?)."""
+    results = []
+    for key, group in df.groupby(within):
+        group = group.dropna(subset=[metric]).sort_values(along)
+        if group[along].nunique() < 2:
+            continue
+        first, last = group.iloc[0], group.iloc[-1]
+        label = ", ".join(f"{k}={v:g}" for k, v in zip(within, key if isinstance(key, tuple) else (key,)))
+        results.append((f"{label}: {first[metric]:.4g} -> {last[metric]:.4g} "
+                        f"({along} {first[along]:g} -> {last[along]:g})", last[metric] < first[metric]))
+    return results
 
-# The paper's five profiler metrics (its Fig. 1-15), with axis labels.
-METRICS = {
-    "cpu_total_ms": "CPU total time (ms)",
-    "cuda_total_ms": "CUDA total time (ms)",
-    "calls_total": "Number of calls (per rank)",
-    "max_cpu_mem_mib": "Max CPU memory (MiB)",
-    "max_gpu_mem_mib": "Max GPU memory (MiB)",
-}
+
+def _falls_claim(claim: str, paper: str, tests: list, device: str, reason: str, note: str = "") -> Claim:
+    """Held when every comparison of ``tests`` fell (note: ``note``, else the ones that did not); not measured
+    (with ``reason``) without comparisons."""
+    if not tests:
+        return Claim(claim, paper, "not measured", None, device, note=reason)
+    held = sum(h for _, h in tests)
+    return Claim(claim, paper, f"fell in {held} of {len(tests)} comparisons", held == len(tests), device,
+                 note=note or "; ".join(t for t, h in tests if not h)[:300])
 
 
-def plot_metric(df: pd.DataFrame, metric: str):
-    """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count.
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The paper's claims (sec. 4.3-4.5) judged on the ``ok`` rows.
 
-    A metric not measured on this device (e.g. CUDA time on a CPU) gets panels that say why.
+    Runtime (CPU total; CUDA total where measured) falls from the smallest to the largest batch size for every
+    process count, and from 1 process to the most for every batch size, on the larger data fractions (>= 1/2);
+    the number of calls falls with batch size at every fraction and process count; max CPU memory: largest /
+    smallest per data fraction <= ``CPU_MEMORY_SPREAD``; max GPU memory falls from 1 process to the most.
+    A claim holds when every comparison does.
     """
-    import seaborn as sns
+    ok, device = df[df["status"] == "ok"], str(device)
+    large = ok[ok["data_fraction"] >= 0.5]
 
-    from cnnlab import plotting
+    def reason(col, default):
+        return ok[col].dropna().iloc[0] if ok[col].notna().any() else default
 
-    if metric not in METRICS:
-        raise ValueError(f"metric={metric!r} is not valid; valid: {', '.join(METRICS)}")
-    ok = df[df["status"] == "ok"]
+    checks = []
+    for metric, name in (("cpu_total_ms", "CPU"), ("cuda_total_ms", "CUDA")):
+        for along, within, what in (("batch_size_per_rank", ["data_fraction", "world_size"], "batch size"),
+                                    ("world_size", ["data_fraction", "batch_size_per_rank"], "process count")):
+            tests = _falls(large, metric, along, within)
+            fewer = f"fewer than two {what}s measured"
+            checks.append(_falls_claim(
+                f"{name} runtime falls with {what} on the larger data fractions (1, 1/2)",
+                "Fig. 3-6: runtime decreases with batch size and GPU count", tests, device,
+                reason("cuda_missing_reason", fewer) if metric == "cuda_total_ms" else fewer))
+    tests = _falls(ok, "calls_total", "batch_size_per_rank", ["data_fraction", "world_size"])
+    checks.append(_falls_claim("number of calls falls with batch size", "Fig. 7-9: fewer calls", tests, device,
+                               "fewer than two batch sizes measured"))
+    spreads = [(f, g["max_cpu_mem_mib"].max() / g["max_cpu_mem_mib"].min())
+               for f, g in ok.dropna(subset=["max_cpu_mem_mib"]).groupby("data_fraction") if len(g) > 1]
+    checks.append(Claim(
+        claim="max CPU memory is about the same for every batch size and process count",
+        paper="Fig. 10, 12, 14: relatively unaffected",
+        ours=("largest/smallest per data fraction: " + ", ".join(f"{r:.2f}x (f={f:g})" for f, r in spreads))
+        if spreads else "not measured",
+        held=all(r <= CPU_MEMORY_SPREAD for _, r in spreads) if spreads else None, device=device,
+        note=(f"tolerance: largest/smallest <= {CPU_MEMORY_SPREAD:.2f}, i.e. every point within +-25% of one value"
+              if spreads else "fewer than two points per data fraction")))
+    tests = _falls(ok, "max_gpu_mem_mib", "world_size", ["data_fraction", "batch_size_per_rank"])
+    checks.append(_falls_claim("max GPU memory falls with more GPUs", "Fig. 11, 13, 15: decreases", tests, device,
+                               reason("max_gpu_mem_missing_reason", "fewer than two process counts measured"),
+                               note="per-process memory at a fixed per-process batch"))
+    return checks
+
+
+def _plot_metric(df: pd.DataFrame, metric: str):
+    """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count;
+    a metric not measured on this device (e.g. CUDA time on a CPU) gets panels that say why."""
+    ok = df[(df["status"] == "ok") & df[metric].notna()]
     fractions = sorted(df["data_fraction"].unique(), reverse=True)
+    # one y scale for all panels, unless a panel says why it is empty (it has no y ticks)
     fig, axes = plotting.plt.subplots(1, len(fractions), figsize=(4.2 * len(fractions), 3.4), squeeze=False,
-                                      sharey=True)
+                                      sharey=set(fractions) <= set(ok["data_fraction"]))
     for ax, fraction in zip(axes[0], fractions):
-        part = ok[(ok["data_fraction"] == fraction) & ok[metric].notna()]
+        part = ok[ok["data_fraction"] == fraction]
         ax.set_title(f"data fraction {fraction:g}")
+        ax.set_xlabel("Batch size per process")
         if part.empty:
-            reason_col = {"cuda_total_ms": "cuda_missing_reason",
-                          "max_gpu_mem_mib": "max_gpu_mem_missing_reason"}.get(metric)
-            reasons = df.loc[df["data_fraction"] == fraction, reason_col].dropna() if reason_col else []
-            text = reasons.iloc[0] if len(reasons) else "no successful point"
-            ax.text(0.5, 0.5, f"not measured:\n{text}", ha="center", va="center", transform=ax.transAxes,
-                    wrap=True)
+            reasons = df.loc[df["data_fraction"] == fraction, MISSING_REASON[metric]].dropna() \
+                if metric in MISSING_REASON else []
+            plotting.missing_panel(ax, f"not measured:\n{reasons.iloc[0] if len(reasons) else 'no successful point'}")
             ax.set_xticks([])
-            ax.set_yticks([])
             ax.grid(False)
-            ax.set_xlabel("Batch size per process")
         else:
             sns.lineplot(data=part, x="batch_size_per_rank", y=metric, hue="world_size", style="world_size",
                          markers=True, dashes=False, palette=plotting.PALETTE, ax=ax)
@@ -365,13 +250,9 @@ def plot_metric(df: pd.DataFrame, metric: str):
     return fig
 
 
-def plot_scaling(df: pd.DataFrame):
+def _plot_scaling(df: pd.DataFrame):
     """Throughput (samples/s) and scaling efficiency against process count, one line per batch size per
     process and data fraction, with the ideal line (throughput x processes; efficiency 1)."""
-    import seaborn as sns
-
-    from cnnlab import plotting
-
     ok = df[df["status"] == "ok"].copy()
     ok["configuration"] = [f"b{b:g}, f{f:g}" for b, f in zip(ok["batch_size_per_rank"], ok["data_fraction"])]
     fig, (left, right) = plotting.plt.subplots(1, 2, figsize=(10, 3.8))
@@ -381,9 +262,8 @@ def plot_scaling(df: pd.DataFrame):
                      palette=plotting.PALETTE, ax=left)
         for _, base in ok[ok["world_size"] == 1].iterrows():
             left.plot(worlds, [base.throughput_samples_per_s * w for w in worlds], color="grey", lw=0.8, ls=":")
-        eff = ok[ok["scaling_efficiency"].notna()]
-        sns.lineplot(data=eff, x="world_size", y="scaling_efficiency", hue="configuration", marker="o",
-                     palette=plotting.PALETTE, ax=right, legend=False)
+        sns.lineplot(data=ok[ok["scaling_efficiency"].notna()], x="world_size", y="scaling_efficiency",
+                     hue="configuration", marker="o", palette=plotting.PALETTE, ax=right, legend=False)
     right.axhline(1.0, color="grey", ls=":", lw=1, label="ideal")
     left.plot([], [], color="grey", ls=":", lw=0.8, label="ideal (linear)")
     left.legend(fontsize="small")
@@ -398,78 +278,10 @@ def plot_scaling(df: pd.DataFrame):
     return fig
 
 
-def _falls(df: pd.DataFrame, metric: str, along: str, within: list[str]) -> list[tuple[str, bool]]:
-    """For every group of ``within``: does ``metric`` fall from the smallest to the largest ``along``?"""
-    results = []
-    for key, group in df.groupby(within):
-        group = group.dropna(subset=[metric]).sort_values(along)
-        if group[along].nunique() < 2:
-            continue
-        first, last = group.iloc[0], group.iloc[-1]
-        label = ", ".join(f"{k}={v:g}" for k, v in zip(within, key if isinstance(key, tuple) else (key,)))
-        results.append((f"{label}: {first[metric]:.4g} -> {last[metric]:.4g} "
-                        f"({along} {first[along]:g} -> {last[along]:g})", last[metric] < first[metric]))
-    return results
-
-
-def check_claims(df: pd.DataFrame) -> list:
-    """The paper's claims (sec. 4.3-4.5) checked on the ``ok`` rows: a list of :class:`cnnlab.claims.Claim`.
-
-    Runtime (CPU total; CUDA total where measured) falls from the smallest to the largest batch size
-    for every process count, and from 1 process to the most for every batch size, on the larger data
-    fractions (>= 1/2); the number of calls falls with batch size at every fraction and process count;
-    max CPU memory stays within +-25% across a data fraction's points; max GPU memory falls with more GPUs.
-    """
-    from cnnlab.claims import Claim
-
-    ok = df[df["status"] == "ok"]
-    device = ", ".join(sorted(ok["device"].unique())) if len(ok) else "none"
-    large = ok[ok["data_fraction"] >= 0.5]
-    checks = []
-    for metric, name in (("cpu_total_ms", "CPU"), ("cuda_total_ms", "CUDA")):
-        for along, within, what in (("batch_size_per_rank", ["data_fraction", "world_size"], "batch size"),
-                                    ("world_size", ["data_fraction", "batch_size_per_rank"], "process count")):
-            tests = _falls(large, metric, along, within)
-            claim = f"{name} runtime falls with {what} on the larger data fractions (1, 1/2)"
-            if not tests:
-                reason = (ok["cuda_missing_reason"].dropna().iloc[0] if metric == "cuda_total_ms"
-                          and ok["cuda_missing_reason"].notna().any() else f"fewer than two {what}s measured")
-                checks.append(Claim(claim=claim, paper="Fig. 3-6: runtime decreases", ours="not measured",
-                                    held=None, device=device, note=reason))
-                continue
-            held = sum(h for _, h in tests)
-            checks.append(Claim(claim=claim, paper="Fig. 3-6: runtime decreases with batch size and GPU count",
-                                ours=f"fell in {held} of {len(tests)} comparisons",
-                                held=held == len(tests), device=device,
-                                note="; ".join(t for t, h in tests if not h)[:300]))
-    tests = _falls(ok, "calls_total", "batch_size_per_rank", ["data_fraction", "world_size"])
-    held = sum(h for _, h in tests)
-    checks.append(Claim(claim="number of calls falls with batch size", paper="Fig. 7-9: fewer calls",
-                        ours=f"fell in {held} of {len(tests)} comparisons" if tests else "not measured",
-                        held=(held == len(tests)) if tests else None, device=device,
-                        note="" if tests else "fewer than two batch sizes measured"))
-    # Sec. 4.5: CPU memory "relatively unaffected" by batch size and GPU count (we read: within +-25% of the
-    # panel's median); GPU memory falls with more GPUs (checked from 1 process to the most).
-    spreads = [(f, g["max_cpu_mem_mib"].max() / g["max_cpu_mem_mib"].min())
-               for f, g in ok.dropna(subset=["max_cpu_mem_mib"]).groupby("data_fraction") if len(g) > 1]
-    checks.append(Claim(
-        claim="max CPU memory is about the same for every batch size and process count",
-        paper="Fig. 10, 12, 14: relatively unaffected",
-        ours=("largest/smallest per data fraction: " + ", ".join(f"{r:.2f}x (f={f:g})" for f, r in spreads))
-        if spreads else "not measured",
-        held=all(r <= 1.25 / 0.75 for _, r in spreads) if spreads else None, device=device,
-        note=("tolerance: largest/smallest <= 1.67, i.e. every point within +-25% of one value" if spreads
-              else "fewer than two points per data fraction")))
-    tests = _falls(ok, "max_gpu_mem_mib", "world_size", ["data_fraction", "batch_size_per_rank"])
-    held = sum(h for _, h in tests)
-    reason = (ok["max_gpu_mem_missing_reason"].dropna().iloc[0] if ok["max_gpu_mem_missing_reason"].notna().any()
-              else "fewer than two process counts measured")
-    checks.append(Claim(claim="max GPU memory falls with more GPUs", paper="Fig. 11, 13, 15: decreases",
-                        ours=f"fell in {held} of {len(tests)} comparisons" if tests else "not measured",
-                        held=(held == len(tests)) if tests else None, device=device,
-                        note="per-process memory at a fixed per-process batch" if tests else reason))
-    return checks
-
-
-__all__ = ["METRICS", "PRESETS", "RunFailed", "add_scaling", "check_claims", "failed_row", "plan", "plot_metric",
-           "plot_scaling", "resolve_device", "run_config", "run_sweep", "validate"]
+def figures(df: pd.DataFrame) -> dict:
+    """``05_<metric>`` for each of :data:`METRICS` (the paper's Fig. 1-15: panels per data fraction, batch size
+    per process on the x axis, a line per process count) and ``05_scaling`` (throughput and scaling efficiency
+    against process count)."""
+    figs = {f"05_{metric}": _plot_metric(df, metric) for metric in METRICS}
+    figs["05_scaling"] = _plot_scaling(df)
+    return figs

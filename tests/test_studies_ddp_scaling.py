@@ -1,0 +1,161 @@
+"""cnnlab.studies.ddp_scaling without launching processes: configure, the sweep around cnnlab.ddp.launch (replaced
+by a fake that counts its calls), scaling, claims and figures. The real torchrun launches are in test_ddp.py."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+import cnnlab  # noqa: F401
+from cnnlab import ddp, studies
+from cnnlab.studies import ddp_scaling
+
+
+def fake_launch(calls: list, *, fail_world=None):
+    """A stand-in for cnnlab.ddp.launch: a row like merge()'s, throughput 100 x world_size, fewer calls and less
+    time at larger batches; ``fail_world`` fails like a crashed rank."""
+
+    def launch(*, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device, synthetic,
+               **_):
+        calls.append((data_fraction, batch_size_per_rank, world_size, model))
+        if world_size == fail_world:
+            return ddp.failed_row("rank 1: RuntimeError: boom", world_size=world_size,
+                                  batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction, model=model,
+                                  dataset=dataset, epochs=epochs, device=device)
+        row = {name: math.nan for name in ddp.ROW_FIELDS}
+        row.update(model=model, dataset=dataset, data_source="real", backend="gloo", device=device,
+                   world_size=world_size, nnodes=1, batch_size_per_rank=batch_size_per_rank,
+                   global_batch_size=batch_size_per_rank * world_size, data_fraction=data_fraction, epochs=epochs,
+                   samples_total=100, steps_per_rank=10, wall_time_s=1.0 / world_size,
+                   throughput_samples_per_s=100.0 * world_size,
+                   cpu_total_ms=1000.0 / (batch_size_per_rank * world_size),
+                   cuda_missing_reason="CPU run: no device activity to profile",
+                   calls_total=10000 // batch_size_per_rank,
+                   conv_calls=40, max_cpu_mem_mib=3.0, max_gpu_mem_missing_reason="CPU run: no GPU memory",
+                   max_rss_mib=500.0, torch_threads_per_rank=1, final_loss=2.0, params_identical=True, status="ok")
+        return {**row, "launch_time_s": 0.1, "run_dir": "runs/x"}
+
+    return launch
+
+
+def test_study_follows_the_contract():
+    assert studies.signature_problems(ddp_scaling) == []
+
+
+def test_configure_checks_every_parameter_and_reads_papermill_text():
+    cfg = ddp_scaling.configure("paper", device="cpu")
+    assert (cfg.device, cfg.world_sizes, cfg.data_fractions) == ("cpu", [1, 2, 4], [1.0, 0.5, 0.1])
+    assert ddp_scaling.configure("quick", world_sizes="[2, 1]").world_sizes == [1, 2]  # papermill -p text
+    assert ddp_scaling.configure("quick", world_sizes=2, batch_sizes=16, data_fractions=0.5).world_sizes == [2]
+    assert ddp_scaling.configure("quick", data_fractions="[1, 0.5]").data_fractions == [1.0, 0.5]
+    for name, bad in [("batch_sizes", [0]), ("data_fractions", [1.5]), ("world_sizes", "[0, 1]"), ("device", "tpu"),
+                      ("model", "nope"), ("dataset", "nope"), ("epochs", 0), ("threads_per_rank", 1.5),
+                      ("timeout_s", -1)]:
+        with pytest.raises(ValueError, match=name.rstrip("s")):
+            ddp_scaling.configure("quick", **{name: bad})
+    with pytest.raises(ValueError, match="unknown parameter"):
+        ddp_scaling.configure("quick", world_size=[1])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            ddp_scaling.configure("quick", device="cuda")
+        assert ddp_scaling.configure("quick", device="auto").device == "cpu"
+
+
+def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(ddp, "launch", fake_launch(calls, fail_world=2))
+    cfg = ddp_scaling.configure("quick", batch_sizes=[32], world_sizes=[1, 2])
+    with pytest.warns(UserWarning, match="2 of 4 points failed"):
+        df = ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert df[["data_fraction", "world_size"]].values.tolist() == [[1.0, 1], [1.0, 2], [0.5, 1], [0.5, 2]]
+    assert df["status"].tolist() == ["ok", "error"] * 2
+    failed = df[df["status"] == "error"]
+    assert failed["error"].eq("rank 1: RuntimeError: boom").all()  # the launcher's reason, not the wrapper's
+    assert failed["cuda_missing_reason"].eq(failed["error"]).all()
+    assert df["global_batch_size"].tolist() == [32, 64, 32, 64] and df["backend"].eq("gloo").all()
+    assert df[["model", "dataset", "device", "data_source"]].drop_duplicates().values.tolist() == \
+        [["lenet5", "digits", "cpu", "real"]]
+    assert df["scaling_missing_reason"].tolist()[1] == "point error"
+    assert list(df.columns[:len(ddp.ROW_FIELDS)]) == list(ddp.ROW_FIELDS)
+    print(studies.check_results(df))
+    with pytest.warns(UserWarning, match="2 of 2 points failed"):  # failed points are launched again, ok ones not
+        ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert len(calls) == 4 + 2
+
+
+def test_points_that_need_more_gpus_than_present_are_skipped(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ddp, "launch", fake_launch(calls))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2, 4])
+    cfg.device = "cuda"  # as configure makes it on a machine with CUDA
+    df = ddp_scaling.measure(cfg, None, progress=False)
+    assert df["status"].tolist() == ["ok", "skipped", "skipped"] and len(calls) == 1
+    assert df["error"].tolist()[1:] == ["needs 2 GPUs, 1 present", "needs 4 GPUs, 1 present"]
+    assert df["backend"].eq("nccl").all() and df["global_batch_size"].tolist() == [32, 64, 128]
+
+
+def test_a_store_with_other_settings_is_never_read_and_the_same_settings_resume(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(ddp, "launch", fake_launch(calls))
+    a = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2])
+    b = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], model="resnet20")
+    first = ddp_scaling.measure(a, tmp_path, progress=False)
+    assert len(calls) == 2
+    other = ddp_scaling.measure(b, tmp_path, progress=False)  # same grid, another model: measured again
+    assert len(calls) == 4 and other["model"].eq("resnet20").all() and [c[3] for c in calls[2:]] == ["resnet20"] * 2
+    again = ddp_scaling.measure(a, tmp_path, progress=False)  # a's store: nothing new, the same rows
+    assert len(calls) == 4
+    pd.testing.assert_frame_equal(again.drop(columns="finished_utc"), first.drop(columns="finished_utc"),
+                                  check_dtype=False)
+
+
+def test_scaling_efficiency_against_one_process():
+    df = pd.DataFrame([dict(model="m", dataset="d", device="cpu", epochs=1, data_fraction=1.0,
+                            batch_size_per_rank=b, world_size=w, status=s, throughput_samples_per_s=t)
+                       for b, w, s, t in [(8, 1, "ok", 100.0), (8, 2, "ok", 150.0), (16, 2, "ok", 90.0),
+                                          (32, 1, "error", math.nan), (32, 2, "ok", 80.0)]])
+    out = ddp_scaling.add_scaling(df)
+    assert out["speedup_vs_1"].tolist()[:2] == [1.0, 1.5]
+    assert out["scaling_efficiency"].tolist()[:2] == [1.0, 0.75]
+    assert out["scaling_missing_reason"].tolist()[2:] == ["no successful 1-process point to compare with",
+                                                         "point error", "no successful 1-process point to compare with"]
+
+
+def test_claims_follow_the_measurements():
+    rows = [dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cpu",
+                 cpu_total_ms=1000.0 / (b * w) if f == 1.0 else 5.0 * b, cuda_total_ms=math.nan,
+                 cuda_missing_reason="CPU run", calls_total=1000 // b, max_cpu_mem_mib=float(b),
+                 max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run")
+            for f in (1.0, 0.5) for b in (32, 128) for w in (1, 2)]
+    checks = {c.claim: c for c in ddp_scaling.check_claims(pd.DataFrame(rows), "cpu")}
+    assert len(checks) == 7
+    by_batch = checks["CPU runtime falls with batch size on the larger data fractions (1, 1/2)"]
+    assert by_batch.held is False and by_batch.ours == "fell in 2 of 4 comparisons"  # fraction 0.5 grows
+    assert "data_fraction=0.5" in by_batch.note and "data_fraction=1" not in by_batch.note
+    by_count = checks["CPU runtime falls with process count on the larger data fractions (1, 1/2)"]
+    assert by_count.held is False and by_count.ours == "fell in 2 of 4 comparisons"  # fraction 0.5: flat
+    assert checks["number of calls falls with batch size"].held is True
+    memory = checks["max CPU memory is about the same for every batch size and process count"]
+    assert memory.held is False and "4.00x" in memory.ours and "1.67" in memory.note
+    cuda = checks["CUDA runtime falls with process count on the larger data fractions (1, 1/2)"]
+    assert cuda.held is None and cuda.note == "CPU run" and cuda.device == "cpu"
+    assert checks["max GPU memory falls with more GPUs"].held is None
+    flat = pd.DataFrame([dict(r, max_cpu_mem_mib=10.0 + r["batch_size_per_rank"] / 64) for r in rows])
+    memory = {c.claim: c for c in ddp_scaling.check_claims(flat, "cpu")}[memory.claim]
+    assert memory.held is True
+
+
+def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
+    monkeypatch.setattr(ddp, "launch", fake_launch([], fail_world=2))
+    cfg = ddp_scaling.configure("quick", batch_sizes=[32, 128], world_sizes=[1, 2])
+    with pytest.warns(UserWarning):
+        df = ddp_scaling.measure(cfg, None, progress=False)
+    figs = ddp_scaling.figures(df)
+    assert list(figs) == ["05_cpu_total_ms", "05_cuda_total_ms", "05_calls_total", "05_max_cpu_mem_mib",
+                          "05_max_gpu_mem_mib", "05_scaling"]
+    texts = [t.get_text() for ax in figs["05_cuda_total_ms"].axes for t in ax.texts]
+    assert len(texts) == 2 and all("no device activity" in t for t in texts)
+    for fig in figs.values():
+        ddp_scaling.plotting.plt.close(fig)
