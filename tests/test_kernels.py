@@ -1,4 +1,5 @@
-"""Tests for cnnlab.kernels: the Triton tiled convolution, the convolution strategies and spatial tiling.
+"""Tests for cnnlab.kernels (the Triton tiled convolution, the convolution strategies) and for spatial tiling
+(cnnlab.models.spatial_tiling, the model rewrite the tiling study compares the Triton kernel with).
 
 Every kernel is compared with torch.nn.functional.conv2d on fresh random shapes and inputs (the seed is printed
 in each failure message), writing into an output poisoned with NaN so elements a kernel forgets to write fail.
@@ -20,9 +21,10 @@ from torch import nn
 
 import cnnlab  # noqa: F401
 from cnnlab import models
-from cnnlab.kernels import spatial, strategies
-from cnnlab.kernels.spatial import SpatiallyTiled, receptive_field, split_model, tile_spatially
+from cnnlab.kernels import strategies, triton_conv
 from cnnlab.kernels.triton_conv import TiledConv2d, tile_model, tiled_conv2d
+from cnnlab.models import spatial_tiling
+from cnnlab.models.spatial_tiling import SpatiallyTiled, receptive_field, split_model, tile_spatially
 from margins import check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,6 +250,17 @@ def test_gpu_kernel_compiles_for_h100_without_spills():
     assert rows[1]["shared_mem_bytes"] >= rows[0]["shared_mem_bytes"] > 0
 
 
+def test_triton_private_compiler_api_is_where_compile_report_expects():
+    """compile_report rests on Triton's private compiler API, all of it in triton_conv._compile_for_cuda: if a
+    Triton upgrade moves it, this fails saying what moved (the public replacement, if any, goes there)."""
+    if triton_conv.triton is None:
+        pytest.skip(f"Triton is not installed: {triton_conv.TRITON_IMPORT_ERROR}")
+    try:
+        triton_conv._compile_for_cuda()
+    except RuntimeError as error:
+        pytest.fail(f"{error}; update cnnlab.kernels.triton_conv._compile_for_cuda")
+
+
 # ---------------------------------------------------------------- strategies
 
 CONV_CASES = [(k, s, p) for k in (1, 3, 5, 11) for s in (1, 2) for p in (0, 1, 2)]
@@ -319,12 +332,19 @@ def resnet20():
     return _randomise_bn(models.get("resnet20"), gen)
 
 
+def _wall_timer(fn) -> float:
+    """The timer strategy "best" needs (kernels do not import cnnlab.profiling): one wall-clock call, in s."""
+    from cnnlab.profiling import wall_time
+
+    return wall_time(fn, device="cpu").seconds
+
+
 @pytest.mark.parametrize("name", ["gemm", "fft", "fft_tiled", "best", "opt", "native"])
 def test_apply_strategy_on_resnet20_matches(resnet20, name):
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         ref = resnet20(x)
-        model = strategies.apply_strategy(resnet20, name)
+        model = strategies.apply_strategy(resnet20, name, **({"timer": _wall_timer} if name == "best" else {}))
         y = model(x)
     check("test_apply_strategy_on_resnet20_matches: relative error", _rel_error(y, ref), "<", 1e-4, detail=name)
     assert any(isinstance(m, nn.BatchNorm2d) for m in resnet20.modules()), "the original must stay untouched"
@@ -341,7 +361,7 @@ def test_best_measures_once_per_layer_shape():
     strategies.best_cache().clear()
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
                           nn.Conv2d(8, 8, 3, padding=1)).eval()  # fmt: skip
-    best = strategies.apply_strategy(model, "best")
+    best = strategies.apply_strategy(model, "best", timer=_wall_timer)
     x = torch.randn(1, 3, 20, 20)
     with torch.no_grad():
         y = best(x)
@@ -353,6 +373,29 @@ def test_best_measures_once_per_layer_shape():
         assert len(strategies.best_cache()) == 2
     check("test_best_measures_once_per_layer_shape: relative error", _rel_error(y, model(x)), "<", 1e-5)
     assert torch.equal(y, y2)
+
+
+def test_best_picks_what_the_callers_timer_says_is_fastest():
+    """The timer is the caller's: a timer that makes fft_tiled look fastest gets fft_tiled chosen, every candidate
+    timed once per layer shape; without a timer "best" is refused before any forward pass."""
+    strategies.best_cache().clear()
+    calls = []
+
+    def timer(fn):
+        calls.append(fn)
+        fn()
+        return {1: 3e-3, 2: 2e-3, 3: 1e-3}[len(calls)]  # gemm, fft, fft_tiled: the last is "fastest"
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1)).eval()
+    best = strategies.apply_strategy(model, "best", timer=timer, candidates=("gemm", "fft", "fft_tiled"))
+    with torch.no_grad():
+        best(torch.randn(1, 3, 9, 9))
+    assert len(calls) == 3 and best[0].last_choice == "fft_tiled"
+    assert next(iter(strategies.best_cache().values())) == {"gemm_ms": pytest.approx(3.0), "fft_ms": pytest.approx(2.0),
+                                                             "fft_tiled_ms": pytest.approx(1.0), "choice": "fft_tiled"}
+    with pytest.raises(ValueError, match="pass timer="):
+        strategies.apply_strategy(model, "best")
+    strategies.best_cache().clear()
 
 
 def test_direct_strategy_uses_triton_kernel(device):
@@ -399,7 +442,7 @@ def test_receptive_field_matches_a_perturbation_probe(resnet20):
     assert rows.max() - rows.min() >= (g_h.receptive_field // g_h.stride) - 2  # and it is not much smaller
 
 
-@pytest.mark.parametrize("mode", spatial.MODES)
+@pytest.mark.parametrize("mode", spatial_tiling.MODES)
 @pytest.mark.parametrize("until", ["layer1", "layer2", "layer3"])
 def test_spatial_tiling_reproduces_prefix_activations(resnet20, mode, until):
     prefix, _ = split_model(resnet20, until)
@@ -435,7 +478,7 @@ def test_spatial_tiling_with_pooling_and_inplace_ops():
     x = torch.randn(2, 3, 71, 53)
     with torch.no_grad():
         ref = prefix(x.clone())
-        for mode in spatial.MODES:
+        for mode in spatial_tiling.MODES:
             y = SpatiallyTiled(list(prefix), 16, mode)(x)
             check("test_spatial_tiling_with_pooling_and_inplace_ops: relative error",
                   _rel_error(y, ref), "<", 1e-5, detail=mode)

@@ -1,5 +1,6 @@
-"""Tests for cnnlab.studies.li2016: rows per (network, strategy), speed-ups over gemm, direct missing-with-reason on a
-CPU, the paper's reference values, claims, figure, validation.
+"""Tests for cnnlab.studies.validation_li2016: rows per (network, strategy), speed-ups over gemm, direct missing
+with its reason on a CPU, the direct strategy's check against native, the paper's reference values, claims,
+figure, validation, the store keyed by every setting, and the study contract.
 
 The direct-strategy check runs the Triton kernel in Triton's interpreter: TRITON_INTERPRET=1 must be set before
 triton is first imported (cnnlab.profiling imports it), hence the first lines; if another test module imported
@@ -21,47 +22,73 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib import pyplot as plt  # noqa: E402
 
-from cnnlab import config, models  # noqa: E402
+from cnnlab import models, studies  # noqa: E402
 from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
-from cnnlab.studies import validation_li2016 as li2016  # noqa: E402
+from cnnlab.studies import validation_li2016 as study  # noqa: E402
 from margins import check as check_margin  # noqa: E402
 
 ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
+NO_CHECK = (None, "direct check left out of this test")
 
 
 @pytest.fixture(scope="module")
 def measured():
-    # The two small networks: every strategy in well under a second.
-    return li2016.measure(["LeNet", "CIFAR"], ALL, batch_size=2, device="cpu", warmup=0, repeats=2, min_time_s=0.02,
-                          progress=False)
+    # The two small networks: every strategy in well under a second. The direct check has its own test.
+    cfg = study.configure("quick", networks=["LeNet", "CIFAR"], strategies=ALL, repeats=2, min_time_s=0.02,
+                          device="cpu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(study, "triton_check_device", lambda: NO_CHECK)
+        return study.measure(cfg, None, progress=False)
 
 
-def test_one_row_per_network_and_strategy_in_paper_order(measured):
-    assert list(zip(measured["network"], measured["strategy"])) == [(n, s) for n in ("LeNet", "CIFAR") for s in ALL]
-    assert list(measured["input_shape"].unique()) == ["1x32x32", "3x32x32"]
-    assert (measured["batch_size"] == 2).all() and (measured["data_source"] == "synthetic").all()
+@pytest.fixture(scope="module")
+def runs(measured):
+    return studies.tables(measured)["strategies"]
 
 
-def test_direct_is_missing_with_the_reason_on_cpu(measured):
-    direct = measured[measured["strategy"] == "direct"]
+def test_the_study_follows_the_contract():
+    assert studies.signature_problems(study) == []
+
+
+def test_experiments_and_generic_checks(measured):
+    parts = studies.tables(measured)
+    assert list(parts) == ["networks", "direct_check", "strategies", "speedups"]
+    assert list(parts["networks"].columns) == ["network", "model", "input_shape", "conv_layers", "params_m",
+                                               "gflops_per_image"]  # its own columns only, counts as integers
+    assert parts["networks"]["conv_layers"].tolist() == [2, 3] and "gpu_util_pct" not in parts["speedups"]
+    assert "results checked: 10 ok, 4 skipped" == studies.check_results(measured)  # 2 direct + 2 direct checks
+    check = parts["direct_check"]
+    assert list(check["network"]) == ["LeNet", "CIFAR"] and (check["status"] == "skipped").all()
+    assert (check["error"] == NO_CHECK[1]).all()
+
+
+def test_one_row_per_network_and_strategy_in_paper_order(runs):
+    assert list(zip(runs["network"], runs["strategy"])) == [(n, s) for n in ("LeNet", "CIFAR") for s in ALL]
+    ok = runs[runs["status"] == "ok"]
+    assert list(ok["input_shape"].unique()) == ["1x32x32", "3x32x32"]
+    assert (ok["batch_size"] == 2).all() and (ok["data_source"] == "synthetic").all()
+
+
+def test_direct_is_missing_with_the_reason_on_cpu(runs):
+    direct = runs[runs["strategy"] == "direct"]
     assert (direct["status"] == "skipped").all() and direct["latency_ms_median"].isna().all()
-    assert (direct["time_missing_reason"] == "Triton kernels are timed only on a GPU").all()
+    assert direct["error"].str.startswith("Triton kernels are timed only on a GPU: ").all()
     assert direct["speedup_vs_gemm"].isna().all()
-    assert (direct["speedup_missing_reason"] == "Triton kernels are timed only on a GPU").all()
+    assert (direct["speedup_missing_reason"] == direct["error"]).all()
 
 
-def test_measured_strategies_are_timed_and_compute_the_same_network(measured):
-    ok = measured[measured["status"] == "ok"]
+def test_measured_strategies_are_timed_and_compute_the_same_network(runs):
+    ok = runs[runs["status"] == "ok"]
     assert sorted(set(ok["strategy"])) == sorted(set(ALL) - {"direct"})
-    for col in ("latency_ms_median", "throughput_items_per_s", "first_call_s", "speedup_vs_gemm"):
+    for col in ("latency_ms_median", "throughput_items_per_s", "first_call_ms", "speedup_vs_gemm"):
         assert (ok[col] > 0).all() and np.isfinite(ok[col]).all(), col
-    assert (ok["rel_error_vs_native"] < li2016.output_tolerance("cpu")).all()
-    assert (ok["repeats"] >= 2).all()  # at least `repeats` timed batches
+    assert (ok["rel_error_vs_native"] < study.output_tolerance("cpu")).all()
+    assert (ok["repeats"] >= 2).all() and (ok["repeats"] <= study.MAX_REPEATS).all()
     assert ok["gpu_util_pct"].isna().all() and ok["gpu_util_missing_reason"].notna().all()
 
 
-def test_speedups_are_relative_to_gemm(measured):
-    ok = measured[measured["status"] == "ok"]
+def test_speedups_are_relative_to_gemm(runs):
+    ok = runs[runs["status"] == "ok"]
     assert (ok.loc[ok["strategy"] == "gemm", "speedup_vs_gemm"] == 1.0).all()  # exactly
     for network, group in ok.groupby("network"):
         base = group.loc[group["strategy"] == "gemm", "latency_ms_median"].iloc[0]
@@ -71,27 +98,44 @@ def test_speedups_are_relative_to_gemm(measured):
         assert (group["speedup_vs_gemm"] <= group["speedup_p90"] * (1 + 1e-12)).all()
 
 
-def test_best_records_its_per_layer_picks(measured):
-    best = measured[measured["strategy"] == "best"].set_index("network")["best_choices"]
+def test_speedups_table_is_the_pivot_with_the_papers_opt(measured, runs):
+    table = studies.tables(measured)["speedups"].set_index("network")
+    assert list(table.index) == ["LeNet", "CIFAR"]
+    assert list(table.columns) == ["gemm", "fft", "fft_tiled", "best", "opt", "paper_opt"]  # direct: never timed
+    expected = runs.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm").round(2)
+    assert np.allclose(table.loc[expected.index, expected.columns], expected)
+    assert table.loc["LeNet", "paper_opt"] == "5.6x" and pd.isna(table.loc["CIFAR", "paper_opt"])
+
+
+def test_best_records_its_per_layer_picks(runs):
+    best = runs[runs["strategy"] == "best"].set_index("network")["best_choices"]
     for network, conv_layers in (("LeNet", 2), ("CIFAR", 3)):
         picks = dict(part.split(" x") for part in best[network].split(", "))
         assert set(picks) <= set(kernel_strategies.candidates_for("cpu")), picks  # never the interpreted direct
         assert sum(int(n) for n in picks.values()) == conv_layers
 
 
+def test_layer_timer_is_a_median_of_wall_times_after_one_untimed_call():
+    calls = []
+    seconds = study.layer_timer("cpu", repeats=3)(lambda: calls.append(1))
+    assert len(calls) == 4 and 0 < seconds < 0.1
+
+
 def test_missing_baseline_gives_nan_speedups_with_a_reason():
     df = pd.DataFrame({"network": ["A", "A", "B", "B"], "strategy": ["gemm", "opt", "gemm", "opt"],
                        "status": ["error", "ok", "ok", "ok"], "latency_ms_median": [math.nan, 5.0, 8.0, 2.0],
                        "latency_ms_p10": [math.nan, 4.0, 7.0, 1.0], "latency_ms_p90": [math.nan, 6.0, 9.0, 4.0],
-                       "time_missing_reason": [None] * 4})
-    out = li2016.add_speedups(df)
+                       "error": ["RuntimeError: boom", None, None, None]})
+    out = study.add_speedups(df)
     assert math.isnan(out["speedup_vs_gemm"].iloc[1]) and "gemm baseline of A" in out["speedup_missing_reason"].iloc[1]
+    assert out["speedup_missing_reason"].iloc[0] == "RuntimeError: boom"
     assert out["speedup_vs_gemm"].iloc[2] == 1.0 and out["speedup_vs_gemm"].iloc[3] == 4.0
     assert out["speedup_p10"].iloc[3] == 2.0 and out["speedup_p90"].iloc[3] == 8.0
+    assert out["speedup_missing_reason"].iloc[2:].isna().all()
 
 
 def test_paper_reference_holds_only_the_numbers_the_paper_gives():
-    ref = li2016.paper_reference().set_index("network")
+    ref = study.paper_reference().set_index("network")
     assert ref["paper_speedup"].to_dict() == {"LeNet": 5.6, "AlexNet": 2.0, "ZFNet": 2.0, "VGG": 2.0}
     assert "CIFAR" not in ref.index  # the text gives no number for CIFAR
     assert ref["approximate"].to_dict() == {"LeNet": False, "AlexNet": True, "ZFNet": True, "VGG": True}
@@ -99,61 +143,86 @@ def test_paper_reference_holds_only_the_numbers_the_paper_gives():
 
 
 def test_networks_are_built_at_their_papers_input_sizes():
-    table = li2016.networks_table().set_index("network")
+    table = study.networks_table().set_index("network")
     assert table["input_shape"].to_dict() == {"LeNet": "1x32x32", "CIFAR": "3x32x32", "AlexNet": "3x224x224",
                                               "ZFNet": "3x224x224", "VGG": "3x224x224"}
     assert table.loc["VGG", "model"] == "vgg16" and table.loc["VGG", "conv_layers"] == 13
+    assert list(table.columns) == ["model", "input_shape", "conv_layers", "params_m", "gflops_per_image"]
     assert table.loc["AlexNet", "conv_layers"] == 5 and table.loc["ZFNet", "conv_layers"] == 5
-    small_vgg = li2016.networks_table(["VGG"], vgg_image_size=32).set_index("network")
+    small_vgg = study.networks_table(["VGG"], vgg_image_size=32).set_index("network")
     ratio = table.loc["VGG", "gflops_per_image"] / small_vgg.loc["VGG", "gflops_per_image"]
     assert 45 < ratio <= 49  # (224 / 32)^2 = 49 for the convolutions; the classifier does not grow
-    small = li2016.network_spec("VGG", vgg_model="vgg11", vgg_image_size=32)
-    assert small["model"] == "vgg11" and small["input_shape"] == (3, 32, 32)
-    spec = li2016.network_spec("LeNet")
+    small = study.network_spec("VGG", vgg_model="vgg11", vgg_image_size=32)
+    assert small["model"] == "vgg11" and small["input_shape"] == (3, 32, 32) and small["shape"] == "3x32x32"
+    spec = study.network_spec("LeNet")
     net = models.get(spec["model"], **spec["options"]).eval()
     with torch.inference_mode():
         assert net(torch.randn(2, *spec["input_shape"])).shape == (2, 10)
 
 
-def test_check_direct_runs_the_triton_network(ran_interpreted_in_subprocess):
+def test_direct_check_runs_the_triton_network(ran_interpreted_in_subprocess):
     if ran_interpreted_in_subprocess:
         return
-    check = li2016.check_direct(["LeNet"], batch_size=1)
-    assert check["check_missing_reason"].isna().all() and (check["device"] == "cpu").all()
-    assert (check["check_s"] > 0).all()
+    cfg = study.configure("quick", networks=["LeNet"], strategies=["gemm"], direct_check_networks=["LeNet"],
+                          min_time_s=0.0, device="cpu")
+    check = studies.tables(study.measure(cfg, None, progress=False))["direct_check"]
+    assert (check["status"] == "ok").all() and (check["device"] == "cpu").all()
+    assert list(check["input_shape"]) == ["1x32x32"] and (check["check_s"] > 0).all()
     check_margin("li2016.check_direct: worst relative error", check["rel_error_vs_native"].max(), "<", 1e-5)
+
+
+def test_store_is_keyed_by_every_setting_and_resumes(tmp_path, monkeypatch):
+    """Same grid, another batch size: measured again, never the first run's rows; the first settings again:
+    nothing measured, the same rows back."""
+    calls = []
+    real = study.benchmark
+    monkeypatch.setattr(study, "benchmark", lambda *a, **k: calls.append(k) or real(*a, **k))
+    monkeypatch.setattr(study, "triton_check_device", lambda: NO_CHECK)
+    base = dict(networks=["LeNet"], strategies=["gemm", "opt"], repeats=1, min_time_s=0.0, device="cpu")
+    cfg_a, cfg_b = study.configure("quick", batch_size=2, **base), study.configure("quick", batch_size=3, **base)
+    first = studies.tables(study.measure(cfg_a, tmp_path, progress=False))["strategies"]
+    assert len(calls) == 2 and (first["batch_size"] == 2).all()
+    other = studies.tables(study.measure(cfg_b, tmp_path, progress=False))["strategies"]
+    assert len(calls) == 4 and (other["batch_size"] == 3).all() and len(other) == 2
+    again = studies.tables(study.measure(cfg_a, tmp_path, progress=False))["strategies"]
+    assert len(calls) == 4
+    pd.testing.assert_frame_equal(again, first)
 
 
 def _frame(times: dict[str, dict[str, float]]) -> pd.DataFrame:
     rows = [{"network": n, "strategy": s, "status": "ok", "latency_ms_median": t, "latency_ms_p10": t,
-             "latency_ms_p90": t, "time_missing_reason": None} for n, by in times.items() for s, t in by.items()]
-    return li2016.add_speedups(pd.DataFrame(rows))
+             "latency_ms_p90": t} for n, by in times.items() for s, t in by.items()]
+    return study.add_speedups(pd.DataFrame(rows)).assign(experiment="strategies")
 
 
 def test_claims_follow_the_numbers():
     paper_like = _frame({"LeNet": {"gemm": 10, "fft": 12, "direct": 5, "best": 5, "opt": 2},
                          "AlexNet": {"gemm": 10, "fft": 6, "direct": 9, "best": 5.5, "opt": 5}})
-    held = {c.claim: c.held for c in li2016.check_claims(paper_like, device="cuda")}
+    held = {c.claim: c.held for c in study.check_claims(paper_like, "cuda")}
     assert held == {"no single kernel wins everywhere": True,
                     "best (per-layer pick) narrows the gap to the fastest kernel": True,
                     "best still trails opt": True, "opt is the fastest strategy on every network": True}
     one_winner = _frame({"LeNet": {"gemm": 5, "fft": 12, "best": 8, "opt": 9},
                          "AlexNet": {"gemm": 5, "fft": 6, "best": 5, "opt": 4}})
-    held = {c.claim: c.held for c in li2016.check_claims(one_winner, device="cpu")}
+    held = {c.claim: c.held for c in study.check_claims(one_winner, "cpu")}
     assert held == {"no single kernel wins everywhere": False,
                     "best (per-layer pick) narrows the gap to the fastest kernel": False,  # 8 vs 5 on LeNet
                     "best still trails opt": False,  # LeNet: best faster than opt
                     "opt is the fastest strategy on every network": False}
+    nothing = study.check_claims(_frame({"LeNet": {"gemm": 5}}), "cpu")
+    assert [c.held for c in nothing] == [None] * 4 and all(c.note for c in nothing)
 
 
 def test_claims_name_what_was_not_measured(measured):
-    checks = li2016.check_claims(measured, device="cpu")
+    checks = study.check_claims(measured, "cpu")
     assert len(checks) == 4
     assert "not measured here: direct" in checks[0].note and "direct" not in checks[0].note.split(";")[0]
 
 
 def test_figure_is_laid_out_like_fig7(measured):
-    fig = li2016.plot_speedups(measured)
+    figs = study.figures(measured)
+    assert list(figs) == ["08_fig7_speedups"]
+    fig = figs["08_fig7_speedups"]
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and "(x)" in ax.get_ylabel() and "cuDNN-MM" in ax.get_ylabel()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["LeNet\n1x32x32", "CIFAR\n3x32x32"]
@@ -162,31 +231,34 @@ def test_figure_is_laid_out_like_fig7(measured):
     assert "paper's Opt (hollow: 'roughly')" in labels  # LeNet's 5.6x is drawn
     assert sum(t.get_text() == "n/a" for t in ax.texts) == 2  # direct, one per network
     assert any(t.get_text() == "5.6x" for t in ax.texts)
+    assert any(t.get_text() == "n/a: direct: Triton kernels are timed only on a GPU" for t in ax.texts)
     plt.close(fig)
 
 
 @pytest.mark.parametrize("name,value,needle", [
-    ("networks", ["LeNet", "GoogLeNet"], "networks: 'GoogLeNet' is not a known network; valid networks: LeNet"),
+    ("networks", ["LeNet", "GoogLeNet"], "networks='GoogLeNet' is not valid; valid: LeNet, CIFAR"),
     ("networks", [], "networks is empty"),
     ("strategies", ["fft", "opt"], "must include 'gemm'"),
-    ("strategies", ["gemm", "winograd"], "valid strategies: gemm, fft, fft_tiled, direct, best, opt, native"),
+    ("strategies", ["gemm", "winograd"], "valid: gemm, fft, fft_tiled, direct, best, opt, native"),
     ("vgg_model", "vgg8", "vgg_model='vgg8' is not valid; valid: vgg11, vgg13, vgg16, vgg19"),
     ("vgg_image_size", 16, "vgg_image_size=16"),
-    ("direct_check_networks", ["ResNet"], "direct_check_networks: 'ResNet'"),
+    ("direct_check_networks", ["ResNet"], "direct_check_networks='ResNet'"),
     ("batch_size", 0, "batch_size=0"),
     ("min_time_s", -1, "min_time_s=-1"),
+    ("min_time_s", True, "min_time_s=True"),
+    ("threads", 0, "threads=0"),
     ("device", "tpu", "device"),
 ])
-def test_validation_names_the_parameter(name, value, needle):
-    cfg = config.configure("quick", li2016.PRESETS, **{name: value})
+def test_configure_names_the_parameter(name, value, needle):
     with pytest.raises(ValueError) as err:
-        li2016.validate(cfg)
+        study.configure("quick", **{name: value})
     assert needle in str(err.value)
 
 
 def test_presets():
-    quick = li2016.validate(config.configure("quick", li2016.PRESETS))
-    assert quick.strategies == ALL and quick.networks == list(li2016.NETWORKS) and quick.threads == 1
+    quick = study.configure("quick")
+    assert quick.strategies == ALL and quick.networks == list(study.NETWORKS) and quick.threads == 1
     assert quick.vgg_image_size == 32  # FFTs of VGG-16 at 224x224 are too slow for a CPU smoke run
+    assert study.configure("quick", strategies="[\"opt\", \"gemm\"]").strategies == ["gemm", "opt"]  # papermill text
     for name in ("standard", "paper"):
-        assert li2016.PRESETS[name]["vgg_image_size"] == 224 and li2016.PRESETS[name]["strategies"] == ALL
+        assert study.PRESETS[name]["vgg_image_size"] == 224 and study.PRESETS[name]["strategies"] == ALL

@@ -10,8 +10,8 @@ cuda-convnet (direct), cuDNN-Best and their memory-optimised "Opt". cnnlab's cou
 - ``fft_tiled``: overlap-add FFT on blocks so the FFT size stays small (cuDNN's FFT_TILING uses 32x32 tiles).
 - ``direct``: cnnlab's Triton tiled kernel (cnnlab.kernels.triton_conv), the counterpart of cuda-convnet's direct
   convolution.
-- ``best``: per layer, the fastest of the above, measured once on the layer's real input and cached by layer
-  shape, device and dtype (cuDNN-Best's per-layer choice).
+- ``best``: per layer, the fastest of the above, measured once on the layer's real input (with the caller's
+  ``timer``) and cached by layer shape, device and dtype (cuDNN-Best's per-layer choice).
 - ``opt``: the memory-optimised path: BatchNorm folded into the convolution weights, in-place ReLU, channels_last
   layout, cuDNN autotuning on a GPU and optionally torch.compile (which also fuses the ReLU into the conv).
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 
 import torch
 import torch.fx as fx
@@ -200,26 +199,6 @@ CONV_FUNCTIONS = {
 }  # fmt: skip
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_ms(fn, *, device, warmup: int = 1, repeats: int = 3) -> float:
-    """Median wall time of ``fn()`` in ms, synchronising the GPU around each call."""
-    device = torch.device(device)
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 # (N, C, H, W, C_out, KH, KW, stride, padding, device, dtype) -> {"choice": name, "<name>_ms": time, ...}
 _BEST_CACHE: dict[tuple, dict] = {}
 
@@ -236,15 +215,19 @@ def candidates_for(device: torch.device | str) -> tuple[str, ...]:
     return tuple(s for s in CONV_STRATEGIES if s != "direct")
 
 
-def choose_best(x, weight, bias, stride, padding, *, candidates=None, repeats: int = 3) -> str:
-    """Name of the fastest strategy for this layer on this input, timed once and cached by shape/device/dtype."""
+def choose_best(x, weight, bias, stride, padding, *, timer, candidates=None) -> str:
+    """Name of the fastest strategy for this layer on this input, timed once and cached by shape/device/dtype.
+
+    ``timer(fn)`` returns the time of one call ``fn()`` in seconds, measured as the caller sees fit (kernels sit
+    below ``cnnlab.profiling``, so the caller supplies it, e.g. a median of a few ``profiling.wall_time`` calls);
+    the cache entry keeps each candidate's time as ``<name>_ms``.
+    """
     key = (*x.shape, weight.shape[0], *weight.shape[-2:], _pair(stride), _pair(padding), str(x.device), x.dtype)
     if key not in _BEST_CACHE:
         entry = {}
         for name in candidates or candidates_for(x.device):
             fn = CONV_FUNCTIONS[name]
-            entry[f"{name}_ms"] = time_ms(lambda: fn(x, weight, bias, stride, padding), device=x.device,
-                                          repeats=repeats)  # fmt: skip
+            entry[f"{name}_ms"] = 1e3 * timer(lambda: fn(x, weight, bias, stride, padding))
         entry["choice"] = min((v, k[:-3]) for k, v in entry.items())[1]
         _BEST_CACHE[key] = entry
     return _BEST_CACHE[key]["choice"]
@@ -260,6 +243,9 @@ class StrategyConv2d(nn.Module):
         super().__init__()
         if strategy not in (*CONV_FUNCTIONS, "best"):
             raise ValueError(f"strategy must be one of {(*CONV_FUNCTIONS, 'best')}, got {strategy!r}")
+        if strategy == "best" and not callable(options.get("timer")):
+            raise ValueError("strategy 'best' times its candidates per layer: pass timer=, a callable that returns "
+                             "the seconds one call of a callable takes (e.g. built on cnnlab.profiling.wall_time)")
         if conv.groups != 1 or conv.dilation != (1, 1) or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
             raise ValueError(f"strategy {strategy!r} supports dense convolutions with numeric zero padding only, got "
                              f"groups={conv.groups}, dilation={conv.dilation}, padding={conv.padding!r}, "
@@ -407,8 +393,9 @@ def optimize_for_memory(
 def apply_strategy(model: nn.Module, name: str, **options) -> nn.Module:
     """A copy of ``model`` whose convolutions use strategy ``name`` (one of STRATEGIES); ``model`` is untouched.
 
-    options go to the strategy: e.g. tile=(32, 32) for "direct", fft=32 for "fft_tiled", candidates=(...) for
-    "best", compile=True for "opt". Raises ValueError for an unknown name, listing the valid ones.
+    options go to the strategy: e.g. tile=(32, 32) for "direct", fft=32 for "fft_tiled", timer=... (required, see
+    :func:`choose_best`) and candidates=(...) for "best", compile=True for "opt". Raises ValueError for an unknown
+    name, listing the valid ones.
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}")
@@ -424,5 +411,5 @@ def apply_strategy(model: nn.Module, name: str, **options) -> nn.Module:
 __all__ = [
     "CONV_FUNCTIONS", "CONV_STRATEGIES", "STRATEGIES", "OptimizedModel", "StrategyConv2d", "apply_strategy",
     "best_cache", "candidates_for", "choose_best", "conv2d_direct", "conv2d_fft", "conv2d_fft_tiled", "conv2d_gemm",
-    "conv2d_native", "fast_fft_size", "fft_tile_size", "optimize_for_memory", "time_ms",
+    "conv2d_native", "fast_fft_size", "fft_tile_size", "optimize_for_memory",
 ]  # fmt: skip

@@ -1,23 +1,17 @@
 """Study 08: validation against Li et al. 2016: whole-network speed-up of six convolution strategies.
 
-Paper 001 (Maji et al., Sec. IV-E, Fig. 7) reproduces the network-level results of Li, Yang, Feng, Chakradhar &
-Zhou 2016 ("Optimizing Memory Efficiency for Deep Convolutional Neural Networks on GPUs", SC'16, arXiv
-1610.03618): five CNNs (LeNet, CIFAR, AlexNet, ZFNet, VGG) under six implementations, cuDNN-MM, cuDNN-FFT,
-cuDNN-FFT-T, cuda-convnet, cuDNN-Best and Opt, normalised to cuDNN-MM. It reads: no single kernel wins everywhere
-(cuda-convnet tops LeNet and CIFAR, cuDNN the larger networks); cuDNN-Best narrows the gap but trails Opt; Opt is
-fastest across the board, 5.6x on LeNet and roughly 2x on AlexNet, ZFNet and VGG.
-
-cnnlab's counterparts are the strategies of ``cnnlab.kernels.strategies`` (:data:`PAPER_NAMES`): gemm, fft,
-fft_tiled, direct (cnnlab's Triton kernel, timed only on a GPU), best (per-layer pick) and opt (BN folded,
-channels_last, cuDNN autotuning). :func:`measure` times every (network, strategy), :func:`add_speedups`
-normalises to gemm, :func:`paper_reference` holds the paper's numbers, :func:`check_claims` and
-:func:`plot_speedups` (laid out like Fig. 7) compare them.
+Paper 001 (Sec. IV-E, Fig. 7) reproduces Li, Yang, Feng, Chakradhar & Zhou 2016 (SC'16, arXiv 1610.03618): five
+CNNs (LeNet, CIFAR, AlexNet, ZFNet, VGG) under cuDNN-MM, cuDNN-FFT, cuDNN-FFT-T, cuda-convnet, cuDNN-Best and Opt,
+normalised to cuDNN-MM: no single kernel wins everywhere; cuDNN-Best narrows the gap but trails Opt; Opt is
+fastest everywhere, 5.6x on LeNet and roughly 2x on AlexNet, ZFNet and VGG. cnnlab's counterparts: the strategies
+of ``cnnlab.kernels.strategies`` (:data:`PAPER_NAMES`). Inputs are random tensors of each network's shape
+(``data_source = synthetic``). :func:`paper_reference`: the paper's numbers (constant data, not a measurement).
 """
 
 from __future__ import annotations
 
 import math
-import time
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -25,13 +19,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cnnlab import models
+from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim
 from cnnlab.kernels import apply_strategy, strategies
-from cnnlab.profiling import benchmark
-from cnnlab import config
-from cnnlab.studies.common import as_list, check_threads, free_memory, run_sweep, set_threads, store_path
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
+from cnnlab.profiling import benchmark, cost_model, sweep, wall_time
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
 # the inputs; these are each network's own paper's (see the notebook for the choices).
@@ -50,165 +42,106 @@ STRATEGIES = tuple(PAPER_NAMES)
 SINGLE_KERNELS = ("gemm", "fft", "fft_tiled", "direct")  # one algorithm for every layer (not best, not opt)
 BASELINE = "gemm"  # cuDNN-MM: every speed-up is relative to it
 OPTIONAL = ("native",)  # torch's own F.conv2d, as an extra reference bar if asked for
-# Sec. IV-E, Key observation 3: "5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG". No number is given
-# for CIFAR or for any other strategy.
+# Sec. IV-E, Key observation 3 ("5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG"); none for CIFAR.
 PAPER_OPT_SPEEDUP = {"LeNet": (5.6, "5.6x"), "AlexNet": (2.0, "roughly 2x"), "ZFNet": (2.0, "roughly 2x"),
                      "VGG": (2.0, "roughly 2x")}
 DIRECT_CPU_REASON = TRITON_CPU_REASON  # "Triton kernels are timed only on a GPU"
-DIRECT_CPU_DETAIL = (f"{DIRECT_CPU_REASON}: on a CPU the direct strategy (cnnlab's Triton kernel) runs only in "
-                     "Triton's interpreter (TRITON_INTERPRET=1), orders of magnitude slower than compiled code")
-DATA_SOURCE = "synthetic"  # random inputs of each network's shape: time does not depend on pixel values
+DATA_SOURCE = "synthetic"
+DIRECT_CHECK_BATCH = 2  # images per batch of the direct strategy's correctness check (interpreted on a CPU: slow)
+MAX_REPEATS = 200  # timed batches per point at most, however fast the point
+# What a point keeps of cnnlab.profiling.benchmark's row (memory is not measured here: measure_memory=False).
+BENCH_COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean", "throughput_items_per_s",
+                 "first_call_ms", "gpu_util_pct", "gpu_util_missing_reason", "batch_size", "warmup", "repeats",
+                 "cpu_threads", "device", "device_name")
+BEST_TOLERANCE = 0.10  # best may be this much slower than the fastest single kernel and still "narrow the gap"
 
+_ALL = dict(networks=list(NETWORKS), strategies=list(STRATEGIES), vgg_model="vgg16", device=None)
 PRESETS = {
-    # CPU smoke run: batch 2; VGG on its 32x32 CIFAR input (VGG-16's FFT strategies at 224x224 take ~30 s per pass
-    # on one core); at least one timed batch after the untimed first call, more up to 0.3 s of timing (the FFT
-    # strategies take 1-2.5 s per pass on AlexNet and ZFNet); best times each candidate once per layer; the
-    # interpreted Triton kernel is checked on the two small networks only (VGG-16 would take ~100 s); one
-    # intra-op thread.
-    "quick": dict(networks=list(NETWORKS), strategies=list(STRATEGIES), batch_size=2, vgg_model="vgg16",
-                  vgg_image_size=32, direct_check_networks=["LeNet", "CIFAR"], best_repeats=1, warmup=0, repeats=1,
-                  min_time_s=0.3, threads=1, device=None),
+    # CPU smoke run: batch 2; VGG on its 32x32 CIFAR input (its FFT strategies at 224x224 take ~30 s a pass on one
+    # core); >= 1 timed batch, more up to 0.3 s (FFT on AlexNet/ZFNet: 1-2.5 s a pass); best times each candidate
+    # once per layer; the interpreted Triton kernel is checked on the two small networks only; one thread.
+    "quick": dict(_ALL, batch_size=2, vgg_image_size=32, direct_check_networks=["LeNet", "CIFAR"], best_repeats=1,
+                  warmup=0, repeats=1, min_time_s=0.3, threads=1),
     # One GPU: every network at its paper's input size.
-    "standard": dict(networks=list(NETWORKS), strategies=list(STRATEGIES), batch_size=32, vgg_model="vgg16",
-                     vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=3, warmup=3, repeats=20,
-                     min_time_s=1.0, threads=None, device=None),
-    "paper": dict(networks=list(NETWORKS), strategies=list(STRATEGIES), batch_size=128, vgg_model="vgg16",
-                  vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=5, warmup=10, repeats=50,
-                  min_time_s=2.0, threads=None, device=None),
+    "standard": dict(_ALL, batch_size=32, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=3,
+                     warmup=3, repeats=20, min_time_s=1.0, threads=None),
+    "paper": dict(_ALL, batch_size=128, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=5,
+                  warmup=10, repeats=50, min_time_s=2.0, threads=None),
 }
 
-MEASURE_COLUMNS = [
-    "model", "input_shape", "batch_size", "latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean",
-    "time_missing_reason", "throughput_items_per_s", "first_call_s", "best_choices", "rel_error_vs_native",
-    "gpu_util_pct",
-    "gpu_util_missing_reason", "warmup", "repeats", "cpu_threads", "device", "device_name", "data_source",
-]
 
-
-# ------------------------------------------------------------------------------------------------ validation
-
-def check_networks(value, parameter: str = "networks") -> list[str]:
-    """``value`` as a non-empty list of network names from :data:`NETWORKS` (the paper's spelling)."""
-    names = as_list(value) if value is not None else []
+def _names(value, valid, parameter: str) -> list[str]:
+    """``value`` as a non-empty, duplicate-free list of names from ``valid``; ValueError naming ``parameter``."""
+    names = config.as_list(value)
     if not names:
-        raise ValueError(f"{parameter} is empty; valid networks: {', '.join(NETWORKS)}")
-    for name in names:
-        if name not in NETWORKS:
-            raise ValueError(f"{parameter}: {name!r} is not a known network; valid networks: {', '.join(NETWORKS)}")
-    return list(dict.fromkeys(names))
+        raise ValueError(f"{parameter} is empty; valid: {', '.join(valid)}")
+    return list(dict.fromkeys(config.one_of(name, valid, parameter=parameter) for name in names))
 
 
-def check_strategies(value) -> list[str]:
-    """``value`` as a list of strategies (:data:`STRATEGIES`, optionally "native") that includes the gemm baseline."""
-    names = as_list(value) if value is not None else []
-    valid = ", ".join(STRATEGIES + OPTIONAL)
-    if not names:
-        raise ValueError(f"strategies is empty; valid strategies: {valid}")
-    for name in names:
-        if name not in STRATEGIES + OPTIONAL:
-            raise ValueError(f"strategies: {name!r} is not a known strategy; valid strategies: {valid}")
-    if BASELINE not in names:
-        raise ValueError(f"strategies={names!r} must include {BASELINE!r} (cuDNN-MM, the baseline every speed-up "
-                         f"is relative to); valid strategies: {valid}")
+def configure(preset: str | None = None, **overrides):
+    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); strategies are put
+    in the paper's order and must include the gemm baseline."""
+    cfg = config.configure(preset, PRESETS, **overrides)
+    cfg.networks = _names(cfg.networks, NETWORKS, "networks")
+    cfg.direct_check_networks = _names(cfg.direct_check_networks, NETWORKS, "direct_check_networks")
     order = STRATEGIES + OPTIONAL
-    return sorted(dict.fromkeys(names), key=order.index)
-
-
-def check_vgg_model(value) -> str:
-    if value not in VGG_MODELS:
-        raise ValueError(f"vgg_model={value!r} is not valid; valid: {', '.join(VGG_MODELS)}")
-    return value
-
-
-def validate(cfg):
-    """Check (and normalise in place) a configuration built from :data:`PRESETS`; returns it.
-
-    Raises ValueError naming the parameter and its valid values.
-    """
-    
-    cfg.networks = check_networks(cfg.networks)
-    cfg.direct_check_networks = check_networks(cfg.direct_check_networks, "direct_check_networks")
-    cfg.strategies = check_strategies(cfg.strategies)
-    cfg.vgg_model = check_vgg_model(cfg.vgg_model)
+    cfg.strategies = sorted(_names(cfg.strategies, order, "strategies"), key=order.index)
+    if BASELINE not in cfg.strategies:
+        raise ValueError(f"strategies={cfg.strategies!r} must include {BASELINE!r} (cuDNN-MM, the baseline every "
+                         f"speed-up is relative to); valid: {', '.join(order)}")
+    cfg.vgg_model = config.one_of(cfg.vgg_model, VGG_MODELS, parameter="vgg_model")
     for name, minimum in (("batch_size", 1), ("vgg_image_size", 32), ("best_repeats", 1), ("warmup", 0),
                           ("repeats", 1)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
-    value = cfg.min_time_s
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 600:
-        raise ValueError(f"min_time_s={value!r} must be a number of seconds from 0 to 600")
-    cfg.min_time_s = float(value)
-    cfg.threads = check_threads(cfg.threads)
+    if type(cfg.min_time_s) not in (int, float) or not 0 <= cfg.min_time_s <= 600:  # type(): no bools
+        raise ValueError(f"min_time_s={cfg.min_time_s!r} must be a number of seconds from 0 to 600")
+    cfg.min_time_s = float(cfg.min_time_s)
+    cfg.threads = config.threads(cfg.threads)
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
 
-# ------------------------------------------------------------------------------------------------ networks
-
 def network_spec(network: str, *, vgg_model: str = "vgg16", vgg_image_size: int = 224) -> dict:
-    """{"model", "options", "input_shape"} of a paper network; VGG's model and input size are parameters."""
-    spec = dict(NETWORKS[check_networks(network)[0]])
+    """{"model", "options", "input_shape", "shape" ("CxHxW")} of a paper network (VGG's model and size as given)."""
+    spec = dict(NETWORKS[network])
     if network == "VGG":
-        spec.update(model=check_vgg_model(vgg_model), input_shape=(3, vgg_image_size, vgg_image_size))
-    return spec
+        spec.update(model=vgg_model, input_shape=(3, vgg_image_size, vgg_image_size))
+    return {**spec, "shape": "x".join(map(str, spec["input_shape"]))}
 
 
 def networks_table(networks=tuple(NETWORKS), *, vgg_model: str = "vgg16", vgg_image_size: int = 224) -> pd.DataFrame:
     """One row per network: network, model (registry name), input_shape ("CxHxW"), conv_layers, params_m
     (millions), gflops_per_image (forward GFLOPs at that input; meta device, no compute)."""
-    from cnnlab.profiling import cost_model
-
     rows = []
-    for name in check_networks(list(networks)):
+    for name in networks:
         spec = network_spec(name, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
         with torch.device("meta"):
             net = models.get(spec["model"], **spec["options"])
-        cost = cost_model(net, spec["input_shape"], batch_size=1)
-        rows.append({"network": name, "model": spec["model"], "input_shape": "x".join(map(str, spec["input_shape"])),
+        rows.append({"network": name, "model": spec["model"], "input_shape": spec["shape"],
                      "conv_layers": sum(isinstance(m, torch.nn.Conv2d) for m in net.modules()),
                      "params_m": sum(p.numel() for p in net.parameters()) / 1e6,
-                     "gflops_per_image": cost["flops"] / 1e9})
+                     "gflops_per_image": cost_model(net, spec["input_shape"], batch_size=1)["flops"] / 1e9})
     return pd.DataFrame(rows)
 
 
-def relative_error(y: torch.Tensor, reference_model: torch.nn.Module, x: torch.Tensor) -> float:
-    """max |y - reference_model(x)| / max |reference_model(x)|: how far a strategy's output is from the network
-    computed with torch's own convolutions (``native``)."""
-    with torch.inference_mode():
-        ref = reference_model(x)
-    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-12)).item()
-
-
-def check_direct(networks=("LeNet", "CIFAR"), *, batch_size: int = 2, vgg_model: str = "vgg16",
-                 vgg_image_size: int = 224, seed: int = 0) -> pd.DataFrame:
-    """The direct strategy (cnnlab's Triton kernel in every convolution) against the native network, where the
-    kernel can run in this process (interpreted on a CPU: keep to the small networks; compiled on a GPU).
-
-    One row per network: network, input_shape, device, rel_error_vs_native (max |difference| / max |native
-    output|), check_s (s), check_missing_reason (None when it ran).
-    """
-    dev, reason = triton_check_device()
-    rows = []
-    for network in check_networks(list(networks)):
-        spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
-        row = {"network": network, "input_shape": "x".join(map(str, spec["input_shape"])), "device": dev,
-               "rel_error_vs_native": math.nan, "check_s": math.nan, "check_missing_reason": reason}
-        if dev is not None:
-            torch.manual_seed(seed)
-            net = models.get(spec["model"], **spec["options"]).eval().to(dev)
-            model = apply_strategy(net, "direct").to(dev)
-            x = torch.randn(batch_size, *spec["input_shape"], generator=torch.Generator().manual_seed(seed)).to(dev)
-            start = time.perf_counter()
-            with torch.inference_mode():
-                y = model(x)
-            row.update(rel_error_vs_native=relative_error(y, net, x), check_s=time.perf_counter() - start)
-        rows.append(row)
-    return pd.DataFrame(rows)
+def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |y - reference| / max |reference| (a strategy's output against the native network's)."""
+    return ((y.float() - reference.float()).abs().max() / reference.float().abs().max().clamp_min(1e-12)).item()
 
 
 def output_tolerance(device) -> float:
-    """Largest relative output difference from ``native`` accepted for a strategy: fp32 everywhere on a CPU; on a
+    """Largest relative output difference from native accepted for a strategy: fp32 everywhere on a CPU; on a
     GPU cuDNN may run fp32 convolutions in TF32 (10-bit mantissa), so the native reference itself is rounder."""
     return 2e-2 if config.resolve_device(device).type == "cuda" else 1e-3
+
+
+def layer_timer(device, repeats: int):
+    """The timer strategy "best" picks each layer's algorithm with: ``timer(fn)`` = median wall time (s) of
+    ``repeats`` calls of ``fn`` after one untimed call (``cnnlab.profiling.wall_time``: synchronised on a GPU)."""
+    def timer(fn) -> float:
+        fn()
+        return statistics.median(wall_time(fn, device=device).seconds for _ in range(repeats))
+    return timer
 
 
 def _choices(model: torch.nn.Module) -> str:
@@ -217,145 +150,94 @@ def _choices(model: torch.nn.Module) -> str:
     return ", ".join(f"{name} x{n}" for name, n in Counter(picks).most_common())
 
 
-# ------------------------------------------------------------------------------------------------ measurements
-
-def time_batch(model: torch.nn.Module, x: torch.Tensor, device: torch.device) -> float:
-    """Wall time of one inference call in s (synchronised on a GPU): a probe that sizes the timed loop."""
-    start = time.perf_counter()
-    with torch.inference_mode():
-        model(x)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
-MAX_REPEATS = 200
-MAX_EXTRA_WARMUP = 5
-
-
-def measure_point(network: str, strategy: str, *, batch_size: int, vgg_model: str, vgg_image_size: int, device,
-                  warmup: int, repeats: int, min_time_s: float, best_repeats: int) -> dict:
-    """One (network, strategy) point; see :func:`measure` for the columns."""
-    dev = config.resolve_device(device)
-    spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
+def _build(network: str, strategy: str, cfg, device, batch_size: int, **options):
+    """(the network with seeded weights, its copy under ``strategy`` on ``device``, a seeded random batch)."""
+    spec = network_spec(network, vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
     torch.manual_seed(0)  # the same weights for every strategy of a network
     net = models.get(spec["model"], **spec["options"]).eval()
-    options = {"repeats": best_repeats} if strategy == "best" else {}
     # Built outside inference mode: apply_strategy deep-copies, and weights copied under inference mode become
     # inference tensors, which the direct strategy's weight cache cannot read.
-    model = apply_strategy(net, strategy, **options).to(dev).eval()
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(batch_size, *spec["input_shape"], generator=gen).to(dev)  # on the device: convolutions only
-    try:
-        start = time.perf_counter()
-        with torch.inference_mode():
-            y = model(x)  # first call: best times its candidates per layer, Triton and cuDNN autotuning compile/tune
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        first_s = time.perf_counter() - start
-        error = relative_error(y, net.to(dev), x)
-        del y
-        per_batch = first_s
-        if strategy == "best" or dev.type == "cuda":  # the first call included best's selection / compilation
-            per_batch = time_batch(model, x, dev)
-        # Fast points get more timed batches (up to min_time_s of timing) and more untimed ones before them (a
-        # freshly built network runs its first few batches slower while the allocator's heap grows: seen up to
-        # 1.5x on AlexNet on a CPU); slow points (FFT on a CPU, ~1 s a batch) are warm after their first call.
-        per_batch = max(per_batch, 1e-6)
-        n = min(MAX_REPEATS, max(repeats, math.ceil(min_time_s / per_batch)))
-        n_warmup = max(warmup, min(MAX_EXTRA_WARMUP, math.floor(min_time_s / per_batch)))
-        m = benchmark(model, x, device=dev, warmup=n_warmup, repeats=n, batch_size=batch_size, measure_memory=False)
-        choices = _choices(model) if strategy == "best" else None
-    finally:
-        del net, model, x
-        free_memory()
-    row = m.as_row()
-    row.update(model=spec["model"], input_shape="x".join(map(str, spec["input_shape"])), time_missing_reason=None,
-               first_call_s=first_s, best_choices=choices, rel_error_vs_native=error, data_source=DATA_SOURCE)
-    return {k: row.get(k) for k in MEASURE_COLUMNS}
+    model = apply_strategy(net, strategy, **options).to(device).eval()
+    x = torch.randn(batch_size, *spec["input_shape"], generator=torch.Generator().manual_seed(0)).to(device)
+    return net.to(device), model, x, spec
 
 
-def measure(networks=tuple(NETWORKS), strategies_=STRATEGIES, *, batch_size: int = 2, vgg_model: str = "vgg16",
-            vgg_image_size: int = 224, device="cpu", warmup: int = 0, repeats: int = 1, min_time_s: float = 0.3,
-            best_repeats: int = 1, store: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
-    """Time per batch of every network under every strategy, with speed-ups over gemm (paper Fig. 7).
-
-    One row per (network, strategy), networks in the order given, strategies in the paper's order. Each point
-    builds the network with the same seeded weights, applies the strategy (``cnnlab.kernels.apply_strategy``),
-    makes one untimed first call (``first_call_s``: where "best" times its candidates per layer, and where Triton
-    compiles on a GPU), then times batches of random input already on ``device``: at least ``repeats``, and as
-    many as fill ``min_time_s`` seconds (up to :data:`MAX_REPEATS`), after at least ``warmup`` untimed ones and as
-    many as fit in ``min_time_s`` (up to :data:`MAX_EXTRA_WARMUP`). The time per batch that sizes both loops is
-    the first call's (one more probe call's for "best" and on a GPU, whose first calls do extra work).
-
-    Columns: network, strategy, status ("ok", "skipped", "oom", "error"), error, point_time_s, finished_utc,
-    model, input_shape ("CxHxW"), batch_size, latency_ms_median/p10/p90/mean (ms per batch) with
-    time_missing_reason, throughput_items_per_s, first_call_s (s), best_choices (the per-layer picks of "best",
-    e.g. "gemm x3, fft x2"), rel_error_vs_native (max |output - native output| / max |native output| on the
-    first call's batch: every strategy must compute the same network), gpu_util_pct (NaN on a CPU, with
-    reason), settings, data_source, then :func:`add_speedups`' columns. On a CPU the "direct" rows are
-    "skipped" with :data:`DIRECT_CPU_REASON`.
+def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
+    """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check": per network
+    of ``cfg.direct_check_networks``, the direct strategy (Triton kernel: compiled on a GPU, interpreted on a CPU)
+    against native on :data:`DIRECT_CHECK_BATCH` images: rel_error_vs_native, check_s (s, one call); "skipped"
+    with the reason where the kernel cannot run here. "strategies": one row per (network, strategy), paper order:
+    ``cnnlab.profiling.benchmark``'s columns (latency_ms_* per batch; first_call_ms: where best times its
+    candidates per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s``), input_shape,
+    best_choices ("gemm x3, fft x2"), rel_error_vs_native (the first call's output), then :func:`add_speedups`'
+    columns; direct "skipped" where Triton is not timed (CPU: :data:`DIRECT_CPU_REASON`). "speedups": per
+    network, speedup_vs_gemm per strategy (a column each, 2 decimals) and paper_opt (the paper's Opt, its words).
     """
-    networks = check_networks(list(networks))
-    strategies_ = check_strategies(list(strategies_))
-    dev = str(config.resolve_device(device))
-    untimed = triton_untimed_reason(dev)
-    if untimed is not None and untimed[0] == DIRECT_CPU_REASON:
-        untimed = (DIRECT_CPU_REASON, DIRECT_CPU_DETAIL)
-    points, skipped = [], []
-    for network in networks:
-        for strategy in strategies_:
-            if strategy == "direct" and untimed is not None:
-                spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
-                skipped.append({"network": network, "strategy": strategy, "status": "skipped",
-                                "error": untimed[1], "model": spec["model"],
-                                "input_shape": "x".join(map(str, spec["input_shape"])), "batch_size": batch_size,
-                                "latency_ms_median": math.nan, "latency_ms_p10": math.nan,
-                                "latency_ms_p90": math.nan, "latency_ms_mean": math.nan,
-                                "time_missing_reason": untimed[0], "throughput_items_per_s": math.nan,
-                                "gpu_util_pct": math.nan, "gpu_util_missing_reason": untimed[0],
-                                "device": dev, "data_source": DATA_SOURCE})
-            else:
-                points.append({"network": network, "strategy": strategy})
+    config.set_threads(cfg.threads)
+    dev, threads = torch.device(cfg.device), torch.get_num_threads()
+    vgg = dict(vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
+    store = {n: store_dir and Path(store_dir) / f"{n}.csv" for n in ("sweep_li2016", "sweep_li2016_direct_check")}
+    (check_device, check_reason), untimed = triton_check_device(), triton_untimed_reason(dev)
+
+    def check(network):
+        net, model, x, spec = _build(network, "direct", cfg, check_device, DIRECT_CHECK_BATCH)
+        with torch.inference_mode():
+            run = wall_time(lambda: model(x), device=check_device)
+            error = relative_error(run.result, net(x))
+        return {"input_shape": spec["shape"], "device": check_device, "rel_error_vs_native": error,
+                "check_s": run.seconds}
+
+    checked = sweep(check, {"network": cfg.direct_check_networks}, store["sweep_li2016_direct_check"],
+                    settings={**vgg, "batch_size": DIRECT_CHECK_BATCH, "device": check_device, "threads": threads},
+                    skip=lambda network: check_reason, desc="direct strategy vs native", progress=progress)
 
     def point(network, strategy):
-        return measure_point(network, strategy, batch_size=batch_size, vgg_model=vgg_model,
-                             vgg_image_size=vgg_image_size, device=dev, warmup=warmup, repeats=repeats,
-                             min_time_s=min_time_s, best_repeats=best_repeats)
+        options = {"timer": layer_timer(dev, cfg.best_repeats)} if strategy == "best" else {}
+        net, model, x, spec = _build(network, strategy, cfg, dev, cfg.batch_size, **options)
+        outputs = []
 
-    df = run_sweep(point, points, store, "Li et al. strategies", progress) if points else pd.DataFrame()
-    if skipped:
-        df = pd.concat([df, pd.DataFrame(skipped)], ignore_index=True)
-    rank = {(n, s): i for i, (n, s) in enumerate((n, s) for n in networks for s in strategies_)}
-    df = df.assign(_rank=[rank[(n, s)] for n, s in zip(df["network"], df["strategy"])]).sort_values("_rank")
-    return add_speedups(df.drop(columns="_rank").reset_index(drop=True))
+        def run(batch):  # keeps the first call's output, so no extra call is needed to compare it with native
+            y = model(batch)
+            if not outputs:
+                outputs.append(y)
+            return y
+
+        m = benchmark(run, x, device=dev, warmup=cfg.warmup, repeats=cfg.repeats, first_call=True,
+                      min_run_time_s=cfg.min_time_s, max_repeats=MAX_REPEATS, measure_memory=False)
+        with torch.inference_mode():
+            error = relative_error(outputs[0], net(x))
+        row = m.as_row()
+        return {**{k: row[k] for k in BENCH_COLUMNS}, "model": spec["model"], "input_shape": spec["shape"],
+                "rel_error_vs_native": error, "best_choices": _choices(model) if strategy == "best" else None,
+                "data_source": DATA_SOURCE}
+
+    settings = {**vars(cfg), "threads": threads, "data_source": DATA_SOURCE, "max_repeats": MAX_REPEATS}
+    for name in ("networks", "strategies", "direct_check_networks"):
+        settings.pop(name)
+    runs = add_speedups(sweep(point, {"network": cfg.networks, "strategy": cfg.strategies}, store["sweep_li2016"],
+                              settings=settings, progress=progress, desc="Li et al. strategies",
+                              skip=lambda network, strategy: untimed[1] if strategy == "direct" and untimed else None))
+    speedups = runs.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
+    speedups = speedups.reindex(columns=[s for s in cfg.strategies if s in speedups.columns]).round(2)
+    speedups["paper_opt"] = speedups.index.map({n: text for n, (_, text) in PAPER_OPT_SPEEDUP.items()})
+    return studies.combine(networks=networks_table(cfg.networks, **vgg), direct_check=checked, strategies=runs,
+                           speedups=speedups.reset_index())
 
 
-def add_speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with speedup_vs_gemm = (gemm's median time) / (this strategy's median time) for the same network
-    (exactly 1.0 for gemm), speedup_p10/speedup_p90 (from the strategy's p90 and p10 times: the spread of the
-    timed batches) and speedup_missing_reason where either time is missing."""
-    out = df.copy()
-    ok = out[out["status"] == "ok"]
-    base = ok[ok["strategy"] == BASELINE].set_index("network")["latency_ms_median"]
+def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with speedup_vs_gemm = gemm's median time / this strategy's for the same network (1.0 for gemm),
+    speedup_p10/speedup_p90 (from this strategy's p90 and p10 times: the spread of its timed batches) and
+    speedup_missing_reason where the speed-up is NaN."""
+    out = runs.copy()
+    base = out[(out["status"] == "ok") & (out["strategy"] == BASELINE)].set_index("network")["latency_ms_median"]
     ref = out["network"].map(base).astype(float)
-    t = pd.to_numeric(out["latency_ms_median"], errors="coerce")
-    out["speedup_vs_gemm"] = ref / t
-    out.loc[out["strategy"] == BASELINE, "speedup_vs_gemm"] = np.where(t[out["strategy"] == BASELINE] > 0, 1.0,
-                                                                       math.nan)
-    out["speedup_p10"] = ref / pd.to_numeric(out["latency_ms_p90"], errors="coerce")
-    out["speedup_p90"] = ref / pd.to_numeric(out["latency_ms_p10"], errors="coerce")
-    reasons = []
-    for r, s in zip(out.itertuples(), out["speedup_vs_gemm"]):
-        if not np.isnan(s):
-            reasons.append(None)
-        elif isinstance(getattr(r, "time_missing_reason", None), str):
-            reasons.append(r.time_missing_reason)
-        elif np.isnan(base.get(r.network, math.nan)):
-            reasons.append(f"the {BASELINE} baseline of {r.network} was not measured")
-        else:
-            reasons.append(f"not measured (status {r.status})")
-    out["speedup_missing_reason"] = reasons
+    out["speedup_vs_gemm"] = ref / out["latency_ms_median"].astype(float)
+    out["speedup_p10"] = ref / out["latency_ms_p90"].astype(float)
+    out["speedup_p90"] = ref / out["latency_ms_p10"].astype(float)
+    out["speedup_missing_reason"] = [
+        None if not math.isnan(r.speedup_vs_gemm) else
+        f"the {BASELINE} baseline of {r.network} was not measured" if r.status == "ok" else
+        getattr(r, "error", None) or f"not measured (status {r.status})" for r in out.itertuples()]
     return out
 
 
@@ -367,157 +249,111 @@ def paper_reference() -> pd.DataFrame:
                          for n, (v, text) in PAPER_OPT_SPEEDUP.items()])
 
 
-# ------------------------------------------------------------------------------------------------ claims
-
-def _speedups(df: pd.DataFrame) -> pd.DataFrame:
-    ok = df[(df["status"] == "ok")].dropna(subset=["speedup_vs_gemm"])
-    return ok.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
-
-
-BEST_TOLERANCE = 0.10  # best may be this much slower than the fastest single kernel and still "narrow the gap"
-
-
-def check_claims(df: pd.DataFrame, *, device: str) -> list[Claim]:
-    """The observations of Sec. IV-E checked on :func:`measure`'s result.
-
-    1. no single kernel wins everywhere: the fastest of the single-algorithm strategies (gemm, fft, fft_tiled,
-       direct) is not the same on every network;
-    2. best narrows the gap: on every network best is at least (1 - :data:`BEST_TOLERANCE`) x as fast as the
-       fastest single kernel;
-    3. best still trails opt on every network;
-    4. opt is the fastest strategy on every network (ours beside the paper's 5.6x / roughly 2x).
-    Strategies not measured here (direct on a CPU) are left out of each comparison and named in the note.
-    """
-    dev = str(device)
-    sp = _speedups(df)
-    missing = sorted(set(df.loc[df["status"] != "ok", "strategy"]))
-    left_out = f"not measured here: {', '.join(missing)}" if missing else ""
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """Sec. IV-E on the "strategies" rows: (1) no single kernel wins everywhere: the fastest of gemm, fft,
+    fft_tiled and direct differs between networks; (2) best narrows the gap: on every network best is at least
+    (1 - :data:`BEST_TOLERANCE`) x as fast as the fastest single kernel; (3) best trails opt on every network;
+    (4) opt is the fastest strategy on every network (ours beside the paper's 5.6x / roughly 2x). Strategies not
+    measured here (direct on a CPU) are left out of each comparison and named in the note."""
+    dev, runs = str(device), df[df["experiment"] == "strategies"]
+    sp = runs[runs["status"] == "ok"].dropna(subset=["speedup_vs_gemm"]).pivot_table(
+        index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
+    missing = sorted(set(runs.loc[runs["status"] != "ok", "strategy"]))
+    left_out = f"; not measured here: {', '.join(missing)}" if missing else ""
     singles = [s for s in SINGLE_KERNELS if s in sp.columns]
-    checks = []
 
+    def unmeasured(claim, why):
+        return Claim(claim=claim, paper="Fig. 7", ours="not measured", held=None, device=dev, note=why)
+
+    claim = "no single kernel wins everywhere"
     if len(sp) >= 2 and len(singles) >= 2:
         winners = sp[singles].idxmax(axis=1)
-        checks.append(Claim(claim="no single kernel wins everywhere",
-                            paper="cuda-convnet tops LeNet and CIFAR, cuDNN variants win on AlexNet, ZFNet, VGG",
-                            ours=", ".join(f"{n}: {w}" for n, w in winners.items()),
-                            held=winners.nunique() > 1, device=dev,
-                            note=f"fastest of {', '.join(singles)}" + (f"; {left_out}" if left_out else "")))
+        checks = [Claim(claim, paper="cuda-convnet tops LeNet and CIFAR, cuDNN variants win on AlexNet, ZFNet, VGG",
+                        ours=", ".join(f"{n}: {w}" for n, w in winners.items()), held=winners.nunique() > 1,
+                        device=dev, note=f"fastest of {', '.join(singles)}{left_out}")]
     else:
-        checks.append(Claim(claim="no single kernel wins everywhere", paper="Fig. 7", ours="not measured", held=None,
-                            device=dev, note="needs two networks and two single-kernel strategies measured"))
-
+        checks = [unmeasured(claim, "needs two networks and two single-kernel strategies measured")]
+    claim = "best (per-layer pick) narrows the gap to the fastest kernel"
     if "best" in sp.columns and singles:
-        top_single = sp[singles].max(axis=1)
-        ratio = sp["best"] / top_single
-        checks.append(Claim(claim="best (per-layer pick) narrows the gap to the fastest kernel",
-                            paper="cuDNN-Best, which cherry-picks the fastest kernel per layer, narrows the gap",
-                            ours=", ".join(f"{n}: best {b:.2f}x vs top kernel {t:.2f}x" for n, b, t in
-                                           zip(sp.index, sp["best"], top_single)),
-                            held=bool((ratio >= 1 - BEST_TOLERANCE).all()), device=dev,
+        top = sp[singles].max(axis=1)
+        checks.append(Claim(claim, paper="cuDNN-Best, which cherry-picks the fastest kernel per layer, narrows the gap",
+                            ours=", ".join(f"{n}: best {b:.2f}x vs top kernel {t:.2f}x"
+                                           for n, b, t in zip(sp.index, sp["best"], top)),
+                            held=bool((sp["best"] / top >= 1 - BEST_TOLERANCE).all()), device=dev,
                             note=f"held = best within {BEST_TOLERANCE:.0%} of the fastest single kernel on every "
-                                 "network" + (f"; {left_out}" if left_out else "")))
+                                 f"network{left_out}"))
     else:
-        checks.append(Claim(claim="best (per-layer pick) narrows the gap to the fastest kernel", paper="Fig. 7",
-                            ours="not measured", held=None, device=dev, note="best or the single kernels not measured"))
-
+        checks.append(unmeasured(claim, "best or the single kernels not measured"))
+    claim = "best still trails opt"
     if {"best", "opt"} <= set(sp.columns):
-        checks.append(Claim(claim="best still trails opt", paper="cuDNN-Best still trails Opt",
-                            ours=", ".join(f"{n}: best {b:.2f}x, opt {o:.2f}x" for n, b, o in
-                                           zip(sp.index, sp["best"], sp["opt"])),
+        checks.append(Claim(claim, paper="cuDNN-Best still trails Opt",
+                            ours=", ".join(f"{n}: best {b:.2f}x, opt {o:.2f}x"
+                                           for n, b, o in zip(sp.index, sp["best"], sp["opt"])),
                             held=bool((sp["best"] < sp["opt"]).all()), device=dev))
     else:
-        checks.append(Claim(claim="best still trails opt", paper="Fig. 7", ours="not measured", held=None, device=dev,
-                            note="best or opt not measured"))
-
+        checks.append(unmeasured(claim, "best or opt not measured"))
+    claim = "opt is the fastest strategy on every network"
     if "opt" in sp.columns:
         others = [s for s in sp.columns if s not in ("opt", "native")]
         fastest = (sp["opt"] >= sp[others].max(axis=1)) if others else pd.Series(True, index=sp.index)
         paper = ", ".join(f"{n} {text}" for n, (_, text) in PAPER_OPT_SPEEDUP.items())
-        checks.append(Claim(claim="opt is the fastest strategy on every network", paper=f"Opt: {paper} over cuDNN-MM",
+        checks.append(Claim(claim, paper=f"Opt: {paper} over cuDNN-MM",
                             ours=", ".join(f"{n} {v:.2f}x" for n, v in sp["opt"].items()),
                             held=bool(fastest.all()), device=dev,
-                            note=f"compared with {', '.join(others)}" + (f"; {left_out}" if left_out else "")))
+                            note=f"compared with {', '.join(others)}{left_out}"))
     else:
-        checks.append(Claim(claim="opt is the fastest strategy on every network", paper="Fig. 7", ours="not measured",
-                            held=None, device=dev, note="opt not measured"))
+        checks.append(unmeasured(claim, "opt not measured"))
     return checks
 
 
-# ------------------------------------------------------------------------------------------------ figures
-
-def plot_speedups(df: pd.DataFrame, reference: pd.DataFrame | None = None):
-    """Paper Fig. 7: speed-up over gemm (cuDNN-MM) per network, one bar per strategy (p10-p90 whiskers), on a log
-    axis; the paper's Opt values as black stars over the opt bars ("roughly" values hollow); strategies not
-    measured on this device marked "n/a" in their slot."""
-    import matplotlib.ticker as mticker
-
-    from cnnlab import plotting
-
-    reference = paper_reference() if reference is None else reference
-    networks = list(dict.fromkeys(df["network"]))
-    order = [s for s in STRATEGIES + OPTIONAL if s in set(df["strategy"])]
-    colors = dict(zip(STRATEGIES, plotting.plt.get_cmap("tab10").colors))
-    colors["native"] = "0.6"
-    width = 0.8 / len(order)
+def figures(df: pd.DataFrame) -> dict:
+    """``08_fig7_speedups`` (paper Fig. 7): speed-up over gemm (cuDNN-MM) per network, one bar per strategy
+    (p10-p90 whiskers), on a log axis; the paper's Opt values as black stars beside the opt bars ("roughly"
+    values hollow); strategies not measured on this device marked "n/a" in their slot."""
+    runs, reference = df[df["experiment"] == "strategies"], paper_reference()
+    networks = list(dict.fromkeys(runs["network"]))
+    order = [s for s in STRATEGIES + OPTIONAL if s in set(runs["strategy"])]
+    colors = {**dict(zip(STRATEGIES, plotting.plt.get_cmap("tab10").colors)), "native": "0.6"}
+    width = 0.8 / max(len(order), 1)
     fig, ax = plotting.plt.subplots(figsize=(max(8, 1.7 * len(networks) + 3), 6))
-    values = df["speedup_vs_gemm"].to_numpy(dtype=float)
+    values = runs["speedup_vs_gemm"].to_numpy(dtype=float)
     finite = values[np.isfinite(values) & (values > 0)]
     lo = min(0.5, finite.min() / 1.5) if len(finite) else 0.5
-    hi = max(8.0, finite.max() * 1.6, reference["paper_speedup"].max() * 1.6 if len(reference) else 0)
+    hi = max(8.0, finite.max() * 1.6 if len(finite) else 0, reference["paper_speedup"].max() * 1.6)
     for i, strategy in enumerate(order):
-        rows = df[df["strategy"] == strategy].set_index("network").reindex(networks)
+        rows = runs[runs["strategy"] == strategy].set_index("network").reindex(networks)
         x = np.arange(len(networks)) - 0.4 + width * (i + 0.5)
-        y = rows["speedup_vs_gemm"].to_numpy(dtype=float)
+        y, p10, p90 = (rows[c].to_numpy(dtype=float) for c in ("speedup_vs_gemm", "speedup_p10", "speedup_p90"))
         label = f"{strategy} ({PAPER_NAMES[strategy]})" if strategy in PAPER_NAMES else f"{strategy} (reference)"
-        ax.bar(x, np.nan_to_num(y, nan=0.0), width=width * 0.95, bottom=0, color=colors[strategy], label=label)
-        low = y - rows["speedup_p10"].to_numpy(dtype=float)
-        high = rows["speedup_p90"].to_numpy(dtype=float) - y
-        ax.errorbar(x, y, yerr=[low, high], fmt="none", ecolor="0.2", capsize=2, lw=0.8)
-        top = np.fmax(y, rows["speedup_p90"].to_numpy(dtype=float))
-        for xi, yi, ti in zip(x, y, top):
-            if np.isnan(yi):
-                ax.text(xi, lo * 1.08, "n/a", rotation=90, ha="center", va="bottom", fontsize=8, color="0.3")
-            else:  # the value, above the whisker
-                ax.text(xi, ti * 1.08, f"{yi:.2g}", rotation=90, ha="center", va="bottom", fontsize=7)
-        if strategy == "opt" and len(reference):
-            for xi, network in zip(x, networks):
-                ref = reference[reference["network"] == network]
-                if len(ref):
-                    approx = bool(ref["approximate"].iloc[0])
-                    value = float(ref["paper_speedup"].iloc[0])
-                    xs = xi + width * 0.75  # beside the bar, clear of its value label
-                    ax.plot(xs, value, marker="*", markersize=13, color="black",
-                            markerfacecolor="white" if approx else "black", linestyle="none", zorder=5,
-                            label="paper's Opt (hollow: 'roughly')")
-                    ax.annotate(str(ref["paper_text"].iloc[0]).replace("roughly ", "~"), (xs, value),
-                                xytext=(7, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.bar(x, np.nan_to_num(y, nan=0.0), width=width * 0.95, color=colors[strategy], label=label)
+        ax.errorbar(x, y, yerr=[y - p10, p90 - y], fmt="none", ecolor="0.2", capsize=2, lw=0.8)
+        for xi, yi, ti in zip(x, y, np.fmax(y, p90)):  # the value above the whisker, or "n/a" at the bottom
+            na = bool(np.isnan(yi))
+            ax.text(xi, (lo if na else ti) * 1.08, "n/a" if na else f"{yi:.2g}", rotation=90, ha="center",
+                    va="bottom", fontsize=8 if na else 7, color="0.3" if na else "black")
+        for ref in reference.itertuples() if strategy == "opt" else ():
+            if ref.network in networks:  # beside the opt bar, clear of its value label
+                xs = x[networks.index(ref.network)] + width * 0.75
+                ax.plot(xs, ref.paper_speedup, marker="*", markersize=13, color="black", linestyle="none",
+                        markerfacecolor="white" if ref.approximate else "black", zorder=5,
+                        label="paper's Opt (hollow: 'roughly')")
+                ax.annotate(ref.paper_text.replace("roughly ", "~"), (xs, ref.paper_speedup), xytext=(7, 0),
+                            textcoords="offset points", va="center", fontsize=8)
     ax.axhline(1.0, color="0.3", lw=1, linestyle="--")
-    ax.set_yscale("log")
-    ax.set_ylim(lo, hi)
+    ax.set(yscale="log", ylim=(lo, hi), xlabel="Network (input C x H x W)", ylabel="Speed-up over gemm = cuDNN-MM (x)")
     ticks = [v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo <= v <= hi]
-    ax.yaxis.set_major_locator(mticker.FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.yaxis.set_minor_locator(mticker.NullLocator())
-    shapes = df.drop_duplicates("network").set_index("network")["input_shape"].reindex(networks)
-    ax.set_xticks(np.arange(len(networks)), [f"{n}\n{s}" for n, s in zip(networks, shapes)])
-    ax.set_xlabel("Network (input C x H x W)")
-    ax.set_ylabel("Speed-up over gemm = cuDNN-MM (x)")
-    batch = df["batch_size"].dropna()
-    device = df["device"].dropna()
+    ax.set_yticks(ticks, [f"{v:g}x" for v in ticks])
+    ax.minorticks_off()
+    shapes = runs.dropna(subset=["input_shape"]).drop_duplicates("network").set_index("network")["input_shape"]
+    ax.set_xticks(np.arange(len(networks)), [f"{n}\n{shapes.get(n, '?')}" for n in networks])
+    batch, device = runs["batch_size"].dropna(), runs["device"].dropna()
     ax.set_title(f"Whole-network speed-up per strategy (batch {int(batch.iloc[0]) if len(batch) else '?'}, "
                  f"{device.iloc[0] if len(device) else '?'})")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
+    unique = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label -> handle: the paper's star once
     ax.legend(unique.values(), unique.keys(), fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    missing = df[df["status"] == "skipped"].groupby("strategy")["time_missing_reason"].first()
-    if len(missing):
-        ax.text(0.5, -0.38, "n/a: " + "; ".join(f"{s}: {r}" for s, r in missing.items()), ha="center", fontsize=9,
-                color="0.3", transform=ax.transAxes, va="top")
+    missing = runs[runs["status"] == "skipped"].groupby("strategy")["error"].first()
+    if len(missing):  # the reason's first clause ("Triton kernels are timed only on a GPU")
+        ax.text(0.5, -0.38, "n/a: " + "; ".join(f"{s}: {str(r).split(': ')[0]}" for s, r in missing.items()),
+                ha="center", fontsize=9, color="0.3", transform=ax.transAxes, va="top")
     fig.tight_layout()
-    return fig
-
-
-__all__ = ["BASELINE", "NETWORKS", "PAPER_NAMES", "PAPER_OPT_SPEEDUP", "PRESETS", "SINGLE_KERNELS", "STRATEGIES",
-           "add_speedups", "check_claims", "check_direct", "check_networks", "check_strategies", "check_vgg_model",
-           "measure", "network_spec", "networks_table", "output_tolerance", "paper_reference", "plot_speedups",
-           "relative_error", "set_threads", "store_path", "validate"]
+    return {"08_fig7_speedups": fig}
