@@ -9,7 +9,6 @@ new column; otherwise the row is appended. A torn last line (killed mid-write) i
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 import os
@@ -134,29 +133,3 @@ def _cell(value: Any) -> Any:
     if value is None or isinstance(value, (tuple, list)) or hasattr(value, "item"):
         return key_value(value)
     return value
-
-
-def store_path(folder: str | os.PathLike, name: str, **settings) -> Path:
-    """``<folder>/<name>_<digest>.csv``: a sweep store keyed by the settings that are not grid parameters
-    (images, repeats, device, data set, model size, ...), so that a run with other settings never resumes from
-    this one's rows: each combination of settings has its own file."""
-    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return Path(folder) / f"{name}_{digest}.csv"
-
-
-def config_store_path(store: str | os.PathLike | None, cfg, *, grid: Iterable[str] = (), model=None) -> Path | None:
-    """:func:`store_path` for ``store`` (its folder and stem) keyed by every setting of ``cfg`` (a namespace of
-    a study's parameters) except the ``grid`` lists the sweep runs over, by the measured model's class and
-    parameter count, and by cnnlab's version. Over-inclusive on purpose: an unrelated setting costs a new
-    measurement, a forgotten one would return another run's rows as this run's. None stays None (no store)."""
-    from cnnlab import __version__
-
-    if store is None:
-        return None
-    grid = set(grid)
-    settings = {k: v for k, v in vars(cfg).items() if k not in grid}
-    if model is not None:
-        settings["measured_model"] = f"{type(model).__name__}, {sum(p.numel() for p in model.parameters())} params"
-    settings["cnnlab_version"] = __version__
-    path = Path(store)
-    return store_path(path.parent, path.stem, **settings)

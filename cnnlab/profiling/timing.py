@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from cnnlab.profiling import memory as _memory
+from cnnlab.profiling.memory import MIB
 from cnnlab import config
 from cnnlab.profiling.environment import cpu_model
 from cnnlab.profiling.gpu_util import UtilisationSampler
 
-MIB = 1024**2
 _MAX_EXTRA_WARMUP = 5
 
 
