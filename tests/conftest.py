@@ -17,7 +17,9 @@ def ran_interpreted_in_subprocess(request) -> bool:
     """True if this test needed Triton's interpreter, lacked it, and was therefore run (and passed) in a subprocess
     with TRITON_INTERPRET=1; False if the interpreter is on here and the test should just go on.
 
-    TRITON_INTERPRET takes effect only if set before triton is imported, which another test module may have done.
+    cnnlab runs CPU tensors in Triton's interpreter only when TRITON_INTERPRET=1 is set (now, or when triton was
+    imported); rather than set it in this process, where it would change how every later test's Triton code runs,
+    a test that needs it runs itself once more in a subprocess that has it.
     """
     import os
     import subprocess
