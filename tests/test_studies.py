@@ -122,3 +122,12 @@ def test_check_results_fails_on_each_broken_rule(bad, message):
 def test_load_rejects_unknown_studies():
     with pytest.raises(ValueError, match="valid studies: quickstart"):
         studies.load("precision")
+
+
+def test_combine_gives_integer_columns_back_as_integers():
+    both = studies.combine(a=pd.DataFrame({"batch_size": [1, 8], "ok": [True, False]}),
+                           b=pd.DataFrame({"tile_px": [math.nan, 8.0]}))
+    assert both["batch_size"].dtype == float  # gaps from experiment b: plain floats with NaN, no pd.NA
+    parts = studies.tables(both)
+    assert parts["a"]["batch_size"].dtype == "int64" and parts["a"]["ok"].dtype == bool
+    assert math.isnan(parts["b"]["tile_px"].iloc[0])

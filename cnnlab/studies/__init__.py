@@ -67,15 +67,13 @@ def signature_problems(module: ModuleType) -> list[str]:
 
 def combine(**experiments: pd.DataFrame) -> pd.DataFrame:
     """One tidy frame from a study's experiments (``combine(timing=t, accuracy=a)``): their rows one after the
-    other with an ``experiment`` column, and each experiment's own columns recorded (``df.attrs["columns"]``) so
-    that :func:`tables` gives every part back with exactly its columns, even those empty on this device. Integer
-    and boolean columns become pandas' nullable types, so that the gaps other experiments leave do not turn
-    them into floats."""
-    nullable = {"i": "Int64", "u": "Int64", "b": "boolean"}
-    parts = [part.astype({c: nullable[t.kind] for c, t in part.dtypes.items() if t.kind in nullable})
-             .assign(experiment=name) for name, part in experiments.items() if len(part)]
+    other with an ``experiment`` column, and each experiment's own columns and dtypes recorded in ``df.attrs``,
+    so that :func:`tables` gives every part back with exactly its columns (even those empty on this device) and
+    its integer columns as integers (in the combined frame, the gaps other experiments leave make them floats)."""
+    parts = [part.assign(experiment=name) for name, part in experiments.items() if len(part)]
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["experiment"])
     df.attrs["columns"] = {name: list(part.columns) for name, part in experiments.items()}
+    df.attrs["dtypes"] = {name: {c: str(t) for c, t in part.dtypes.items()} for name, part in experiments.items()}
     return df
 
 
@@ -91,7 +89,10 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         rows = df["experiment"] == name
         part = df[rows].drop(columns="experiment")
         if name in owned:
-            out[name] = part[[c for c in owned[name] if c in part.columns]].reset_index(drop=True)
+            part = part[[c for c in owned[name] if c in part.columns]].reset_index(drop=True)
+            dtypes = df.attrs.get("dtypes", {}).get(name, {})
+            ints = {c: t for c, t in dtypes.items() if c in part and (t.startswith(("int", "uint")) or t == "bool")}
+            out[name] = part.astype(ints) if not part[list(ints)].isna().any().any() else part
             continue
         foreign = [c for c in part.columns if part[c].isna().all() and df.loc[~rows, c].notna().any()]
         out[name] = part.drop(columns=foreign).reset_index(drop=True)
