@@ -88,10 +88,12 @@ lock-cuda-check: $(STAMP)
 	        '| nvidia-cudnn-cu13', v.get('nvidia-cudnn-cu13'))"
 
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
-# NB=01 runs one notebook, PRESET=paper changes the preset. Sweeps resume from the CSVs already in
-# figures/<notebook>/; FRESH=1 deletes them first (do that after changing the code being measured).
+# NB=01 runs one notebook, PRESET=paper changes the preset, P="repeats=3 models=['resnet20']" sets notebook
+# parameters (space-separated NAME=VALUE, no spaces inside a value; a misspelt name fails in the config cell).
+# Sweeps resume from the CSVs already in figures/<notebook>/; FRESH=1 deletes them first.
 figures: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh)
+	MPLBACKEND=Agg $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
+	  $(foreach p,$(P),-p '$(p)')
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

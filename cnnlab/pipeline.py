@@ -8,6 +8,7 @@ notebook stops the run with its name and the failing cell; what the notebooks be
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 import sys
@@ -44,7 +45,22 @@ def find_notebooks(selector: str | None = None) -> list[Path]:
     return found
 
 
-def run(notebooks: list[Path], preset: str, *, fresh: bool = False) -> int:
+def parse_parameters(pairs: list[str]) -> dict:
+    """``["batch_sizes=[1, 4]", "repeats=3", "model=resnet20"]`` -> papermill parameters: a value that reads as a
+    Python literal is that literal, anything else the text. The notebook checks the names and the values."""
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise SystemExit(f"parameter {pair!r} is not NAME=VALUE (e.g. repeats=3 or batch_sizes=[1,4])")
+        try:
+            params[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            params[name.strip()] = text.strip()
+    return params
+
+
+def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -57,7 +73,7 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False) -> int:
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
         try:
             papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
-                                       progress_bar=False, log_output=False)
+                                       parameters=parameters or {}, progress_bar=False, log_output=False)
         except PapermillExecutionError as err:
             print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
                   f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
@@ -74,8 +90,10 @@ def main(argv=None) -> int:
                         choices=["auto", "quick", "standard", "paper"])
     parser.add_argument("--fresh", action="store_true",
                         help="delete each notebook's stored results first instead of resuming from them")
+    parser.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
+                        help="a notebook parameter (repeatable), e.g. -p repeats=3 -p 'batch_sizes=[1, 4]'")
     args = parser.parse_args(argv)
-    return run(find_notebooks(args.notebook), args.preset, fresh=args.fresh)
+    return run(find_notebooks(args.notebook), args.preset, fresh=args.fresh, parameters=parse_parameters(args.param))
 
 
 if __name__ == "__main__":

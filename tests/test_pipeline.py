@@ -32,3 +32,12 @@ def test_notebooks_are_committed_without_outputs():
         for cell in cells:
             if cell["cell_type"] == "code":
                 assert not cell.get("outputs") and cell.get("execution_count") is None, nb.name
+
+
+def test_parse_parameters_reads_literals_and_text():
+    from cnnlab.pipeline import parse_parameters
+
+    assert parse_parameters(["repeats=3", "batch_sizes=[1, 4]", "model=resnet20", "synthetic=True"]) == {
+        "repeats": 3, "batch_sizes": [1, 4], "model": "resnet20", "synthetic": True}
+    with pytest.raises(SystemExit, match="is not NAME=VALUE"):
+        parse_parameters(["repeats"])

@@ -131,3 +131,27 @@ def test_combine_gives_integer_columns_back_as_integers():
     parts = studies.tables(both)
     assert parts["a"]["batch_size"].dtype == "int64" and parts["a"]["ok"].dtype == bool
     assert math.isnan(parts["b"]["tile_px"].iloc[0])
+
+
+def test_check_parameters_rejects_names_papermill_injected_that_the_study_lacks():
+    module = studies.load("quickstart")
+    history = ["import cnnlab", "preset = None\nrepeats = None", "# Parameters\nrepeats = 3\nbatchsize = 4\n"]
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['batchsize'\].*valid parameters: batch_sizes"):
+        studies.check_parameters({"In": history}, module)
+    studies.check_parameters({"In": history[:2] + ["# Parameters\nrepeats = 3\n"]}, module)  # known: fine
+    studies.check_parameters({}, module)  # outside IPython: nothing to check
+
+
+@pytest.mark.parametrize("notebook", ["00_quickstart", "05_ddp_scaling"])
+def test_misspelt_papermill_parameter_fails_in_the_config_cell(notebook, tmp_path):
+    import subprocess
+    import sys
+
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / f"{notebook}.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-p", "batchsize",
+                           "4", "--cwd", str(tmp_path), "-k", "python3"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "CNNLAB_FIGURES_DIR": str(tmp_path / "figures")})
+    assert proc.returncode != 0
+    assert "unknown parameter(s) ['batchsize']" in proc.stdout + proc.stderr
+    assert not (tmp_path / "figures" / notebook).exists() or not any((tmp_path / "figures" / notebook).iterdir())

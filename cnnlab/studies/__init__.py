@@ -14,11 +14,12 @@ following one contract, so that every notebook reads the same way:
 - ``check_claims(df, device) -> list[Claim]``: the paper's claims judged on ``df``, each with its criterion.
 - ``figures(df) -> dict[str, Figure]``: the study's figures, named as they are saved.
 
-Notebooks call only these, :func:`save`, :func:`check_results` and :mod:`cnnlab.plotting`/:mod:`cnnlab.claims`.
+Notebooks call only these, :func:`check_parameters`, :func:`save`, :func:`check_results` and :mod:`cnnlab.plotting`/:mod:`cnnlab.claims`.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import math
@@ -43,6 +44,24 @@ def load(name: str) -> ModuleType:
     if missing:
         raise ValueError(f"cnnlab.studies.{name} does not follow the study contract: no {', '.join(missing)}")
     return module
+
+
+def check_parameters(namespace: dict, module: ModuleType) -> None:
+    """Fail on a parameter papermill passed that the study does not have (``-p batchsize 4``: papermill itself
+    only warns, and the run would go on with the preset). ``namespace`` is the notebook's ``globals()``: the
+    cells papermill injected (they start with "# Parameters") are read from IPython's input history ``In``.
+    ValueError naming the unknown names and the valid parameters; nothing to check outside papermill."""
+    valid = set().union(*(set(p) for p in module.PRESETS.values())) | {"preset"}
+    injected = set()
+    for source in namespace.get("In") or []:
+        if isinstance(source, str) and source.lstrip().startswith("# Parameters"):
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.Assign):
+                    injected |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    unknown = sorted(injected - valid)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} passed to this notebook; valid parameters: "
+                         f"{', '.join(sorted(valid))}")
 
 
 def signature_problems(module: ModuleType) -> list[str]:
@@ -146,5 +165,5 @@ def check_results(df: pd.DataFrame) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_results", "combine", "load", "save", "signature_problems",
+__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_parameters", "check_results", "combine", "load", "save", "signature_problems",
            "tables"]
