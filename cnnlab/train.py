@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from tqdm.auto import tqdm
 
 from cnnlab import data as datasets
 from cnnlab import models
-from cnnlab.data.storage import data_root
+from cnnlab.data.storage import data_root, read_or_explain, remove_quietly
 from cnnlab.profiling import wall_time
 
 SCHEDULES = ("cosine", "step", "constant")
@@ -209,7 +210,8 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
     torch.manual_seed(recipe.seed)
     model = models.get(model_name, **options)
     if cache and path.exists():
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = read_or_explain(path, lambda p: torch.load(p, map_location="cpu", weights_only=True),
+                                remedy="delete it (cnnlab trains the model again)")
         model.load_state_dict(state["model"])
         return model.to(device), pd.DataFrame(state["history"])
 
@@ -228,10 +230,15 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
                   scheduler=_scheduler(optimizer, recipe, len(train_loader)), amp=recipe.amp, on_epoch=test,
                   progress=progress, desc=f"train {model_name} on {dataset_name}")
     if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.name + ".part")
-        torch.save({"model": model.state_dict(), "history": history.to_dict(orient="list")}, part)
-        part.rename(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": model.state_dict(), "history": history.to_dict(orient="list")}, part)
+            part.rename(path)
+        except OSError as err:  # e.g. a read-only data folder: the trained model must not be lost with it
+            remove_quietly(part)
+            warnings.warn(f"could not save the checkpoint {path} ({err}); the trained model is returned but not "
+                          "cached: the next call trains it again", stacklevel=2)
     return model, history
 
 

@@ -142,3 +142,61 @@ def test_unknown_names_list_valid_ones(tmp_path):
         data.load("digits", "val")
     with pytest.raises(data.DatasetUnavailableError, match="ImageFolder"):
         data.load("mini_imagenet", root=tmp_path)
+
+
+def test_read_only_data_folder_gives_the_clear_message(tmp_path, monkeypatch):
+    import errno
+    import urllib.request
+    from pathlib import Path
+
+    from cnnlab.data import storage
+
+    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url="http://cnnlab.invalid/cifar-10-python.tar.gz")
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+    read_only = OSError(errno.EROFS, "Read-only file system")
+
+    def refuse(*args, **kwargs):
+        raise read_only
+
+    # root may write anywhere, so a read-only mount is simulated: every write and delete in the data folder fails
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: io.BytesIO(b"x"))
+    monkeypatch.setattr(storage, "open", refuse, raising=False)
+    monkeypatch.setattr(Path, "unlink", refuse)
+    with pytest.raises(data.DatasetUnavailableError) as err:
+        data.load("cifar10", root=tmp_path)
+    assert "Read-only file system" in str(err.value) and "put cifar-10-python.tar.gz" in str(err.value)
+
+
+def test_truncated_archive_is_named_and_download_false_stays_offline(tmp_path, monkeypatch):
+    import urllib.request
+
+    (tmp_path / "cifar-10-python.tar.gz").write_bytes(_fake_cifar_archive()[:100])  # cut short
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("download=False touched the network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    with pytest.raises(data.DatasetUnavailableError) as err:
+        data.load("cifar10", root=tmp_path, download=False)
+    message = str(err.value)
+    assert "its md5 is" in message and "truncated or damaged" in message
+    assert str(tmp_path / "cifar-10-python.tar.gz") in message
+
+
+def test_damaged_extracted_folder_names_the_file_and_the_remedy(tmp_path, serve, monkeypatch):
+    archive = _fake_cifar_archive(n_per_batch=4)
+    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url=serve(archive), md5=hashlib.md5(archive).hexdigest())
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+    data.load("cifar10", "test", root=tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "test_batch"
+    batch.write_bytes(batch.read_bytes()[:50])
+    with pytest.raises(data.DamagedFileError) as err:
+        data.load("cifar10", "test", root=tmp_path)
+    assert str(batch) in str(err.value) and "delete the folder" in str(err.value)
+
+
+def test_damaged_imdb_cache_names_the_file(tmp_path):
+    cache = tmp_path / "imdb_v100_l16.pt"
+    cache.write_bytes(b"not a torch archive")
+    with pytest.raises(data.DamagedFileError, match="imdb_v100_l16.pt.*delete it"):
+        data.load("imdb", root=tmp_path, vocab_size=100, seq_len=16)

@@ -106,3 +106,26 @@ def test_train_step_clips_the_gradient_norm():
     loss, logits = train_step(model, x, y, optimizer, clip_grad_norm=0.5)
     norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
     assert logits.shape == (8, 2) and loss.ndim == 0 and norm.item() <= 0.5 + 1e-5
+
+
+def test_damaged_checkpoint_is_named_and_unwritable_one_is_a_warning(tmp_path, monkeypatch):
+    import cnnlab.train as train_module
+    from cnnlab import data
+
+    small = train_module.Recipe(epochs=1, batch_size=64, lr=0.05, schedule="constant", augment=False)
+    model, _ = train_module.train("lenet5", "digits", recipe=small, root=tmp_path, progress=False)
+    (checkpoint,) = (tmp_path / "checkpoints").glob("*.pt")
+    checkpoint.write_bytes(checkpoint.read_bytes()[:200])  # truncated
+    with pytest.raises(data.DamagedFileError, match="delete it \\(cnnlab trains the model again\\)") as err:
+        train_module.train("lenet5", "digits", recipe=small, root=tmp_path, progress=False)
+    assert str(checkpoint) in str(err.value)
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(train_module.torch, "save", read_only)
+    with pytest.warns(UserWarning, match="could not save the checkpoint .*Read-only file system"):
+        trained, history = train_module.train("lenet5", "digits", recipe=small, root=tmp_path / "ro",
+                                              progress=False)
+    assert len(history) == 1 and isinstance(trained, torch.nn.Module)  # the trained model is not lost
+    assert not list((tmp_path / "ro").rglob("*.part"))

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Subset
 
 from cnnlab.data.images import ImageTensorDataset, load_cifar, load_digits, synthetic_images
-from cnnlab.data.storage import DatasetUnavailableError, data_root
+from cnnlab.data.storage import DamagedFileError, DatasetUnavailableError, data_root
 from cnnlab.data.text import TokenDataset, load_imdb, synthetic_sentiment
 
 
@@ -131,5 +131,5 @@ def make_loader(dataset, batch_size: int, *, num_workers: int = 0, pin_memory: b
                       generator=generator)
 
 
-__all__ = ["DatasetInfo", "DatasetUnavailableError", "ImageTensorDataset", "TokenDataset", "data_root", "info",
+__all__ = ["DamagedFileError", "DatasetInfo", "DatasetUnavailableError", "ImageTensorDataset", "TokenDataset", "data_root", "info",
            "load", "make_loader", "names", "subset"]

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import DatasetUnavailableError, data_root, download, extract
+from cnnlab.data.storage import data_root, download, extract, read_or_explain
 
 # Per-channel statistics of the CIFAR training sets (the usual values, e.g. kuangliu/pytorch-cifar).
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
@@ -61,11 +61,16 @@ class ImageTensorDataset(Dataset):
 
 
 def _read_cifar_batches(folder: Path, files: list[str], label_key: bytes):
+    def read(path):
+        with open(path, "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        return batch, np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+
     images, labels = [], []
     for name in files:
-        with open(folder / name, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
-        images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+        batch, data = read_or_explain(folder / name, read,
+                                      remedy=f"delete the folder {folder} (cnnlab extracts it again from the archive)")
+        images.append(data)
         labels.extend(batch[label_key])
     return torch.from_numpy(np.concatenate(images)), torch.tensor(labels)
 
@@ -77,9 +82,7 @@ def load_cifar(name: str, split: str, *, root=None, download_ok: bool = True, au
     folder = root / meta["folder"]
     if not folder.exists():
         archive = root / meta["file"]
-        if not download_ok and not archive.exists():
-            raise DatasetUnavailableError(f"{name}: {archive} not found and download=False; get it from {meta['url']}")
-        download(meta["url"], archive, meta["md5"], dataset=name,
+        download(meta["url"], archive, meta["md5"], dataset=name, network=download_ok,
                  expected=f"{meta['file']}, which unpacks to {meta['folder']}/")
         extract(archive, root, meta["folder"])
     images, labels = _read_cifar_batches(folder, meta[split], meta["label_key"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import shutil
 import tarfile
 import tempfile
@@ -16,6 +17,10 @@ CONNECT_TIMEOUT_S = 5.0  # an offline machine must fail fast, not hang
 
 class DatasetUnavailableError(RuntimeError):
     """A real dataset is neither on disk nor downloadable. The message says where to put the files."""
+
+
+class DamagedFileError(RuntimeError):
+    """A file cnnlab wrote or extracted earlier cannot be read. The message names it and says what to do."""
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
@@ -37,35 +42,65 @@ def md5sum(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def download(url: str, dest: Path, md5: str, *, dataset: str, expected: str) -> Path:
+def remove_quietly(path: Path) -> None:
+    """Delete ``path`` if it exists and can be deleted: clean-up must never hide the error that called for it
+    (on a read-only data folder even deleting a file that is not there fails)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def download(url: str, dest: Path, md5: str, *, dataset: str, expected: str, network: bool = True) -> Path:
     """Download ``url`` to ``dest`` and verify its MD5; return ``dest``.
 
     The file is written to ``dest.part`` and renamed only once verified, so an interrupted or failed
     download never leaves a file that looks complete. On a network error raises
-    :class:`DatasetUnavailableError` naming the URL, the expected files and where to put them.
+    :class:`DatasetUnavailableError` naming the URL, the expected files and where to put them; a ``dest``
+    already there with another MD5 (a truncated or damaged copy) is named as such. ``network=False``: never
+    download, only verify what is there.
     """
-    if dest.exists() and md5sum(dest) == md5:
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    damaged = ""
+    if dest.exists():
+        got = md5sum(dest)
+        if got == md5:
+            return dest
+        damaged = (f"  {dest} is there but its md5 is {got}, not {md5}: it is truncated or damaged; delete it "
+                   f"(cnnlab downloads it again) or replace it with a good copy.\n")
+    if not network:
+        raise DatasetUnavailableError(f"{dataset}: download=False and no verified {dest.name} in {dest.parent}/.\n"
+                                      + (damaged or f"  get it from {url} (md5 {md5}).\n"))
     part = dest.with_name(dest.name + ".part")
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
         with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S) as response, open(part, "wb") as out:
             shutil.copyfileobj(response, out, length=1 << 20)
     except (urllib.error.URLError, OSError, TimeoutError) as err:
-        part.unlink(missing_ok=True)
+        remove_quietly(part)
         raise DatasetUnavailableError(
             f"cannot download {dataset}: {err}.\n"
             f"  URL: {url}\n"
-            f"  expected: {expected}\n"
+            f"  expected: {expected}\n" + damaged +
             f"  put {dest.name} (md5 {md5}) in {dest.parent}/ (or set CNNLAB_DATA to a folder holding it),\n"
             f"  or pass synthetic=True to use labelled synthetic data of the same shape."
         ) from None
     got = md5sum(part)
     if got != md5:
-        part.unlink(missing_ok=True)
+        remove_quietly(part)
         raise DatasetUnavailableError(f"{dataset}: {url} gave md5 {got}, expected {md5}; nothing was kept")
     part.rename(dest)
     return dest
+
+
+def read_or_explain(path: Path, read, *, remedy: str):
+    """``read(path)``, or, when the file is truncated or damaged (unpickling, a torch archive that does not open,
+    a short read), a :class:`DamagedFileError` naming ``path`` and ``remedy`` (what to do about it)."""
+    try:
+        return read(path)
+    except (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, KeyError, OSError) as err:
+        first = (str(err).splitlines() or [""])[0][:160]  # torch's own advice (weights_only=False) is not ours
+        raise DamagedFileError(f"{path} cannot be read ({type(err).__name__}: {first}); it is truncated or "
+                               f"damaged: {remedy}") from err
 
 
 def extract(archive: Path, into: Path, top_level: str) -> Path:

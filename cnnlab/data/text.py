@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections import Counter
 from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import DatasetUnavailableError, data_root, download, extract
+from cnnlab.data.storage import data_root, download, extract, read_or_explain, remove_quietly
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
@@ -76,9 +77,8 @@ def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: in
         folder = root / "aclImdb"
         if not folder.exists():
             archive = root / "aclImdb_v1.tar.gz"
-            if not download_ok and not archive.exists():
-                raise DatasetUnavailableError(f"imdb: {archive} not found and download=False; get it from {IMDB_URL}")
-            download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
+            download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", network=download_ok,
+                     expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
             extract(archive, root, "aclImdb")
         train_docs, train_labels = _read_reviews(folder / "train")
         test_docs, test_labels = _read_reviews(folder / "test")
@@ -88,9 +88,16 @@ def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: in
             ids, lengths = encode(docs, vocab, seq_len)
             payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
         part = cache.with_name(cache.name + ".part")
-        torch.save(payload, part)
-        part.rename(cache)
-    payload = torch.load(cache, weights_only=True)
+        try:
+            torch.save(payload, part)
+            part.rename(cache)
+        except OSError as err:  # a read-only data folder: go on with what was just tokenised, uncached
+            remove_quietly(part)
+            warnings.warn(f"imdb: could not cache the tokenised data in {cache} ({err}); it is tokenised again on "
+                          "every load", stacklevel=2)
+    else:
+        payload = read_or_explain(cache, lambda path: torch.load(path, weights_only=True),
+                                  remedy="delete it (cnnlab tokenises the reviews again)")
     data = payload[split]
     return TokenDataset(data["ids"], data["lengths"], data["labels"], vocab=payload["vocab"],
                         data_source="real", name="imdb")
