@@ -90,9 +90,10 @@ lock-cuda-check: $(STAMP)
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
 # NB=01 runs one notebook, PRESET=paper changes the preset, P="repeats=3 models=['resnet20']" sets notebook
 # parameters (space-separated NAME=VALUE, no spaces inside a value; a misspelt name fails in the config cell).
-# Sweeps resume from the CSVs already in figures/<notebook>/; FRESH=1 deletes them first.
+# Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
+# FRESH=1 deletes the stores first.
 figures: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
+	MPLBACKEND=Agg $(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
 	  $(foreach p,$(P),-p '$(p)')
 
 lab: $(STAMP)

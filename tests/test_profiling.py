@@ -325,10 +325,55 @@ def test_sweep_killed_process_resumes(tmp_path):
     assert set(started_before) - done_before <= set(resumed)
 
 
-def test_store_drops_a_torn_last_line(tmp_path):
-    path = tmp_path / "torn.csv"
-    path.write_text("i,status,value\n0,ok,0\n1,ok,1\n2,o")  # killed while writing row 2
-    assert [r["i"] for r in ResultStore(path).rows()] == ["0", "1"]
+@pytest.mark.parametrize("text, kept, damaged", [
+    ("i,status,value\n0,ok,0\n1,ok,1\n2,o", ["0", "1"], "2,o"),  # killed while writing row 2
+    # cut just after a line break inside a quoted multi-line error cell: the record is left open
+    ('i,status,value,error\n0,ok,0,\n1,error,,"Traceback:\n  line 1\n', ["0"], '1,error,,"Traceback:'),
+    ("i,status,value\n0,ok,0\n1,ok\n2,ok,2\n", ["0", "2"], "1,ok\n"),  # a row cut mid-file
+])
+def test_store_moves_damaged_records_aside_and_sweep_measures_them_again(tmp_path, text, kept, damaged):
+    path = tmp_path / "s.csv"
+    path.write_text(text)
+    store = ResultStore(path)
+    with pytest.warns(UserWarning, match=r"s\.csv: 1 damaged record\(s\).*moved to s\.csv\.damaged"):
+        with store.lock():
+            assert [r["i"] for r in store.rows()] == kept
+    assert damaged in (tmp_path / "s.csv.damaged").read_text()
+    seen = []
+    df = sweep(lambda i: seen.append(i) or {"value": i}, {"i": [0, 1, 2]}, path, progress=False)
+    assert sorted(seen) == sorted({0, 1, 2} - {int(k) for k in kept})  # only the damaged points again
+    assert list(df["i"]) == [0, 1, 2] and list(df["status"]) == ["ok", "ok", "ok"]
+    assert len(pd.read_csv(path)) == 3  # later rows are not swallowed by an open quote
+
+
+def test_jsonl_store_moves_a_damaged_line_aside(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"i": 0, "status": "ok"}\n{"i": 1, "sta\n{"i": 2, "status": "ok"}\n')
+    with pytest.warns(UserWarning, match=r"s\.jsonl: 1 damaged record"):
+        df = sweep(lambda i: {"value": i}, {"i": [0, 1, 2]}, path, progress=False)
+    assert list(df["i"]) == [0, 1, 2] and (df["status"] == "ok").all()
+
+
+def test_two_runs_on_one_store_take_turns(tmp_path):
+    """Two processes sweep the same store at once (two notebooks on one sweep): every point is measured once,
+    no row is lost or doubled, and a column added midway does not break the other writer."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        import cnnlab
+        from cnnlab.profiling import sweep
+        def fn(i):
+            time.sleep(0.01)
+            return {{"value": i, "who": sys.argv[1], **({{"c7": 1}} if i == 30 else {{}})}}
+        sweep(fn, {{"i": list(range(60))}}, {str(tmp_path / "shared.csv")!r}, progress=False)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, name], stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
+    errors = [p.communicate(timeout=240)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    df = pd.read_csv(tmp_path / "shared.csv")
+    assert sorted(df["i"]) == list(range(60))  # each point once: none lost, none measured twice
+    assert set(df.columns) >= {"i", "status", "value", "who", "c7"} and df["c7"].notna().sum() == 1
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_sweep_records_oom_and_errors_and_goes_on(tmp_path):
@@ -641,3 +686,35 @@ def test_loader_sweep_times_epochs_per_setting_and_skips_too_many_workers(tmp_pa
     assert seen == [] and list(again["train_epoch_s"].fillna(-1)) == list(df["train_epoch_s"].fillna(-1))
     wider = loader_sweep(nn.Linear(4, 3), train_epoch, test_epoch, train_set, test_set, **kwargs)
     assert len(seen) == 4 and wider.attrs.get("store") != df.attrs.get("store")  # another model: measured again
+
+
+def test_a_point_that_kills_its_process_twice_is_stored_as_killed_and_retry_measures_failed_points(tmp_path):
+    store = tmp_path / "k.csv"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        import cnnlab
+        from cnnlab.profiling import sweep
+        def fn(i):
+            if i == 1 and os.environ.get("DIE") == "1":
+                os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
+            if i == 2:
+                raise ValueError("a Python error")
+            return {{"value": i}}
+        df = sweep(fn, {{"i": [0, 1, 2]}}, {str(store)!r}, progress=False)
+        print("STATUS", list(df["status"]))
+    """)
+
+    def run(**env):
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, **env})
+
+    first, second = run(DIE="1"), run(DIE="1")
+    assert first.returncode == second.returncode == -signal.SIGKILL  # each run dies on point 1
+    third = run(DIE="1")
+    assert third.returncode == 0 and "STATUS ['ok', 'killed', 'error']" in third.stdout, third.stderr
+    assert "died 2 times" in pd.read_csv(store).set_index("i").loc[1, "error"]
+    fourth = run(DIE="0")  # failed points are reused, and the notebook is told so
+    assert "STATUS ['ok', 'killed', 'error']" in fourth.stdout and "reused, not measured again" in fourth.stderr
+    fifth = run(DIE="0", CNNLAB_RETRY="1")  # RETRY=1: measured again (point 2 fails again, as it should)
+    assert "STATUS ['ok', 'ok', 'error']" in fifth.stdout, fifth.stderr
+    assert sorted(pd.read_csv(store)["i"]) == [0, 1, 2]

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import tempfile
 import time
@@ -32,9 +33,12 @@ from cnnlab.profiling.memory import free_memory
 from cnnlab.profiling.store import ResultStore, key_value
 
 RESERVED = ("status", "error", "point_time_s", "finished_utc")
+FAILED = ("oom", "error", "killed")
+RETRIED = ("error", "killed")  # an OOM is a result (the point does not fit), not retried: FRESH=1 measures anew
+KILLED_AFTER = 2  # runs that died while measuring a point before it is stored as "killed"
 # Messages of allocation failures that are not torch.OutOfMemoryError (CPU allocator, cuDNN/cuBLAS).
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory",
-             "CUBLAS_STATUS_ALLOC_FAILED")
+             "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
 
 
 def grid_points(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -122,7 +126,7 @@ def sweep(
     skip: Callable[..., str | None] | None = None,
     validate: Callable[[dict[str, Any]], None] | None = None,
     builtin_checks: bool = True,
-    retry_errors: bool = False,
+    retry_errors: bool | None = None,
     desc: str | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
@@ -147,8 +151,13 @@ def sweep(
     ``builtin_checks=False``, then ``validate(point)``, which should raise ValueError); one bad
     value fails the whole call with a message naming the parameter. ``<store>.env.json`` records
     the environment and the settings. A point is not run again when the store has a row with the
-    same parameter values; with ``retry_errors=True`` points stored with ``status="error"`` are run
-    again (their old rows removed). An OOM (torch.OutOfMemoryError, MemoryError or an
+    same parameter values; failed points stored earlier ("oom", "error", "killed") are reused with a
+    warning that says so, and with ``retry_errors=True`` (default: ``$CNNLAB_RETRY=1``, which
+    ``make figures RETRY=1`` sets) the "error" and "killed" ones are run again (their old rows
+    removed; an "oom" point is a result: it does not fit). Before a point runs,
+    an attempt is noted in ``<store>.attempts``; a point whose process died while measuring it twice
+    (the kernel's out-of-memory killer, say) is stored as ``status="killed"`` instead of crashing
+    every later run again. An OOM (torch.OutOfMemoryError, MemoryError or an
     allocation-failure RuntimeError) frees memory and is stored as ``status="oom"``; any other
     Exception as ``status="error"``; the sweep goes on and warns with the list of failures at the
     end. KeyboardInterrupt stops it: finished points are kept, so running the same call resumes.
@@ -167,44 +176,68 @@ def sweep(
             validate(point)
     path = Path(store) if settings is None else store_file(store, settings)
     results = ResultStore(path)
-    _write_env(results.path, None if settings is None else _settings_dict(settings))
+    with results.lock():  # one writer per store: a second run waits, then finds the points stored
+        _write_env(results.path, None if settings is None else _settings_dict(settings))
 
-    reasons = [skip(**p) if skip is not None else None for p in points]
-    measured = [p for p, reason in zip(points, reasons) if reason is None]
-    stored = results.rows()
-    names_sets = {tuple(sorted(p)) for p in measured}
-    if retry_errors:
+        reasons = [skip(**p) if skip is not None else None for p in points]
+        measured = [p for p, reason in zip(points, reasons) if reason is None]
+        stored = results.rows()
+        names_sets = {tuple(sorted(p)) for p in measured}
         wanted = {(tuple(sorted(p)), _key(p, sorted(p))) for p in measured}
-        kept = [r for r in stored if not (r.get("status") == "error"
-                                          and any((n, _key(r, n)) in wanted for n in names_sets))]
-        if len(kept) != len(stored):
-            results.replace_rows(kept)
-            stored = kept
-    done = {(names, _key(r, names)) for names in names_sets for r in stored}
-    todo = []
-    for p in measured:  # skip stored points and repeats within the grid
-        key = (tuple(sorted(p)), _key(p, sorted(p)))
-        if key not in done:
-            done.add(key)
-            todo.append(p)
-    failures: list[tuple[dict, str, str]] = []
-    bar = tqdm(total=len(measured), initial=len(measured) - len(todo), desc=desc, disable=not progress)
-    try:
-        for point in todo:
-            bar.set_postfix_str(", ".join(f"{k}={v}" for k, v in point.items()), refresh=False)
-            rows, status, message = _run_point(fn, point)
-            if status != "ok":
-                failures.append((point, status, message))
-                free_memory()
-            for row in rows:
-                results.append(row)
-            bar.update(1)
-    finally:
-        bar.close()
-    if failures:
-        lines = "\n".join(f"  {status}: {p} {msg[:200]}" for p, status, msg in failures)
-        warnings.warn(f"{len(failures)} of {len(todo)} points failed in {results.path}:\n{lines}", stacklevel=2)
-    df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
+
+        def failed_here(r, statuses=FAILED):
+            return r.get("status") in statuses and any((n, _key(r, n)) in wanted for n in names_sets)
+
+        if retry_errors is None:
+            retry_errors = os.environ.get("CNNLAB_RETRY", "") not in ("", "0")
+        attempts = _Attempts(results.path)
+        if retry_errors:
+            kept = [r for r in stored if not failed_here(r, RETRIED)]
+            if len(kept) != len(stored):
+                results.replace_rows(kept)
+                attempts.clear()
+                stored = kept
+        else:
+            reused = [r for r in stored if failed_here(r)]
+            if reused:
+                warnings.warn(f"{len(reused)} point(s) stored as failed in {results.path.name} are reused, not "
+                              f"measured again ({', '.join(sorted({r['status'] for r in reused}))}); RETRY=1 (make "
+                              "figures) or CNNLAB_RETRY=1 measures error and killed points again, FRESH=1 all",
+                              stacklevel=2)
+        done = {(names, _key(r, names)) for names in names_sets for r in stored}
+        todo = []
+        for p in measured:  # skip stored points and repeats within the grid
+            key = (tuple(sorted(p)), _key(p, sorted(p)))
+            if key not in done:
+                done.add(key)
+                todo.append(p)
+        failures: list[tuple[dict, str, str]] = []
+        bar = tqdm(total=len(measured), initial=len(measured) - len(todo), desc=desc, disable=not progress)
+        try:
+            for point in todo:
+                bar.set_postfix_str(", ".join(f"{k}={v}" for k, v in point.items()), refresh=False)
+                died = attempts.count(point)
+                if died >= KILLED_AFTER:
+                    rows, status, message = _killed_row(point, died)
+                else:
+                    attempts.note(point)  # if the process dies now, the next run knows
+                    try:
+                        rows, status, message = _run_point(fn, point)
+                    except KeyboardInterrupt:  # stopped by the user: not a death of the process
+                        attempts.forget(point)
+                        raise
+                if status != "ok":
+                    failures.append((point, status, message))
+                    free_memory()
+                for row in rows:
+                    results.append(row)
+                bar.update(1)
+        finally:
+            bar.close()
+        if failures:
+            lines = "\n".join(f"  {status}: {p} {msg[:200]}" for p, status, msg in failures)
+            warnings.warn(f"{len(failures)} of {len(todo)} points failed in {results.path}:\n{lines}", stacklevel=2)
+        df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
     df.attrs["store"] = results.path
     return df
 
@@ -254,6 +287,51 @@ def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNam
     key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return path.with_name(f"{path.stem}_{digest}{suffix}")
+
+
+class _Attempts:
+    """``<store>.attempts``: one JSON line per point started, so that a point whose process keeps dying (and so
+    never stores a row) is recognised. Only the points not stored are ever looked up."""
+
+    def __init__(self, store: Path):
+        self.path = store.with_name(store.name + ".attempts")
+
+    def _keys(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        return [line.strip() for line in self.path.read_text(errors="replace").splitlines() if line.strip()]
+
+    @staticmethod
+    def _text(point: Mapping[str, Any]) -> str:
+        return json.dumps({k: key_value(v) for k, v in sorted(point.items())})
+
+    def count(self, point: Mapping[str, Any]) -> int:
+        return self._keys().count(self._text(point))
+
+    def note(self, point: Mapping[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(self._text(point) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def forget(self, point: Mapping[str, Any]) -> None:
+        keys = self._keys()
+        if self._text(point) in keys:
+            keys.reverse()
+            keys.remove(self._text(point))
+            keys.reverse()
+            self.path.write_text("".join(k + "\n" for k in keys))
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _killed_row(point: dict[str, Any], died: int) -> tuple[list[dict[str, Any]], str, str]:
+    message = (f"the process died {died} times while measuring this point (no Python error: killed, e.g. by the "
+               "kernel's out-of-memory killer); not tried again: retry with RETRY=1 / CNNLAB_RETRY=1")
+    stamp = pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")
+    return [{**point, "status": "killed", "error": message, "point_time_s": math.nan, "finished_utc": stamp}], \
+        "killed", message
 
 
 def _key(row: Mapping[str, Any], names: Iterable[str]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from types import ModuleType
 import pandas as pd
 
 CONTRACT = ("PRESETS", "configure", "measure", "check_claims", "figures")
-STATUSES = ("ok", "skipped", "oom", "error")
+STATUSES = ("ok", "skipped", "oom", "error", "killed")
 STUDIES = ("quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling", "lstm_pruning",
            "vgg_quantization", "validation_li2016")
 
