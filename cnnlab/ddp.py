@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import signal
@@ -176,6 +177,8 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         raise RuntimeError(f"injected failure on rank {rank} (--fail-rank {args.fail_rank})")
     if os.environ.get("CNNLAB_DDP_HANG_RANK") == str(rank):  # fault injection for tests: a rank that never returns
         time.sleep(3600)
+    if os.environ.get("CNNLAB_DDP_KILL_RANK") == str(rank):  # fault injection: what the kernel's OOM killer does
+        os.kill(os.getpid(), signal.SIGKILL)
     history = []
 
     def train():  # the one trainer (DDP all-reduces the gradients in backward); set_epoch before every epoch
@@ -404,7 +407,18 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
-    """Why a launch failed: the first rank's error (the root cause; later ones are its echoes), else the log."""
+    """Why a launch failed. A rank killed by a signal writes no error file and the others then fail echoing it, so
+    torchrun's "Root Cause" block is read first: a negative exit code there is the signal (SIGKILL: often the
+    kernel's out-of-memory killer). Else the first rank's error file (later ones are its echoes), else the log."""
+    tail = log.read_text(errors="replace").splitlines()[-80:] if log.exists() else []
+    root = next((i for i, line in enumerate(tail) if line.startswith("Root Cause")), None)
+    if root is not None:
+        block = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in tail[root + 1:root + 9])}
+        killed = re.match(r"(-\d+).*\((SIG[A-Z]+)\)", block.get("exitcode", ""))
+        if killed:
+            why = ": often the kernel's out-of-memory killer" if killed.group(2) == "SIGKILL" else ""
+            rank = block.get("rank", "?").split()[0]
+            return f"rank {rank} was killed by {killed.group(2)} (exitcode {killed.group(1)}){why}"
     errors = []
     for path in run_dir.glob("rank*.error.json"):
         try:
@@ -416,10 +430,8 @@ def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
         others = sorted(e["rank"] for _, e in errors if e is not first)
         also = f" (ranks {others} failed after it)" if others else ""
         return f"rank {first.get('rank')}: {first.get('error')}{also}"
-    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
     lines = [line for line in tail if "Error" in line or "error" in line] or tail[-3:]
     return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:])
-
 
 if __name__ == "__main__":
     sys.exit(main())

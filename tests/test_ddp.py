@@ -68,6 +68,13 @@ def test_a_crashing_rank_is_recorded_as_failed_within_the_timeout(tmp_path):
     assert set(ROW_FIELDS) <= set(row) and math.isnan(row["wall_time_s"])
 
 
+def test_a_sigkilled_rank_is_recorded_with_the_signal(tmp_path, monkeypatch):
+    monkeypatch.setenv("CNNLAB_DDP_KILL_RANK", "1")
+    row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, **TINY)
+    assert row["status"] == "error"
+    assert row["error"].startswith("rank 1 was killed by SIGKILL (exitcode -9)"), row["error"]
+
+
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
