@@ -41,3 +41,12 @@ def test_parse_parameters_reads_literals_and_text():
         "repeats": 3, "batch_sizes": [1, 4], "model": "resnet20", "synthetic": True}
     with pytest.raises(SystemExit, match="is not NAME=VALUE"):
         parse_parameters(["repeats"])
+
+
+def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp_path, monkeypatch, capsys):
+    from cnnlab import pipeline
+
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path))
+    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
+    assert pipeline.main(["--notebook", "00", "-p", "batchsize=4"]) == 1
+    assert "unknown parameter(s) ['batchsize']" in capsys.readouterr().err

@@ -718,3 +718,14 @@ def test_a_point_that_kills_its_process_twice_is_stored_as_killed_and_retry_meas
     fifth = run(DIE="0", CNNLAB_RETRY="1")  # RETRY=1: measured again (point 2 fails again, as it should)
     assert "STATUS ['ok', 'ok', 'error']" in fifth.stdout, fifth.stderr
     assert sorted(pd.read_csv(store)["i"]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("message", ["CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate",
+                                     "DefaultCPUAllocator: can't allocate memory"])
+def test_allocation_failures_of_any_library_are_stored_as_oom(tmp_path, message):
+    def fn(i):
+        raise RuntimeError(f"cuDNN error: {message}")
+
+    with pytest.warns(UserWarning, match="1 of 1 points failed"):
+        df = sweep(fn, {"i": [0]}, tmp_path / "s.csv", progress=False)
+    assert list(df["status"]) == ["oom"]
