@@ -155,3 +155,19 @@ def test_misspelt_papermill_parameter_fails_in_the_config_cell(notebook, tmp_pat
     assert proc.returncode != 0
     assert "unknown parameter(s) ['batchsize']" in proc.stdout + proc.stderr
     assert not (tmp_path / "figures" / notebook).exists() or not any((tmp_path / "figures" / notebook).iterdir())
+
+
+def test_notebook_05_takes_the_readme_list_syntax_and_lone_values_through_papermill(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / "05_ddp_scaling.ipynb"
+    # papermill passes "[1, 2]" as text and 0.5 as a number; both are accepted, so configuration stops only at the
+    # deliberately bad timeout_s (checked after them), before any run is launched
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-p", "world_sizes",
+                           "[1, 2]", "-p", "data_fractions", "0.5", "-p", "timeout_s", "-1", "--cwd", str(tmp_path),
+                           "-k", "python3"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CNNLAB_FIGURES_DIR": str(tmp_path / "figures")})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "timeout_s=-1 is not valid" in output, output[-2000:]
