@@ -124,6 +124,8 @@ def test_claims_follow_the_numbers():
     cpu = pr.check_claims(_frame(1.0, 1.2, 100.0, 60.0, {"autocast-fp16": 0.0}), "cpu")
     assert cpu[1].held is None and "GPU claim" in cpu[1].note and "60.0 MiB" in cpu[1].ours
     assert "1.20x" in cpu[2].ours and "ratio > 1" in cpu[2].note
+    # batch sizes read as floats from the combined frame (gaps from other experiments) print as integers
+    assert "at batch 64" in cpu[1].ours and "at batch 1:" in cpu[2].ours and "64.0" not in cpu[1].ours
 
 
 def test_configure_names_the_bad_parameter_and_valid_values():

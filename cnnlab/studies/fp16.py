@@ -174,7 +174,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     largest = ok["batch_size"].max() if len(ok) else None
     mem = ok[ok["batch_size"] == largest].set_index("precision")["peak_mem_alloc_mib"]
     lower = {p: mem[p] < mem["fp32"] for p in mem.index if p != "fp32"} if "fp32" in mem.index else {}
-    ours = ", ".join(f"{p} {mem[p]:.1f} MiB" for p in mem.index) + (f" at batch {largest}" if len(mem) else "")
+    ours = ", ".join(f"{p} {mem[p]:.1f} MiB" for p in mem.index) + (f" at batch {int(largest)}" if len(mem) else "")
     claim, paper = ("peak memory at the largest batch is lower in reduced precision",
                     "Fig. 3 bottom: noticeably less memory at large batches (FP16 activations)")
     held = None if on_cpu or not lower else all(lower.values())
@@ -191,7 +191,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     if not auto or not {"fp32", auto[0]} <= set(small.index):
         return checks + [Claim(claim, paper, "not measured", None, dev, note="autocast and fp32 not both measured")]
     ratio = small[auto[0]] / small["fp32"]
-    ours = f"{auto[0]} / fp32 time per batch at batch {smallest}: {ratio:.2f}x " \
+    ours = f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: {ratio:.2f}x " \
            f"({small[auto[0]]:.3g} vs {small['fp32']:.3g} ms)"
     note = "criterion: ratio > 1" + ("; on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "")
     return checks + [Claim(claim, paper, ours, bool(ratio > 1), dev, note=note)]
