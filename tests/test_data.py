@@ -200,3 +200,22 @@ def test_damaged_imdb_cache_names_the_file(tmp_path):
     cache.write_bytes(b"not a torch archive")
     with pytest.raises(data.DamagedFileError, match="imdb_v100_l16.pt.*delete it"):
         data.load("imdb", root=tmp_path, vocab_size=100, seq_len=16)
+
+
+def test_unwritable_imdb_token_cache_is_a_warning_and_the_data_is_returned(tmp_path, monkeypatch):
+    from cnnlab.data import text
+
+    for split in ("train", "test"):
+        for label, words in (("neg", "bad awful"), ("pos", "good great")):
+            folder = tmp_path / "aclImdb" / split / label
+            folder.mkdir(parents=True)
+            (folder / "0_1.txt").write_text(f"a {words} film")
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(text.torch, "save", read_only)
+    with pytest.warns(UserWarning, match="could not cache the tokenised data .*Read-only file system"):
+        train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    assert len(train) == 2 and train.data_source == "real"
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob("imdb_*.pt"))
