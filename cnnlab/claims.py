@@ -1,7 +1,9 @@
 """The paper's claim beside ours: every study notebook ends with this table.
 
 A claim is checked on the hardware at hand; it may hold or not. ``held`` is True, False, or None when the
-claim does not apply here (e.g. a GPU-only claim on a CPU), and ``note`` then says why.
+claim does not apply here (e.g. a GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule
+that decided ``held``, in words and numbers ("fp16 / fp32 time per batch < 0.9"), so that a reader can see the
+check could have come out the other way.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class Claim:
     ours: str       # what we measured, with units
     held: bool | None
     device: str
+    criterion: str = ""  # the rule that decides ``held``, e.g. "best / batch-1 throughput > 2"
     note: str = ""
 
     def __post_init__(self):
@@ -28,8 +31,9 @@ class Claim:
 
 
 def table(claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim: claim, paper, ours, held ("yes"/"no"/"n/a"), device, note."""
-    df = pd.DataFrame([asdict(c) for c in claims])
+    """One row per claim: claim, paper, ours, held ("yes"/"no"/"n/a"), device, criterion, note."""
+    df = pd.DataFrame([asdict(c) for c in claims], columns=["claim", "paper", "ours", "held", "device", "criterion",
+                                                             "note"])
     df["held"] = df["held"].map({True: "yes", False: "no", None: "n/a"})
     return df
 
@@ -40,5 +44,6 @@ def report(claims: list[Claim]) -> str:
     lines = []
     for c in claims:
         line = f"{words[c.held]} on {c.device}: {c.claim}. Paper: {c.paper}. Ours: {c.ours}."
+        line += f" Criterion: {c.criterion}." if c.criterion else ""
         lines.append(line + (f" ({c.note})" if c.note else ""))
     return "\n".join(lines)

@@ -18,3 +18,11 @@ def test_table_and_report_words():
 def test_not_applicable_needs_a_reason():
     with pytest.raises(ValueError, match="needs a note"):
         Claim("x", "y", "z", None, "cpu")
+
+
+def test_criterion_is_a_column_and_in_the_words():
+    c = Claim("fp16 is faster", "Fig. 3", "0.8x", False, "cpu", criterion="fp16 / fp32 time < 0.9")
+    df = table([c])
+    assert list(df.columns) == ["claim", "paper", "ours", "held", "device", "criterion", "note"]
+    assert df["criterion"].iloc[0] == "fp16 / fp32 time < 0.9"
+    assert report([c]).endswith("Criterion: fp16 / fp32 time < 0.9.")

@@ -171,3 +171,8 @@ def test_notebook_05_takes_the_readme_list_syntax_and_lone_values_through_paperm
                           env={**os.environ, "CNNLAB_FIGURES_DIR": str(tmp_path / "figures")})
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "timeout_s=-1 is not valid" in output, output[-2000:]
+
+
+def test_every_study_names_its_paper():
+    assert set(studies.STUDY_PAPER) == set(studies.STUDIES)
+    assert set(studies.STUDY_PAPER.values()) <= set(studies.PAPERS)

@@ -32,6 +32,12 @@ CONTRACT = ("PRESETS", "configure", "measure", "check_claims", "figures")
 STATUSES = ("ok", "skipped", "oom", "error", "killed")
 STUDIES = ("quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling", "lstm_pruning",
            "vgg_quantization", "validation_li2016")
+# Which of the three papers (../shared/papers/README.md) each study reproduces.
+PAPERS = {"001": "Towards Efficient CNN Inference: Memory Profiling and Optimization",
+          "002": "Comparative Analysis of Runtime and Memory Optimization with ResNet152",
+          "003": "HPML Project: VGG on CIFAR-10 and an LSTM on IMDB"}
+STUDY_PAPER = {"quickstart": "001", "batch_size": "001", "fp16": "001", "amp_amc": "001", "tiling": "001",
+               "ddp_scaling": "002", "lstm_pruning": "003", "vgg_quantization": "003", "validation_li2016": "001"}
 
 
 def load(name: str) -> ModuleType:
@@ -165,5 +171,5 @@ def check_results(df: pd.DataFrame) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "STATUSES", "STUDIES", "check_parameters", "check_results", "combine", "load", "save", "signature_problems",
+__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "check_parameters", "check_results", "combine", "load", "save", "signature_problems",
            "tables"]
