@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -113,7 +114,9 @@ def test_bf16_autocast_halves_the_peak_of_a_matmul():
     fp32 = benchmark(lambda a: a @ w, x, device="cpu", warmup=1, repeats=2).peak_mem_increment_mib
     bf16 = benchmark(lambda a: a @ w, x, device="cpu", warmup=1, repeats=2, autocast=torch.bfloat16)
     check("fp32 matmul peak increment, |MiB - 16| / 16", abs(fp32 - 16) / 16, "<=", 0.05)
-    check("bf16-autocast matmul peak / fp32 peak", bf16.peak_mem_increment_mib / fp32, "<", 0.6)
+    halved = fp32 / 2 + (x.numel() + w.numel()) * 2 / MIB  # half the fp32 peak, plus the inputs' bf16 copies
+    check("bf16-autocast matmul peak, |MiB - (fp32 / 2 + 0.5)| / (fp32 / 2 + 0.5)",
+          abs(bf16.peak_mem_increment_mib - halved) / halved, "<=", 0.05)
 
 
 def test_cpu_peak_memory_of_a_256_mib_allocation():
@@ -192,6 +195,46 @@ def test_profile_ops_counts_k_times_n_conv_calls(tmp_path):
     assert sum(e.get("name") == "aten::conv2d" for e in events) == k * SmallConvNet.n_conv
 
 
+def test_scheduled_profile_records_only_the_active_steps():
+    from torch.profiler import record_function
+
+    model, x = SmallConvNet().eval(), torch.randn(2, 3, 16, 16)
+    calls = []
+
+    def step():
+        calls.append(1)
+        with record_function("test::step"), torch.inference_mode():
+            return model(x)
+
+    prof = profile_ops(step, iterations=3, warmup=2, device="cpu", scheduled=True)
+    assert len(calls) == 5  # the warm-up steps ran (under the profiler), but only 3 were recorded
+    ops = prof.operators.set_index("name")
+    assert ops.loc["test::step", "calls"] == 3 and ops.loc["aten::conv2d", "calls"] == 3 * SmallConvNet.n_conv
+    assert not prof.operators["name"].str.startswith("ProfilerStep#").any()  # the schedule's own annotations
+    assert prof.summary["iterations"] == 3 and prof.summary["cpu_time_total_ms"] > 0
+    calls.clear()
+    plain = profile_ops(step, iterations=3, warmup=2, device="cpu")  # unscheduled: warm-up before the profiler
+    assert len(calls) == 5 and plain.operators.set_index("name").loc["test::step", "calls"] == 3
+
+
+def test_cumulative_allocation_counts_every_allocation_and_the_peak_one():
+    n, size_mib = 6, 8
+    elements = size_mib * MIB // 4
+
+    def allocate_and_free():  # n tensors of 8 MiB, each freed before the next is allocated
+        for _ in range(n):
+            t = torch.ones(elements)
+            del t
+
+    s = profile_ops(allocate_and_free, iterations=2, warmup=0, device="cpu").summary
+    # allocator events count tensor bytes exactly; 5% leaves room for the profiler's own small tensors
+    assert 2 * n * size_mib <= s["cpu_mem_allocated_mib"] <= 1.05 * 2 * n * size_mib, s["cpu_mem_allocated_mib"]
+    assert size_mib <= s["max_cpu_mem_mib"] <= 1.05 * size_mib, s["max_cpu_mem_mib"]  # one tensor live at a time
+    assert math.isnan(s["device_mem_allocated_mib"])  # no device on a CPU run: missing, not 0
+    off = profile_ops(allocate_and_free, iterations=1, warmup=0, device="cpu", profile_memory=False).summary
+    assert math.isnan(off["cpu_mem_allocated_mib"]) and off["memory_missing_reason"] == "profile_memory=False"
+
+
 # ---------------------------------------------------------------- cost model
 
 
@@ -260,6 +303,65 @@ def test_parse_ncu_details_csv():
     assert df.loc[0, "kernel_time_ns"] == 12500.0  # usecond scaled to the column's ns
     assert df.loc[0, "sm_cycles_active"] == 1234567.0  # thousands separators removed
     assert df.loc[1, "smsp__inst_executed_sum_inst"] == 42.0 and math.isnan(df.loc[1, "kernel_time_ns"])
+
+
+def test_hardware_counters_missing_can_raise_with_the_reason(monkeypatch, tmp_path):
+    from cnnlab.profiling.counters import CountersMissing, counters_missing_reason
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no ncu
+    with pytest.raises(CountersMissing, match="not on the PATH"):
+        hardware_counters("cnnlab.profiling:environment", missing="raise")
+    assert "not on the PATH" in counters_missing_reason("cuda")
+    assert "NVIDIA GPUs only" in counters_missing_reason("cpu")
+    with pytest.raises(ValueError, match="missing='ignore'"):
+        hardware_counters("cnnlab.profiling:environment", missing="ignore")
+
+
+FAKE_NCU = '''#!{python}
+"""A stand-in for Nsight Compute: logs its arguments, runs the target on `-o`, prints a CSV on `--import`."""
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_NCU_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if "--import" in args:
+    print('"ID","Kernel Name","Block Size","Grid Size","Metric Name","Metric Unit","Metric Value"')
+    print('"0","conv","(256, 1, 1)","(8, 1, 1)","gpu__time_duration.sum","nsecond","3000"')
+    print('"0","conv","(256, 1, 1)","(8, 1, 1)","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","80"')
+    print('"1","relu","(128, 1, 1)","(4, 1, 1)","gpu__time_duration.sum","nsecond","1000"')
+    print('"1","relu","(128, 1, 1)","(4, 1, 1)","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","40"')
+else:
+    target = args[args.index("-c") - 1:]  # hardware_counters puts the target last: python -c CODE
+    done = subprocess.run(target, capture_output=True, text=True)
+    with open(os.environ["FAKE_NCU_LOG"], "a") as log:
+        log.write("TARGET " + done.stdout + done.stderr)
+    open(args[args.index("-o") + 1] + ".ncu-rep", "w").close()
+'''
+
+
+def test_hardware_counters_runs_the_target_with_its_kwargs_under_ncu(monkeypatch, tmp_path):
+    """The whole ncu path with a fake ncu on the PATH: options, the target run with its kwargs, the CSV parsed,
+    and the per-kernel table summarised with kernel-time weights."""
+    from cnnlab.profiling.counters import summarise_counters
+
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable))
+    ncu.chmod(0o755)
+    log = tmp_path / "ncu.log"
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    table = hardware_counters("builtins:print", kwargs={"end": "KWARGS ARRIVED\n"}, launch_count=None,
+                              profile_from_start=False)
+    text = log.read_text()
+    first = json.loads(text.splitlines()[0])
+    assert first[first.index("--profile-from-start") + 1] == "off" and "--launch-count" not in first
+    assert "TARGET KWARGS ARRIVED" in text
+    assert list(table["kernel_name"]) == ["conv", "relu"]
+    summary = summarise_counters(table)
+    assert summary["kernels"] == 2 and summary["kernel_time_ms"] == pytest.approx(0.004)
+    assert summary["dram_throughput_pct"] == pytest.approx(70.0)  # (3 x 80 + 1 x 40) / 4, not the plain 60
+    assert math.isnan(summary["l2_throughput_pct"]) and math.isnan(summary["sm_cycles_active"])  # not collected
+    with pytest.raises(ValueError, match="kwargs go to a 'module:function' target"):
+        hardware_counters(["python", "x.py"], kwargs={"a": 1})
 
 
 # ---------------------------------------------------------------- sweep
@@ -606,6 +708,148 @@ def test_benchmark_min_run_time_sets_repeats():
     assert fast.repeats == 3  # never fewer than asked for
 
 
+# ------------------------------------------------------------------------------------------------ GPU utilisation
+
+def test_utilisation_keeps_only_samples_whose_whole_period_is_inside_the_region():
+    from cnnlab.profiling.gpu_util import Sample, utilisation_in_window
+
+    # one sample a second; warm-up (100%) before 3.0 s, the timed loop (40%) from 2.5 s to 7.2 s, idle (0%) after
+    samples = [Sample(t, 100.0 if t <= 3 else 40.0 if t <= 7 else 0.0) for t in range(11)]
+    util = utilisation_in_window(samples, 2.5, 7.2, min_samples=3)
+    # periods (3, 4], (4, 5], (5, 6], (6, 7] lie inside; (2, 3] began before the loop, (7, 8] ends after it
+    assert util.samples == 4 and util.gpu_util_pct == 40.0 and util.missing_reason is None
+    assert utilisation_in_window(list(reversed(samples)), 2.5, 7.2).gpu_util_pct == 40.0  # any order
+
+
+def test_too_few_utilisation_samples_are_missing_with_the_reason():
+    from cnnlab.profiling.gpu_util import Sample, utilisation_in_window
+
+    samples = [Sample(t / 6, 50.0) for t in range(30)]  # every 1/6 s
+    short = utilisation_in_window(samples, 1.05, 1.45, min_samples=3)  # 0.4 s: one whole period, (7/6, 8/6]
+    assert math.isnan(short.gpu_util_pct) and short.samples == 1
+    assert "1 NVML sample(s)" in short.missing_reason and "0.167 s" in short.missing_reason
+    far = utilisation_in_window([Sample(1e9 + t, 50.0) for t in range(5)], 1.0, 3.0)  # another clock
+    assert math.isnan(far.gpu_util_pct) and "clock" in far.missing_reason
+
+
+class FakeSamples:
+    """A utilisation source sampling every ``period_s`` on the host clock: ``busy`` (%) once ``busy_from`` is set,
+    100% before it (a warm-up that must not leak into the result)."""
+
+    def __init__(self, period_s: float, busy: float = 70.0):
+        self.period_s, self.busy, self.busy_from = period_s, busy, math.inf
+        self.opened = self.closed = 0
+
+    def open(self):
+        self.opened += 1
+        return None
+
+    def read(self, since_s):
+        from cnnlab.profiling.gpu_util import Sample
+
+        now, p = time.time(), self.period_s
+        stamps = [k * p for k in range(math.floor(since_s / p) + 1, math.floor(now / p) + 1)]
+        return [Sample(t, self.busy if t - p >= self.busy_from else 100.0) for t in stamps]
+
+    def close(self):
+        self.closed += 1
+
+
+def test_benchmark_extends_the_timed_loop_until_utilisation_has_enough_samples():
+    calls = []
+
+    def model(x):
+        calls.append(1)
+        time.sleep(0.005)
+        return x
+
+    source = FakeSamples(period_s=0.05)
+    source.busy_from = time.time() + 0.5  # long after the warm-up: no sample counts it
+    m = benchmark(model, torch.ones(2), device="cpu", warmup=1, repeats=2, measure_memory=False,
+                  util_min_run_time_s=0.3, gpu_util_source=source)
+    # 2 timed calls were asked for; the loop went on until it had lasted 0.3 s (> 4 periods of 0.05 s)
+    assert len(calls) == 1 + m.repeats and m.repeats == len(m.latencies_ms) > 2
+    assert sum(m.latencies_ms) / 1e3 >= 0.3 - 0.005 and m.total_time_s >= 0.3
+    assert m.gpu_util_samples >= 3 and (source.opened, source.closed) == (1, 1)
+    assert m.throughput_items_per_s == pytest.approx(2 * m.repeats / m.total_time_s)
+    # a source that samples every 0.1 s needs (3 + 1) periods: 0.4 s, more than the 0.1 s asked for
+    slow = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=1, measure_memory=False,
+                     util_min_run_time_s=0.1, gpu_util_source=FakeSamples(period_s=0.1))
+    assert slow.total_time_s >= 0.4
+    calls.clear()
+    plain = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=2, measure_memory=False)
+    assert len(calls) == 2 and plain.repeats == 2  # nothing sampled on a CPU: the loop is not extended
+    assert math.isnan(plain.gpu_util_pct) and plain.gpu_util_samples == 0 and "CPU" in plain.gpu_util_missing_reason
+
+
+def test_utilisation_window_drops_the_warm_up_it_follows():
+    from cnnlab.profiling.gpu_util import UtilisationWindow
+
+    source = FakeSamples(period_s=0.02, busy=30.0)
+    time.sleep(0.1)  # a "warm-up" sampled at 100%
+    source.busy_from = time.time()
+    with UtilisationWindow(source, min_run_time_s=0.0, min_samples=3) as window:
+        time.sleep(0.2)
+    assert window.min_run_time_s == pytest.approx(4 * 0.02)  # MIN_SAMPLES + 1 periods
+    assert window.result.gpu_util_pct == 30.0 and window.result.samples >= 3  # no 100% sample kept
+    with UtilisationWindow(FakeSamples(period_s=0.5), min_run_time_s=0.0) as short:
+        time.sleep(0.05)
+    assert math.isnan(short.result.gpu_util_pct) and "0 NVML sample(s)" in short.result.missing_reason
+
+
+def test_nvml_samples_read_time_stamped_samples(monkeypatch):
+    """NvmlSamples against a fake pynvml: microsecond timestamps, the value field named by the value type, no
+    sample newer than asked (NotFound) is an empty list, init and shutdown balanced, an unsupported GPU says so."""
+    import types
+
+    from cnnlab.profiling import gpu_util
+
+    class NVMLError(Exception):
+        pass
+
+    class NotFound(NVMLError):
+        pass
+
+    calls = {"init": 0, "shutdown": 0, "since_us": []}
+    start = time.time()
+
+    def get_samples(handle, kind, since_us):
+        calls["since_us"].append(since_us)
+        if fake.unsupported:
+            raise NVMLError("Not Supported")
+        stamps = [int((start + k * 0.01) * 1e6) for k in range(-50, 50)]
+        new = [t for t in stamps if t > since_us and t <= time.time() * 1e6]
+        if not new:
+            raise NotFound()
+        value = lambda t: types.SimpleNamespace(uiVal=25 if t >= start * 1e6 else 99)  # noqa: E731
+        return 1, [types.SimpleNamespace(timeStamp=t, sampleValue=value(t)) for t in new]
+
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError, NVMLError_NotFound=NotFound, NVML_GPU_UTILIZATION_SAMPLES=1,
+        NVML_VALUE_TYPE_DOUBLE=0, NVML_VALUE_TYPE_UNSIGNED_INT=1, unsupported=False,
+        nvmlInit=lambda: calls.__setitem__("init", calls["init"] + 1),
+        nvmlShutdown=lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1),
+        nvmlDeviceGetSamples=get_samples)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu_util, "_nvml_handle", lambda index: f"handle {index}")
+    source = gpu_util.NvmlSamples(0)
+    assert source.open() is None
+    samples = source.read(start - 0.1)
+    assert calls["since_us"][-1] == int((start - 0.1) * 1e6)
+    assert {s.util_pct for s in samples} == {99.0} and all(s.timestamp_s < start for s in samples)
+    assert source.read(time.time() + 10) == []  # NVML: nothing newer than that
+    source.close()
+    with gpu_util.UtilisationWindow(gpu_util.NvmlSamples(0), min_run_time_s=0.0) as window:
+        time.sleep(0.12)
+    assert window.result.gpu_util_pct == 25.0 and window.result.samples >= 3
+    assert calls["init"] == calls["shutdown"] == 2
+    fake.unsupported = True
+    with gpu_util.UtilisationWindow(gpu_util.NvmlSamples(0)) as unsupported:
+        pass
+    assert math.isnan(unsupported.result.gpu_util_pct) and "Not Supported" in unsupported.result.missing_reason
+    assert unsupported.min_run_time_s == 0 and calls["init"] == calls["shutdown"] == 3  # no loop extension
+
+
 # ------------------------------------------------------------------------------------------------ memory over time
 
 def test_memory_over_time_peak_and_average_of_a_known_workload():
@@ -644,6 +888,80 @@ def test_raw_profiler_events_fail_loudly_if_the_api_changes():
 
     with pytest.raises(RuntimeError, match="changed the profiler's raw event API"):
         raw_events(Changed())
+
+
+class FakeEvent:
+    """A raw profiler event as memory.py reads it (name, host or device start, duration, device type, size,
+    correlation id)."""
+
+    def __init__(self, name, start, duration=0, device="DeviceType.CPU", nbytes=0, correlation=0):
+        self._name, self._start, self._duration = name, start, duration
+        self._device, self._nbytes, self._correlation = device, nbytes, correlation
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self._start
+
+    def duration_ns(self):
+        return self._duration
+
+    def device_type(self):
+        return self._device
+
+    def nbytes(self):
+        return self._nbytes
+
+    def correlation_id(self):
+        return self._correlation
+
+
+def test_device_time_weighting_when_the_host_runs_ahead_of_the_gpu():
+    """The host allocates A (100 B), launches k1, frees A, allocates B (300 B), launches k2 and frees B within
+    5 ns, then waits ~1000 ns in the final synchronise; the GPU runs k1 over [10, 110) ns, idles, and runs k2
+    over [150, 450). On the device's timeline A is live for 140 ns (k1 and the gap after it) and B for 300 ns."""
+    from cnnlab.profiling.memory import device_activities, device_weighted_average, host_weighted_average
+
+    gpu = "DeviceType.CUDA"
+    events = [
+        FakeEvent("[memory]", 0, device=gpu, nbytes=100), FakeEvent("cudaLaunchKernel", 1, 1, correlation=11),
+        FakeEvent("[memory]", 2, device=gpu, nbytes=-100), FakeEvent("[memory]", 3, device=gpu, nbytes=300),
+        FakeEvent("cudaLaunchKernel", 4, 1, correlation=12), FakeEvent("[memory]", 5, device=gpu, nbytes=-300),
+        FakeEvent("aten::conv2d", 900, 5, correlation=12),  # a host op whose own id collides: not a launch
+        FakeEvent("k1", 10, 100, device=gpu, correlation=11), FakeEvent("k2", 150, 300, device=gpu, correlation=12),
+        FakeEvent("k_unlaunched", 500, 10, device=gpu, correlation=99),  # no launch inside the step: left out
+    ]
+    acts = device_activities(events, 0, 1000)
+    assert sorted(acts) == [(1, 10, 110), (4, 150, 450)]
+    mem = [(e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"]
+    avg, span = device_weighted_average(mem, acts)
+    assert span == 440 and avg == pytest.approx((100 * 140 + 300 * 300) / 440)
+    # weighted by the host's wall time the final synchronise, with nothing live, would dominate: ~0.8 B
+    assert host_weighted_average(mem, 0, 1000) == pytest.approx((100 * 2 + 300 * 2) / 1000)
+
+
+@cuda
+def test_cuda_memory_over_time_weights_by_device_time():
+    """64 MiB live while 30 in-place passes run over it, then 192 MiB while 10 run over that: bandwidth-bound passes
+    take time in proportion to their bytes, so the GPU spends about as long in each phase and the device-weighted
+    average is about 128 MiB, whatever the host did meanwhile (it queued everything at once, then waited)."""
+    from cnnlab.profiling import memory_over_time
+
+    def step():
+        a = torch.ones(16 * MIB, device="cuda")  # 64 MiB
+        for _ in range(30):
+            a.mul_(1.0)
+        del a
+        b = torch.ones(48 * MIB, device="cuda")  # 192 MiB
+        for _ in range(10):
+            b.mul_(1.0)
+
+    step()
+    out = memory_over_time(step, "cuda")
+    assert out["weighting"] == "device time" and out["peak_bytes"] >= 192 * MIB
+    check("device-weighted average of 64 and 192 MiB phases, |MiB - 128| / 128",
+          abs(out["avg_bytes"] / MIB - 128) / 128, "<=", 0.25)
 
 
 # ------------------------------------------------------------------------------------------------ loader_sweep
@@ -729,3 +1047,88 @@ def test_allocation_failures_of_any_library_are_stored_as_oom(tmp_path, message)
     with pytest.warns(UserWarning, match="1 of 1 points failed"):
         df = sweep(fn, {"i": [0]}, tmp_path / "s.csv", progress=False)
     assert list(df["status"]) == ["oom"]
+
+
+# ---------------------------------------------------------------- quiet profiler, traces
+
+
+def test_quiet_profiler_drops_only_the_profiler_banners_from_fd_2():
+    # A subprocess: the banners are written by C++ to file descriptor 2, which pytest's capture does not see whole.
+    script = textwrap.dedent("""
+        import os, sys, torch
+        from cnnlab.profiling import benchmark, memory_over_time, profile_ops
+        from cnnlab.profiling.quiet import quiet_profiler
+        profile_ops(lambda: torch.ones(8) + 1, device="cpu")
+        memory_over_time(lambda: torch.ones(8) + 1, "cpu")
+        benchmark(torch.nn.Linear(4, 4), torch.ones(2, 4), device="cpu", warmup=0, repeats=1)  # CPU peak pass
+        with quiet_profiler(), torch.profiler.profile():
+            os.write(2, b"a real error from C code\\n")
+        try:
+            with quiet_profiler():
+                os.write(2, b"written before a raise\\n")
+                raise KeyError
+        except KeyError:
+            os.write(2, b"fd 2 is back\\n")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "USDT" not in proc.stderr and "profiler_start" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines.index("a real error from C code") < lines.index("written before a raise") < lines.index("fd 2 is back")
+
+
+def test_profiler_banner_pattern_matches_only_the_banners():
+    from cnnlab.profiling.quiet import drop_banners
+
+    text = (b"USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+            b"W1123 kineto: CUPTI error, a real problem\n"
+            b"USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+            b"my USDT:... profiler_start in a sentence\n")
+    assert drop_banners(text) == b"W1123 kineto: CUPTI error, a real problem\nmy USDT:... profiler_start in a sentence\n"
+
+
+def test_saved_chrome_trace_is_json_with_trace_events(tmp_path):
+    import gzip
+
+    from cnnlab.profiling import traces
+
+    model, x = SmallConvNet().eval(), torch.randn(2, 3, 16, 16)
+    path = traces.trace_file(tmp_path / "new_folder", "small")
+    with torch.inference_mode():
+        prof = profile_ops(lambda: model(x), device="cpu", trace_path=path)
+    assert prof.trace_path == str(path) and path.name == "small.pt.trace.json"
+    names = {e.get("name") for e in json.loads(path.read_text())["traceEvents"]}
+    assert {"aten::conv2d", "cnnlab::iteration"} <= names
+    with torch.profiler.profile() as raw:
+        model(x)
+    packed = traces.save_chrome_trace(raw, tmp_path / "t.json.gz")
+    assert "aten::conv2d" in {e.get("name") for e in json.loads(gzip.decompress(packed.read_bytes()))["traceEvents"]}
+
+
+def test_memory_snapshot_on_cpu_is_missing_with_a_reason_and_does_not_run(tmp_path):
+    from cnnlab.profiling import traces
+
+    calls = []
+    row = traces.memory_snapshot(lambda: calls.append(1), tmp_path / "s.memory.pickle", "cpu")
+    assert row["memory_snapshot_path"] is None and "CUDA" in row["memory_snapshot_missing_reason"]
+    assert not calls and not (tmp_path / "s.memory.pickle").exists()
+
+
+def test_memory_snapshot_stops_recording_when_the_function_raises(tmp_path, monkeypatch):
+    # The CUDA path with the allocator's recorder replaced (no GPU here): recording must be off again afterwards.
+    from cnnlab.profiling import traces
+
+    log = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda enabled="all", **kw: log.append(("record", enabled)))
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", lambda path: log.append(("dump", path)))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda dev: contextlib.nullcontext())
+    dev = torch.device("cuda", 0)
+    row = traces._record_cuda(lambda: log.append("fn"), tmp_path / "a.pickle", dev, 10)
+    assert log == [("record", "all"), "fn", ("dump", str(tmp_path / "a.pickle")), ("record", None)]
+    assert row == {"memory_snapshot_path": str(tmp_path / "a.pickle"), "memory_snapshot_missing_reason": None}
+    log.clear()
+    with pytest.raises(ZeroDivisionError):
+        traces._record_cuda(lambda: 1 / 0, tmp_path / "b.pickle", dev, 10)
+    assert log == [("record", "all"), ("record", None)]

@@ -14,6 +14,9 @@
   every setting that changes the measurement (``sweep.py``, ``store.py``)
 - :func:`loader_sweep`: epoch times per DataLoader batch size x workers x pinning (``loaders.py``)
 - :func:`environment`: what the numbers were measured on (``environment.py``)
+- :func:`quiet_profiler`: the C++ profiler's start/stop banners kept out of notebooks, real errors kept (``quiet.py``)
+- :func:`save_chrome_trace`, :func:`memory_snapshot`: files to open elsewhere: a profile as Chrome trace JSON
+  (Perfetto, TensorBoard), CUDA allocator history for pytorch.org/memory_viz (``traces.py``)
 """
 
 from cnnlab.profiling.cost import achieved, cost_model, device_peaks
@@ -22,11 +25,14 @@ from cnnlab.profiling.environment import environment
 from cnnlab.profiling.loaders import loader_sweep
 from cnnlab.profiling.memory import free_memory, memory_over_time, resident_bytes
 from cnnlab.profiling.ops import OpsProfile, profile_ops
+from cnnlab.profiling.quiet import quiet_profiler
 from cnnlab.profiling.sweep import check_point, grid_points, store_file, sweep
 from cnnlab.profiling.timing import Measurement, WallTime, benchmark, synchronize, wall_time
+from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot_file, trace_file
 
 __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point",
     "cost_model", "device_peaks", "environment", "free_memory", "grid_points", "hardware_counters", "loader_sweep",
-    "memory_over_time", "profile_ops", "resident_bytes", "store_file", "sweep", "synchronize", "wall_time",
+    "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler", "resident_bytes", "save_chrome_trace",
+    "snapshot_file", "store_file", "sweep", "synchronize", "trace_file", "wall_time",
 ]

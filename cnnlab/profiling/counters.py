@@ -5,19 +5,22 @@ throughput, L1/TEX and L2 throughput, SM (compute) throughput, SM active cycles 
 ``ncu`` replays every kernel several times to collect counters, so it must launch the workload
 itself, in a new process: the workload is therefore named, not passed as a live object:
 
-- ``"package.module:function"``: an importable zero-argument function, run as
-  ``python -c "import package.module as m; m.function()"``;
+- ``"package.module:function"``: an importable function, run as
+  ``python -c "import package.module as m; m.function(**kwargs)"`` (``kwargs``: JSON-serialisable);
 - an importable module-level function object (its ``__module__``/``__qualname__`` are used);
 - a command list, e.g. ``["python", "bench.py", "--batch-size", "64"]``, run as is.
 
 Where ``ncu`` is not on the PATH (or the process cannot use the GPU counters) it says so with a
-warning and returns None: the numbers are missing, not zero.
+warning and returns None (or raises :class:`CountersMissing`): the numbers are missing, not zero.
+:func:`counters_missing_reason` says beforehand why they would be; :func:`summarise_counters` turns the
+per-kernel table into one row per workload.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -40,10 +43,28 @@ PAPER_METRICS: dict[str, str] = {
 }
 
 
-def _target_command(target: str | Callable | Sequence[str], python: str) -> list[str]:
+class CountersMissing(RuntimeError):
+    """Nsight Compute collected no counters; the message says why."""
+
+
+def counters_missing_reason(device: str = "cuda", ncu: str = "ncu") -> str | None:
+    """Why Nsight Compute counters cannot be collected for ``device`` here (None: they can be tried)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return f"not a CUDA device ({device}): Nsight Compute reads the counters of NVIDIA GPUs only"
+    if shutil.which(ncu) is None:
+        return (f"Nsight Compute ('{ncu}') is not on the PATH (install the CUDA toolkit's nsight-compute on a machine "
+                "with an NVIDIA GPU)")
+    return None
+
+
+def _target_command(target: str | Callable | Sequence[str], python: str, kwargs: dict | None = None) -> list[str]:
     if isinstance(target, (list, tuple)):
         if not target or not all(isinstance(a, str) for a in target):
             raise ValueError("target as a command must be a non-empty list of strings")
+        if kwargs:
+            raise ValueError("kwargs go to a 'module:function' target; put a command's arguments in the list")
         return list(target)
     if callable(target):
         module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "")
@@ -55,7 +76,8 @@ def _target_command(target: str | Callable | Sequence[str], python: str) -> list
         target = f"{module}:{name}"
     if isinstance(target, str) and target.count(":") == 1 and all(target.split(":")):
         module, name = target.split(":")
-        code = f"import importlib; getattr(importlib.import_module({module!r}), {name!r})()"
+        code = (f"import importlib, json; getattr(importlib.import_module({module!r}), {name!r})"
+                f"(**json.loads({json.dumps(kwargs or {})!r}))")
         return [python, "-c", code]
     raise ValueError(f"target={target!r}: expected 'module:function', an importable function, or a command list")
 
@@ -67,6 +89,9 @@ def hardware_counters(
     kernel_regex: str | None = None,
     launch_skip: int = 0,
     launch_count: int | None = 50,
+    kwargs: dict | None = None,
+    profile_from_start: bool = True,
+    missing: str = "warn",
     ncu: str = "ncu",
     python: str = sys.executable,
     timeout_s: float = 1800,
@@ -76,19 +101,30 @@ def hardware_counters(
     metrics: Nsight Compute metric names (default: the paper's, ``PAPER_METRICS``).
     kernel_regex / launch_skip / launch_count: which launches to profile (``ncu -k regex:...``,
     ``--launch-skip``, ``--launch-count``); profiling every launch of a long run takes very long.
+    kwargs: keyword arguments of a ``"module:function"`` target.
+    profile_from_start: False profiles only between the target's ``torch.cuda.profiler.start()`` and
+        ``stop()`` (``ncu --profile-from-start off``): the warm-up before them is left out.
+    missing: "warn" (a warning and None where nothing was collected) or "raise" (:class:`CountersMissing`).
 
     Returns a DataFrame with launch_id, kernel_name, block_size, grid_size and one column per
     metric, named as in ``PAPER_METRICS`` (e.g. ``dram_throughput_pct``, ``kernel_time_ns``, in
     base units via ``--print-units base``); unknown metrics keep their ncu name plus ``_<unit>``.
     Returns None, with a warning saying why, where ``ncu`` is not available or collects nothing.
     """
+    if missing not in ("warn", "raise"):
+        raise ValueError(f"missing={missing!r} is not valid; valid: warn, raise")
+
+    def none(reason: str) -> None:
+        if missing == "raise":
+            raise CountersMissing(reason)
+        warnings.warn(reason, stacklevel=3)
+
     exe = shutil.which(ncu)
     if exe is None:
-        warnings.warn(f"Nsight Compute ('{ncu}') is not on the PATH: hardware counters not collected "
-                      "(install the CUDA toolkit's nsight-compute on a machine with an NVIDIA GPU)", stacklevel=2)
-        return None
+        return none(f"Nsight Compute ('{ncu}') is not on the PATH: hardware counters not collected "
+                    "(install the CUDA toolkit's nsight-compute on a machine with an NVIDIA GPU)")
     metrics = list(metrics or PAPER_METRICS)
-    command = _target_command(target, python)
+    command = _target_command(target, python, kwargs)
     with tempfile.TemporaryDirectory(prefix="cnnlab-ncu-") as tmp:
         report = os.path.join(tmp, "report")
         cmd = [exe, "--metrics", ",".join(metrics), "--target-processes", "all", "-f", "-o", report,
@@ -97,21 +133,45 @@ def hardware_counters(
             cmd += ["--launch-count", str(int(launch_count))]
         if kernel_regex:
             cmd += ["--kernel-name", f"regex:{kernel_regex}"]
+        if not profile_from_start:
+            cmd += ["--profile-from-start", "off"]
         run = subprocess.run(cmd + command, capture_output=True, text=True, timeout=timeout_s)
         if run.returncode != 0 or not os.path.exists(report + ".ncu-rep"):
-            warnings.warn(f"ncu failed (exit {run.returncode}): {(run.stderr or run.stdout)[-2000:]}", stacklevel=2)
-            return None
+            return none(f"ncu failed (exit {run.returncode}): {(run.stderr or run.stdout)[-2000:]}")
         export = subprocess.run([exe, "--import", report + ".ncu-rep", "--csv", "--page", "details",
                                  "--print-units", "base"], capture_output=True, text=True, timeout=timeout_s)
     if export.returncode != 0:
-        warnings.warn(f"ncu --import failed: {export.stderr[-2000:]}", stacklevel=2)
-        return None
+        return none(f"ncu --import failed: {export.stderr[-2000:]}")
     table = parse_ncu_csv(export.stdout)
     if table.empty:
-        warnings.warn("ncu profiled no kernel (check kernel_regex / launch_skip, or ERR_NVGPUCTRPERM: "
-                      "counters need admin rights on some drivers)", stacklevel=2)
-        return None
+        return none("ncu profiled no kernel (check kernel_regex / launch_skip, or ERR_NVGPUCTRPERM: "
+                    "counters need admin rights on some drivers)")
     return table
+
+
+def summarise_counters(table: pd.DataFrame) -> dict:
+    """One workload's counters from :func:`hardware_counters`' per-kernel table: ``kernels`` (launches
+    profiled), ``kernel_time_ms`` (their summed time), ``sm_cycles_active`` (summed), and every other metric of
+    ``PAPER_METRICS`` (throughput percentages, DRAM frequency) as its mean over the kernels weighted by each
+    kernel's time, so that a long convolution counts more than a short ReLU (a plain mean where kernel times
+    are missing). A metric the table lacks is NaN."""
+    time_ns = pd.to_numeric(table.get("kernel_time_ns", pd.Series(dtype=float)), errors="coerce")
+    weights = time_ns if len(time_ns) == len(table) and time_ns.notna().all() and time_ns.sum() > 0 \
+        else pd.Series(1.0, index=table.index)
+    out = {"kernels": len(table), "kernel_time_ms": float(time_ns.sum()) / 1e6 if time_ns.notna().any()
+           else float("nan")}
+    for column in PAPER_METRICS.values():
+        if column == "kernel_time_ns":
+            continue
+        values = pd.to_numeric(table[column], errors="coerce") if column in table else None
+        if values is None or values.isna().all():
+            out[column] = float("nan")
+        elif column == "sm_cycles_active":
+            out[column] = float(values.sum())
+        else:
+            known = values.notna()
+            out[column] = float((values[known] * weights[known]).sum() / weights[known].sum())
+    return out
 
 
 # Scale to the base unit our column names promise, in case ncu auto-scaled a value anyway.

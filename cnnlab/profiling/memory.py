@@ -19,9 +19,13 @@ events with their timestamps. This is the only module that reads the profiler's 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Callable, Iterable
 
 import torch
+
+from cnnlab.profiling.quiet import quiet_profiler
 
 MIB = 1024**2
 
@@ -82,7 +86,7 @@ def cpu_peak_bytes(step: Callable[[], object]) -> int:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         out = step()
         del out
     return peak_from_memory_events(raw_events(prof))["cpu_bytes"]
@@ -124,20 +128,26 @@ def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
     """Time-weighted average and peak of the tensor memory allocated while ``step()`` runs once.
 
     Replays the allocator events the profiler records (one per allocation and free, with its signed size)
-    and integrates the live bytes over the step's wall time: average = sum(live bytes x time they stayed
-    live) / step time. On a GPU the events are the caching allocator's (host-side timestamps; the step is
-    synchronised before it ends, so its span covers the device work). Counts tensors allocated inside the
-    step only (add what was resident before, e.g. :func:`resident_bytes`).
+    and integrates the live bytes over time: average = sum(live bytes x time they stayed live) / step time.
+    CPU: over the step's wall time (:func:`host_weighted_average`). GPU: the caching allocator's events carry
+    host timestamps, and the host runs ahead of the GPU (the step's final synchronise would then hold the span
+    with little memory live), so the live bytes are weighted by device time instead
+    (:func:`device_weighted_average`): each kernel, copy or memset sees what was allocated when it was
+    launched. Counts tensors allocated inside the step only (add what was resident before, e.g.
+    :func:`resident_bytes`).
 
-    Returns {"avg_bytes": float, "peak_bytes": int, "events": int, "step_s": float}; ``events`` is 0 when the
-    profiler recorded no allocator event for the device (then the averages mean nothing: say so).
+    Returns {"avg_bytes": float, "peak_bytes": int, "events": int, "step_s": float, "weighting": str}:
+    ``step_s`` is the span averaged over (s: the device's, from its first activity's start to its last one's
+    end, on a GPU); ``weighting`` is "device time" or "host wall time" (on a GPU too when no device activity
+    could be matched to its launch); ``events`` is 0 when the profiler recorded no allocator event for the
+    device (then the averages mean nothing: say so).
     """
     from torch.profiler import ProfilerActivity, profile, record_function
 
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
+    with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
         with record_function(_STEP_MARK):
             out = step()
             if cuda:
@@ -147,15 +157,64 @@ def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
     mark = next(e for e in events if e.name() == _STEP_MARK)
     start, end = mark.start_ns(), mark.start_ns() + max(mark.duration_ns(), 1)
     side = _GPU_TYPES if cuda else _CPU_TYPES
-    mem = sorted((e for e in events if e.name() == "[memory]" and str(e.device_type()) in side
-                  and start <= e.start_ns() <= end), key=lambda e: e.start_ns())
-    live = peak = 0
+    mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"
+                 and str(e.device_type()) in side and start <= e.start_ns() <= end)
+    peak = max(itertools.accumulate(size for _, size in mem), default=0)
+    device = device_activities(events, start, end) if cuda else []
+    if device:
+        avg, span = device_weighted_average(mem, device)
+        weighting = "device time"
+    else:
+        avg, span = host_weighted_average(mem, start, end), end - start
+        weighting = "host wall time"
+    return {"avg_bytes": avg, "peak_bytes": max(peak, 0), "events": len(mem), "step_s": span / 1e9,
+            "weighting": weighting}
+
+
+def host_weighted_average(mem: list[tuple[int, int]], start_ns: int, end_ns: int) -> float:
+    """Average live bytes over ``[start_ns, end_ns]`` of allocator events ``(host ns, signed bytes)`` sorted by
+    time: each size counts from its event to the end."""
+    live, area, last = 0, 0.0, start_ns
+    for t, size in mem:
+        area += live * (t - last)
+        live += size
+        last = t
+    area += live * (end_ns - last)
+    return area / max(end_ns - start_ns, 1)
+
+
+def device_weighted_average(mem: list[tuple[int, int]], activities: list[tuple[int, int, int]]) -> tuple[float, int]:
+    """Average live bytes over the device's timeline, and that timeline's span in ns.
+
+    ``mem``: allocator events ``(host ns, signed bytes)``; ``activities``: ``(launch host ns, device start ns,
+    device end ns)`` of each kernel, copy or memset. The caching allocator's bookkeeping is host-side and
+    stream-ordered, so an activity uses what had been allocated (and not freed) when the host launched it; that
+    amount counts from the activity's device start until the next activity starts (the last: until the device's
+    last end). Device idle gaps between activities count at the amount of the activity before them.
+    """
+    acts = sorted(activities, key=lambda a: a[1])
+    stamps = [t for t, _ in sorted(mem)]
+    running = list(itertools.accumulate(size for _, size in sorted(mem)))
+    bounds = [a[1] for a in acts[1:]] + [max(a[2] for a in acts)]
     area = 0.0
-    last = start
-    for e in mem:
-        area += live * (e.start_ns() - last)
-        live += e.nbytes()
-        peak = max(peak, live)
-        last = e.start_ns()
-    area += live * (end - last)
-    return {"avg_bytes": area / (end - start), "peak_bytes": peak, "events": len(mem), "step_s": (end - start) / 1e9}
+    for (launch, begin, _), until in zip(acts, bounds):
+        seen = bisect.bisect_right(stamps, launch)  # allocator events up to the launch
+        area += (running[seen - 1] if seen else 0) * (until - begin)
+    span = bounds[-1] - acts[0][1]
+    return area / max(span, 1), span
+
+
+# Host-side CUDA/HIP runtime and driver calls that launch device work (cudaLaunchKernel, cuLaunchKernelEx,
+# cudaMemcpyAsync, hipLaunchKernel...): the profiler gives each the correlation id of the work it launched.
+_LAUNCH_PREFIXES = ("cu", "hip")
+
+
+def device_activities(events, start_ns: int, end_ns: int) -> list[tuple[int, int, int]]:
+    """``(launch host ns, device start ns, device end ns)`` of each kernel, copy and memset in raw profiler
+    ``events`` whose launch fell in ``[start_ns, end_ns]``: device events matched by correlation id to the
+    runtime call that launched them (unmatched ones are left out)."""
+    launches = {e.correlation_id(): e.start_ns() for e in events
+                if str(e.device_type()) in _CPU_TYPES and e.name().startswith(_LAUNCH_PREFIXES)
+                and e.correlation_id() and start_ns <= e.start_ns() <= end_ns}
+    return [(launches[e.correlation_id()], e.start_ns(), e.start_ns() + e.duration_ns()) for e in events
+            if str(e.device_type()) in _GPU_TYPES and e.name() != "[memory]" and e.correlation_id() in launches]

@@ -2,7 +2,8 @@
 
 Gives the metrics of paper 001 (kernel execution times, host-to-device and device-to-host transfer
 time, time waiting in synchronisation, its "semwait") and of paper 002 (CPU and CUDA total time,
-number of calls, maximum CPU and GPU memory) as tidy DataFrames. Field names follow torch 2.13's
+number of calls, maximum CPU and GPU memory: the peak of live bytes and the cumulative bytes allocated) as tidy
+DataFrames; ``scheduled=True`` records a fixed number of steps of a long workload. Field names follow torch 2.13's
 profiler (``device_time_total``, ``self_device_memory_usage``; the ``cuda_*`` names are deprecated).
 """
 
@@ -16,13 +17,16 @@ import pandas as pd
 import torch
 
 from cnnlab import config
-from cnnlab.profiling.memory import MIB, peak_from_memory_events, raw_events
+from cnnlab.profiling.memory import _CPU_TYPES, _GPU_TYPES, MIB, peak_from_memory_events, raw_events
+from cnnlab.profiling.quiet import quiet_profiler
+from cnnlab.profiling.traces import save_chrome_trace
 
 # CUDA runtime calls during which the host blocks until the device catches up (paper 001's "semwait").
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
 _ITERATION = "cnnlab::iteration"
 _FINAL_SYNC = "cnnlab::final_sync"
 DEVICE_KINDS = ("kernel", "gpu_memcpy", "gpu_memset")
+_PROFILER_STEP = "ProfilerStep#"  # torch.profiler's annotation of each scheduled step
 
 
 @dataclass
@@ -62,8 +66,15 @@ def profile_ops(
     profile_memory: bool = True,
     with_stack: bool = False,
     trace_path: str | None = None,
+    scheduled: bool = False,
 ) -> OpsProfile:
     """Run ``fn()`` ``warmup`` times unprofiled, then ``iterations`` times under ``torch.profiler``.
+
+    ``scheduled=True`` profiles a fixed number of steps of a long workload (e.g. training steps of an epoch) with
+    ``torch.profiler.schedule(wait=0, warmup=warmup, active=iterations, repeat=1)``: the ``warmup`` steps run under
+    the already started profiler, which discards them (the recorded steps do not pay its start-up), and only the
+    ``iterations`` active steps are recorded (their ``ProfilerStep#<n>`` annotations, like ``cnnlab::iteration``,
+    are left out of the tables). Scale the totals to a whole epoch yourself: they cover ``iterations`` steps.
 
     ``fn`` is one iteration of the workload (e.g. ``lambda: model(x)``), already set up on
     ``device``. Each iteration is wrapped in a ``cnnlab::iteration`` annotation; on CUDA a final
@@ -77,6 +88,8 @@ def profile_ops(
     Synchronize called by ``fn``; the harness's own final sync is reported apart as
     final_sync_wait_ms), max_cpu_mem_mib and max_device_mem_mib (peak live tensor memory allocated
     during the profiled iterations, from the allocator's events; needs ``profile_memory``),
+    cpu_mem_allocated_mib and device_mem_allocated_mib (cumulative: every byte allocated during the profiled
+    iterations, frees not subtracted, see :func:`allocated_from_memory_events`),
     max_device_mem_allocated_mib (absolute ``torch.cuda.max_memory_allocated``), and
     ``device_missing_reason`` (None on CUDA). Device quantities on a CPU run are NaN, never 0.
     """
@@ -86,28 +99,63 @@ def profile_ops(
     cuda = dev.type == "cuda"
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    for _ in range(warmup):
+    for _ in range(0 if scheduled else warmup):
         fn()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
-    with profile(activities=activities, record_shapes=record_shapes, profile_memory=profile_memory,
-                 with_stack=with_stack) as prof:
-        for _ in range(iterations):
+    with quiet_profiler(), profile(activities=activities, record_shapes=record_shapes, profile_memory=profile_memory,
+                 with_stack=with_stack, schedule=_schedule(warmup, iterations) if scheduled else None) as prof:
+        steps = warmup + iterations if scheduled else iterations
+        for step in range(steps):
             with record_function(_ITERATION):
                 fn()
-        if cuda:
-            with record_function(_FINAL_SYNC):
-                torch.cuda.synchronize(dev)
+            if cuda and step == steps - 1:  # inside the last recorded step
+                with record_function(_FINAL_SYNC):
+                    torch.cuda.synchronize(dev)
+            if scheduled:
+                if cuda and step == warmup - 1:  # the warm-up's kernels finish before the recorded steps start
+                    torch.cuda.synchronize(dev)
+                prof.step()
     events = list(prof.events())
     operators = _operators_table(events, cuda)
     kernels = _kernels_table(events)
     summary = _summary(events, kernels, operators, prof, dev, iterations, profile_memory)
     if trace_path is not None:
-        prof.export_chrome_trace(str(trace_path))
+        save_chrome_trace(prof, trace_path)
     return OpsProfile(operators=operators, kernels=kernels, summary=summary,
                       trace_path=None if trace_path is None else str(trace_path))
+
+
+def _schedule(warmup: int, active: int):
+    from torch.profiler import schedule
+
+    return schedule(wait=0, warmup=warmup, active=active, repeat=1)
+
+
+def allocated_from_memory_events(events) -> dict[str, int]:
+    """Cumulative bytes allocated, per side, from the profiler's raw ``[memory]`` events (:func:`raw_events`): the
+    sum of every allocation's size, frees not subtracted. ``{"cpu_bytes": int, "device_bytes": int}``.
+
+    Paper 002's "maximum memory transfer" (its Fig. 10-15) is read as this: memory the allocator handed out while
+    training, which grows with the work done, where the peak of live bytes (:func:`peak_from_memory_events`) only
+    grows with the batch. The profiler's own "CPU Mem"/"CUDA Mem" columns attribute the same events to operators,
+    but net each operator's frees against its allocations."""
+    totals = {"cpu_bytes": 0, "device_bytes": 0}
+    for event in events:
+        if event.name() != "[memory]" or event.nbytes() <= 0:
+            continue
+        kind = str(event.device_type())
+        side = "cpu_bytes" if kind in _CPU_TYPES else "device_bytes" if kind in _GPU_TYPES else None
+        if side is not None:
+            totals[side] += event.nbytes()
+    return totals
+
+
+def _is_harness(name: str) -> bool:
+    """The harness's own annotations, not work of ``fn``."""
+    return name in (_ITERATION, _FINAL_SYNC) or name.startswith(_PROFILER_STEP)
 
 
 def _is_host(event) -> bool:
@@ -117,7 +165,7 @@ def _is_host(event) -> bool:
 def _operators_table(events, cuda: bool) -> pd.DataFrame:
     rows: dict[str, dict[str, Any]] = {}
     for e in events:
-        if not _is_host(e) or e.name in (_ITERATION, _FINAL_SYNC, "[memory]"):
+        if not _is_host(e) or _is_harness(e.name) or e.name == "[memory]":
             continue
         r = rows.setdefault(e.name, {
             "name": e.name, "kind": _kind(e), "calls": 0,
@@ -185,7 +233,8 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
         return any(s <= mid <= t for s, t in spans)
 
     # the iteration annotations' self time is fn's own Python overhead: part of the CPU total
-    host = [e for e in events if _is_host(e) and e.name != _FINAL_SYNC and not inside_final(e)]
+    host = [e for e in events if _is_host(e) and e.name != _FINAL_SYNC and not e.name.startswith(_PROFILER_STEP)
+            and not inside_final(e)]
     summary: dict[str, Any] = {
         "iterations": iterations,
         "device": str(dev),
@@ -223,12 +272,17 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
             "sync_wait_ms", "sync_calls", "final_sync_wait_ms", "max_device_mem_allocated_mib")})
         summary["device_missing_reason"] = reason
     if profile_memory:
-        peaks = peak_from_memory_events(raw_events(prof))
+        raw = raw_events(prof)
+        peaks, allocated = peak_from_memory_events(raw), allocated_from_memory_events(raw)
         summary["max_cpu_mem_mib"] = peaks["cpu_bytes"] / MIB
         summary["max_device_mem_mib"] = peaks["device_bytes"] / MIB if cuda else nan
+        summary["cpu_mem_allocated_mib"] = allocated["cpu_bytes"] / MIB
+        summary["device_mem_allocated_mib"] = allocated["device_bytes"] / MIB if cuda else nan
         summary["memory_missing_reason"] = None if cuda else "CPU run: no device memory"
     else:
         summary["max_cpu_mem_mib"] = nan
         summary["max_device_mem_mib"] = nan
+        summary["cpu_mem_allocated_mib"] = nan
+        summary["device_mem_allocated_mib"] = nan
         summary["memory_missing_reason"] = "profile_memory=False"
     return summary

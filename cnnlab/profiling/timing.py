@@ -8,6 +8,8 @@ and report the median with its spread, labelled with every setting that produced
   loop (a sync per batch would add host latency the paper's numbers do not contain); one
   synchronisation after the loop. Peak memory comes from the caching allocator's counters, which
   are host-side bookkeeping and do not perturb the timing, so they are read around the same loop.
+  GPU utilisation comes from NVML's samples that fall wholly inside the loop, which therefore runs for at
+  least a second (several NVML sample periods; see ``gpu_util.py``).
 - CPU: ``time.perf_counter_ns`` around each batch. Peak memory needs the profiler's allocator
   events (see ``memory.py``), which slow the work down, so it is measured in one extra pass after
   the timed loop.
@@ -30,7 +32,7 @@ from cnnlab.profiling import memory as _memory
 from cnnlab.profiling.memory import MIB
 from cnnlab import config
 from cnnlab.profiling.environment import cpu_model
-from cnnlab.profiling.gpu_util import UtilisationSampler
+from cnnlab.profiling.gpu_util import UTIL_MAX_REPEATS, UTIL_MIN_RUN_TIME_S, NvmlSamples, UtilisationWindow
 
 _MAX_EXTRA_WARMUP = 5
 
@@ -175,6 +177,8 @@ def benchmark(
     first_call: bool = False,
     min_run_time_s: float | None = None,
     max_repeats: int = 200,
+    util_min_run_time_s: float = UTIL_MIN_RUN_TIME_S,
+    gpu_util_source=None,
     labels: dict[str, Any] | None = None,
 ) -> Measurement:
     """Time ``model(*inputs)`` ``repeats`` times after ``warmup`` untimed calls; return a :class:`Measurement`.
@@ -196,8 +200,15 @@ def benchmark(
     allocator's counters over the timed loop; CPU: the model's parameters and buffers plus the
     inputs, plus the allocator-event peak of one extra pass, see ``memory.py``);
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
-    ``gpu_util_pct`` = mean NVML utilisation over the timed loop (NaN on CPU, with a reason).
+    ``gpu_util_pct`` = mean NVML utilisation over the timed loop, from the ``gpu_util_samples`` samples whose
+    whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside).
     On CPU, ``measure_memory`` costs one extra call of the model after the timed loop.
+
+    util_min_run_time_s: where utilisation is measured, the timed loop goes on past ``repeats`` calls until it
+        has lasted this long and ``gpu_util.MIN_SAMPLES + 1`` NVML sample periods (at most
+        ``gpu_util.UTIL_MAX_REPEATS`` calls); ``repeats`` in the result is the number of calls timed.
+    gpu_util_source: where utilisation samples come from (``gpu_util.SampleSource``): default NVML's for a CUDA
+        device, none on a CPU; tests pass a fake one.
 
     first_call: time the very first call on its own (:func:`wall_time`, ``first_call_ms``): where
         compilation, autotuning or a per-layer algorithm choice happens; never part of the statistics.
@@ -259,10 +270,11 @@ def benchmark(
             repeats = max(repeats, min(max_repeats, math.ceil(min_run_time_s / probe)))
             warmup = max(warmup, min(_MAX_EXTRA_WARMUP, math.floor(min_run_time_s / probe)))
 
+    window = _utilisation_window(dev, measure_gpu_util, gpu_util_source, util_min_run_time_s)
     if dev.type == "cuda":
-        timed = _time_cuda(step, dev, warmup, repeats, measure_gpu_util)
+        timed = _time_cuda(step, dev, warmup, repeats, window)
     else:
-        timed = _time_cpu(step, warmup, repeats)
+        timed = _time_cpu(step, warmup, repeats, window)
         if measure_memory:
             increment = _memory.cpu_peak_bytes(step)
             resident = _memory.resident_bytes(model, dev_inputs)
@@ -280,6 +292,10 @@ def benchmark(
 
     lat = np.asarray(timed.pop("latencies_ms"), dtype=float)
     total_s = timed.pop("total_time_s")
+    repeats = int(lat.size)  # more than asked for where the utilisation window needed a longer loop
+    util = window.result
+    timed.update(gpu_util_pct=util.gpu_util_pct, gpu_util_samples=util.samples,
+                 gpu_util_missing_reason=util.missing_reason)
     return Measurement(
         latencies_ms=lat.tolist(),
         latency_ms_median=float(np.median(lat)),
@@ -306,17 +322,35 @@ def benchmark(
     )
 
 
-def _time_cpu(step, warmup: int, repeats: int) -> dict[str, Any]:
+def _utilisation_window(dev: torch.device, measure: bool, source, min_run_time_s: float) -> UtilisationWindow:
+    """The window that samples utilisation over the timed loop: NVML's samples on a CUDA device, ``source``
+    where given, none on a CPU (NaN with the reason)."""
+    if source is None and dev.type != "cuda":
+        return UtilisationWindow(None, missing_reason="CPU run: no GPU to sample")
+    if not measure:
+        return UtilisationWindow(None, missing_reason="measure_gpu_util=False")
+    if source is None:
+        source = NvmlSamples(dev.index if dev.index is not None else torch.cuda.current_device())
+    return UtilisationWindow(source, min_run_time_s=min_run_time_s)
+
+
+def _more(calls: int, repeats: int, elapsed_s: float, window: UtilisationWindow) -> bool:
+    """Time another call: fewer than ``repeats`` so far, or the utilisation window needs a longer loop."""
+    return calls < repeats or (elapsed_s < window.min_run_time_s and calls < UTIL_MAX_REPEATS)
+
+
+def _time_cpu(step, warmup: int, repeats: int, window: UtilisationWindow) -> dict[str, Any]:
     for _ in range(warmup):
         step()
     clock = time.perf_counter_ns
-    ns = [0] * repeats  # preallocated: no list growth inside the timed loop
-    start = clock()
-    for i in range(repeats):
-        t0 = clock()
-        step()
-        ns[i] = clock() - t0
-    total_ns = clock() - start
+    ns = []  # appending happens between the timed calls, outside each one's clock readings
+    with window:
+        start = clock()
+        while _more(len(ns), repeats, (clock() - start) / 1e9, window):
+            t0 = clock()
+            step()
+            ns.append(clock() - t0)
+        total_ns = clock() - start
     return {
         "latencies_ms": [v / 1e6 for v in ns],
         "total_time_s": total_ns / 1e9,
@@ -327,35 +361,33 @@ def _time_cpu(step, warmup: int, repeats: int) -> dict[str, Any]:
         "peak_mem_method": "",
         "peak_mem_missing_reason": "not measured",
         "peak_mem_reserved_missing_reason": "CPU tensors have no caching allocator pool to reserve from",
-        "gpu_util_pct": math.nan,
-        "gpu_util_samples": 0,
-        "gpu_util_missing_reason": "CPU run: no GPU to sample",
     }
 
 
-def _time_cuda(step, dev: torch.device, warmup: int, repeats: int, measure_gpu_util: bool) -> dict[str, Any]:
+def _time_cuda(step, dev: torch.device, warmup: int, repeats: int, window: UtilisationWindow) -> dict[str, Any]:
     with torch.cuda.device(dev):
         for _ in range(warmup):
             step()
         torch.cuda.synchronize(dev)
         base = torch.cuda.memory_allocated(dev)
         torch.cuda.reset_peak_memory_stats(dev)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        starts, ends = [], []
         first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        sampler = UtilisationSampler(dev.index if measure_gpu_util else None,
-                                     missing_reason=None if measure_gpu_util else "measure_gpu_util=False")
-        with sampler:
+        with window:  # opens after the warm-up's synchronise: no sample that overlaps the warm-up is kept
             first.record()
-            for i in range(repeats):
-                starts[i].record()
+            # The host clock decides when the loop has lasted long enough: the host runs ahead of the GPU by at
+            # most its launch queue, so the GPU's part of the loop lasts at least as long.
+            clock_start = time.perf_counter()
+            while _more(len(starts), repeats, time.perf_counter() - clock_start, window):
+                starts.append(torch.cuda.Event(enable_timing=True))
+                ends.append(torch.cuda.Event(enable_timing=True))
+                starts[-1].record()
                 step()
-                ends[i].record()
+                ends[-1].record()
             last.record()
             last.synchronize()  # the only host wait: after the whole loop
         peak = torch.cuda.max_memory_allocated(dev)
         reserved = torch.cuda.max_memory_reserved(dev)
-    util = sampler.result
     return {
         "latencies_ms": [s.elapsed_time(e) for s, e in zip(starts, ends)],
         "total_time_s": first.elapsed_time(last) / 1e3,
@@ -366,8 +398,5 @@ def _time_cuda(step, dev: torch.device, warmup: int, repeats: int, measure_gpu_u
         "peak_mem_method": _memory.CUDA_METHOD,
         "peak_mem_missing_reason": None,
         "peak_mem_reserved_missing_reason": None,
-        "gpu_util_pct": util.gpu_util_pct,
-        "gpu_util_samples": util.samples,
-        "gpu_util_missing_reason": util.missing_reason,
     }
 
