@@ -20,7 +20,8 @@ from cnnlab.studies import batch_size as bs
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     store = tmp_path_factory.mktemp("bs")
-    cfg = bs.configure("quick", models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16], images=16, warmup=1,
+    # 24 images: batch 16 needs two whole batches (32 images), so rounding up would show
+    cfg = bs.configure("quick", models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16], images=24, warmup=1,
                        min_repeats=2, profile_iterations=1)
     return bs.measure(cfg, store, progress=False), cfg, store
 
@@ -28,7 +29,7 @@ def measured(tmp_path_factory):
 def test_follows_the_study_contract(measured):
     df, _, _ = measured
     assert studies.signature_problems(bs) == []
-    assert list(studies.tables(df)) == ["batch", "breakdown", "roofline"]
+    assert list(studies.tables(df)) == ["batch", "breakdown", "roofline", "counters"]
     assert studies.check_results(df).startswith("results checked")
 
 
@@ -44,16 +45,15 @@ def test_batch_has_one_ok_row_per_grid_point_with_units(measured):
         assert (batch[col] > 0).all() and np.isfinite(batch[col]).all(), col
 
 
-def test_total_time_covers_exactly_the_requested_images(measured):
+def test_total_time_is_for_the_same_images_at_every_batch_size(measured):
     batch = studies.tables(measured[0])["batch"]
-    assert (batch["batches"] == np.ceil(16 / batch["batch_size"])).all()
-    assert (batch["images"] == batch["batches"] * batch["batch_size"]).all()
-    assert (batch["repeats"] == np.maximum(batch["batches"], 2)).all()
-    # batch 1: 16 timed batches, all of them count; batch 16: only the first of two timed batches counts
-    one = batch[batch["batch_size"] == 1].iloc[0]
-    assert one["total_time_s"] * 1e3 == pytest.approx(one["latency_ms_mean"] * 16, rel=1e-6)
-    sixteen = batch[batch["batch_size"] == 16]
-    assert (sixteen["total_time_s"] * 1e3 < sixteen["latency_ms_mean"] * 2).all()
+    assert (batch["images"] == 24).all()  # the same quantity everywhere, never rounded up to whole batches
+    assert (batch["repeats"] == np.maximum(np.ceil(24 / batch["batch_size"]), 2)).all()
+    assert (batch["images_timed"] == batch["repeats"] * batch["batch_size"]).all()
+    assert (batch["images_timed"] >= 24).all()
+    # time per image: every timed batch's time over the images they inferred; total: 24 images at that rate
+    assert np.allclose(batch["time_per_image_ms"], batch["latency_ms_mean"] / batch["batch_size"], rtol=1e-9)
+    assert np.allclose(batch["total_time_s"] * 1e3, 24 * batch["time_per_image_ms"], rtol=1e-9)
 
 
 def test_gpu_utilisation_is_nan_with_a_reason_on_cpu(measured):
@@ -125,6 +125,55 @@ def test_breakdown_rows_and_shares_on_cpu(measured):
         assert 0 < compute <= g["wall_time_per_batch_ms"].iloc[0]
 
 
+def test_breakdown_table_leaves_out_what_a_cpu_cannot_measure_and_says_why(measured):
+    table, line = bs.breakdown_table(measured[0])
+    assert list(table.columns) == ["kernel / compute", "CPU-side overhead"] and len(table) == 6
+    assert table.notna().all().all()
+    for component in ("memcpy HtoD", "memcpy DtoH", "other device work", "sync wait"):
+        assert component in line
+    assert "CPU run" in line
+    everything = measured[0].copy()  # what a GPU measures: every component has a time
+    everything.loc[everything["experiment"] == "breakdown", "time_per_batch_ms"] = 1.0
+    table, line = bs.breakdown_table(everything)
+    assert list(table.columns) == bs.COMPONENTS and line == ""
+
+
+def test_counters_are_skipped_with_the_reason_on_cpu(measured):
+    df = measured[0]
+    parts = studies.tables(df)
+    counters, roof = parts["counters"], parts["roofline"]
+    assert list(zip(counters["model"], counters["batch_size"])) == list(zip(roof["model"], roof["batch_size"]))
+    assert (counters["status"] == "skipped").all() and counters["error"].str.contains("NVIDIA GPUs only").all()
+    table, line = bs.counters_table(df)
+    assert table.empty and "dram_throughput_pct" in table.columns
+    assert line.startswith("no hardware counters for 2 model(s)") and "lenet5, resnet20" in line
+
+
+def test_counters_at_each_models_best_batch_when_ncu_runs(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_counters(target, **kwargs):  # two kernels: 3 us at 80% DRAM throughput, 1 us at 40%
+        seen.append((target, kwargs))
+        return pd.DataFrame({"kernel_name": ["conv", "relu"], "kernel_time_ns": [3000.0, 1000.0],
+                             "dram_throughput_pct": [80.0, 40.0], "sm_cycles_active": [10.0, 5.0]})
+
+    monkeypatch.setattr(bs, "counters_missing_reason", lambda device: None)
+    monkeypatch.setattr(bs, "hardware_counters", fake_counters)
+    cfg = bs.configure("quick", models=["lenet5"], batch_sizes=[1, 2], images=2, warmup=0, min_repeats=1,
+                       profile_iterations=1)
+    df = bs.measure(cfg, tmp_path, progress=False)
+    best = int(studies.tables(df)["roofline"]["batch_size"].iloc[0])
+    table, line = bs.counters_table(df)
+    assert line == "" and list(table["model"]) == ["lenet5"] and list(table["batch_size"]) == [best]
+    row = table.iloc[0]
+    assert row["kernels"] == 2 and row["kernel_time_ms"] == pytest.approx(0.004)
+    assert row["dram_throughput_pct"] == pytest.approx(70.0)  # weighted by kernel time: (3 x 80 + 1 x 40) / 4
+    assert row["sm_cycles_active"] == 15 and math.isnan(row["l2_throughput_pct"])  # not collected: missing
+    target, kwargs = seen[0]
+    assert target == "cnnlab.studies.batch_size:counters_workload" and kwargs["profile_from_start"] is False
+    assert kwargs["kwargs"] == {"model": "lenet5", "batch_size": best, "device": "cpu"}
+
+
 def test_roofline_places_each_model_at_its_best_batch(measured):
     parts = studies.tables(measured[0])
     batch, roof = parts["batch"], parts["roofline"]
@@ -150,6 +199,31 @@ def _frame(mem, util=None, model="resnet20"):
                          "gflops_per_image": 0.04})
 
 
+def _claims(df, device="cpu"):
+    return {c.claim: c for c in bs.check_claims(df, device)}
+
+
+RISE = "total inference time rises again at mid-range batch sizes (128-256) after falling to 64"
+
+
+def test_the_rise_at_mid_range_batch_sizes_is_checked():
+    def frame(times, model="resnet20"):
+        return pd.DataFrame({"experiment": "batch", "model": model, "batch_size": [1, 16, 64, 256], "status": "ok",
+                             "total_time_s": times, "peak_mem_alloc_mib": [1.0, 2, 3, 4],
+                             "throughput_items_per_s": [100.0, 200, 300, 300], "gpu_util_pct": math.nan,
+                             "gpu_util_missing_reason": "CPU run: no GPU to sample", "gflops_per_image": 0.04})
+
+    rises = _claims(frame([10.0, 4.0, 2.0, 3.0]))[RISE]
+    assert rises.held is True and "1.50x" in rises.ours and "256" in rises.criterion
+    assert _claims(frame([10.0, 4.0, 2.0, 2.05]))[RISE].held is False  # 2.5%: within the timing noise
+    assert _claims(frame([10.0, 4.0, 2.0, 1.0]))[RISE].held is False  # keeps falling
+    # "sometimes": one model of two rising is enough
+    two = pd.concat([frame([10.0, 4.0, 2.0, 1.0]), frame([10.0, 4.0, 2.0, 3.0], model="resnet56")])
+    assert _claims(two)[RISE].held is True
+    no_mid = _claims(frame([10.0, 4.0, 2.0, 3.0]).iloc[:3])[RISE]
+    assert no_mid.held is None and "128 or 256" in no_mid.note
+
+
 def test_claims_follow_the_numbers():
     held = {c.claim: c.held for c in bs.check_claims(_frame([1.0, 2.0, 3.0]), "cpu")}
     assert held["peak memory grows monotonically with batch size"] is True
@@ -165,10 +239,15 @@ def test_claims_follow_the_numbers():
     gpu = pd.concat([_frame([1, 2, 3], util=[20.0, 40.0, 60.0]),
                      _frame([1, 2, 3], util=[30.0, 50.0, 70.0], model="resnet56").assign(gflops_per_image=0.12)])
     assert bs.check_claims(gpu, "cuda")[-1].held is True
+    falling = pd.concat([_frame([1, 2, 3], util=[60.0, 40.0, 20.0]),
+                         _frame([1, 2, 3], util=[70.0, 50.0, 30.0], model="resnet56").assign(gflops_per_image=0.12)])
+    assert bs.check_claims(falling, "cuda")[-1].held is False
+    partly = gpu.assign(gpu_util_pct=np.where(gpu["batch_size"] == 2, np.nan, gpu["gpu_util_pct"]))
+    assert bs.check_claims(partly, "cuda")[-1].held is True and "2 point(s)" in bs.check_claims(partly, "cuda")[-1].note
     shallow_busier = gpu.assign(gflops_per_image=np.where(gpu["model"] == "resnet56", 0.01, 0.12))
     assert bs.check_claims(shallow_busier, "cuda")[-1].held is False
-    for c in bs.check_claims(gpu, "cuda"):  # every claim states its criterion
-        assert ">=" in c.claim or c.note.startswith("criterion"), c
+    for c in bs.check_claims(gpu, "cuda") + bs.check_claims(_frame([1.0, 2.0, 3.0]), "cpu"):
+        assert c.criterion and "criterion" not in c.note, c  # every claim states its criterion, in its place
 
 
 def test_claims_without_batch_one_are_not_applicable():

@@ -44,4 +44,8 @@ def test_claim_needs_more_than_twice_the_throughput_of_batch_1():
 
     assert quickstart.check_claims(frame([100.0, 250.0]), "cpu")[0].held is True
     assert quickstart.check_claims(frame([100.0, 190.0]), "cpu")[0].held is False
-    assert "criterion" in quickstart.check_claims(frame([100.0, 250.0]), "cpu")[0].note
+    assert quickstart.check_claims(frame([250.0, 100.0]), "cpu")[0].held is False  # the best is batch 1 itself
+    claim = quickstart.check_claims(frame([100.0, 250.0]), "cpu")[0]
+    assert "> 2" in claim.criterion and "criterion" not in claim.note
+    empty = quickstart.check_claims(frame([100.0, 250.0]).assign(status="error"), "cpu")[0]
+    assert empty.held is None and empty.criterion and empty.note

@@ -82,7 +82,7 @@ def test_measured_rows_are_finite_and_consistent(measured):
     assert (ok["avg_mem_mib"] <= ok["peak_mem_alloc_mib"] * 1.01).all()
     assert (ok["latency_ms_p10"] <= ok["latency_ms_median"]).all()
     assert ok["gpu_util_pct"].isna().all() and ok["gpu_util_missing_reason"].notna().all()
-    assert ok["avg_mem_missing_reason"].isna().all()
+    assert ok["avg_mem_missing_reason"].isna().all() and (ok["avg_mem_weighting"] == "host wall time").all()
     assert (ok["repeats"] == 2).all() and (ok["cpu_threads"] == 1).all()  # the quick preset's one thread
 
 
@@ -187,7 +187,7 @@ def test_claims_follow_the_numbers():
     assert held["inference time falls as tiles grow (spatial)"] is True  # 10.2 -> 10.4 is within the 5% noise
     assert held["average memory rises (paper: slightly) with tile size (spatial)"] is True
     assert held["GPU utilisation rises with tile size (spatial)"] is None  # a CPU: not measured
-    assert all(c.note.startswith("criterion: ") for c in checks if c.held is not None)
+    assert all(c.criterion and "criterion" not in c.note for c in checks)  # the rule, in its own field
     rising = {c.claim: c.held for c in tiling.check_claims(_frame([10, 11, 12, 13], [9, 7, 6, 5]), "cpu")}
     assert rising["inference time falls as tiles grow (spatial)"] is False
     assert rising["average memory rises (paper: slightly) with tile size (spatial)"] is False
@@ -196,6 +196,8 @@ def test_claims_follow_the_numbers():
     gpu = {c.claim: c.held for c in tiling.check_claims(_frame([12, 11, 10, 9], [5, 6, 7, 9], util=[40, 50, 60, 70]),
                                                         "cuda")}
     assert gpu["GPU utilisation rises with tile size (spatial)"] is True
+    falling = tiling.check_claims(_frame([12, 11, 10, 9], [5, 6, 7, 9], util=[70, 60, 65, 50]), "cuda")
+    assert {c.claim: c.held for c in falling}["GPU utilisation rises with tile size (spatial)"] is False
 
 
 def test_claims_name_the_reason_for_triton_on_cpu(measured):
