@@ -5,7 +5,8 @@ trains ResNet-152 on CIFAR-100 with DistributedDataParallel: the process group c
 environment (RANK, WORLD_SIZE), a DistributedSampler gives every process its own shard of the data,
 SGD(lr=0.001, momentum=0.9) updates the model, and the PyTorch profiler records CPU and CUDA time,
 number of calls and maximum CPU and GPU memory. This script does the same with any registry model
-and dataset, on GPUs (NCCL, one GPU per process) or CPUs (Gloo):
+and dataset, on GPUs (NCCL, one GPU per process) or CPUs (Gloo). It times the training epochs unprofiled and
+profiles a fixed number of further steps (see :func:`train_and_profile`):
 
     torchrun --standalone --nproc-per-node 2 -m cnnlab.ddp --model lenet5 --dataset digits \
         --batch-size 64 --fraction 1 --epochs 1 --out runs/lenet5_b64
@@ -45,7 +46,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from cnnlab import config, paths
 from cnnlab.profiling import profile_ops, wall_time
-from cnnlab.train import fit
+from cnnlab.train import fit, train_step
 
 # The launched workers import cnnlab from the checkout; for an installed cnnlab (None) they import the package and
 # run in the caller's working directory, so that ./data means the same folder for them.
@@ -57,18 +58,22 @@ CHECKOUT = paths.checkout()
 CONV_OPS = ("aten::convolution", "aten::convolution_backward")
 # The merged row of one configuration (see merge), in column order.
 ROW_FIELDS = (
-    "model", "dataset", "data_source", "backend", "device", "world_size", "nnodes", "batch_size_per_rank",
-    "global_batch_size", "data_fraction", "epochs", "samples_total", "steps_per_rank", "wall_time_s",
+    "model", "stem", "dataset", "data_source", "backend", "device", "world_size", "nnodes", "batch_size_per_rank",
+    "global_batch_size", "data_fraction", "epochs", "samples_total", "steps_per_rank", "profiled_steps", "wall_time_s",
     "throughput_samples_per_s", "cpu_total_ms", "cpu_total_ms_per_rank", "cuda_total_ms", "cuda_total_ms_per_rank",
     "cuda_missing_reason", "calls_total", "conv_calls", "kernel_launches", "max_cpu_mem_mib",
     "max_cpu_mem_mib_per_rank", "max_gpu_mem_mib", "max_gpu_mem_mib_per_rank", "max_gpu_mem_missing_reason",
-    "max_rss_mib", "torch_threads_per_rank", "final_loss", "params_identical", "status", "error",
+    "cpu_mem_allocated_mib", "gpu_mem_allocated_mib", "max_rss_mib", "torch_threads_per_rank", "final_loss",
+    "params_identical", "status", "error",
 )
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m cnnlab.ddp", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="resnet152", help="cnnlab.models name (paper: resnet152)")
+    p.add_argument("--stem", default=None,
+                   help="the model's stem option, for models that have one (resnet152: imagenet, torchvision's and "
+                        "the paper's; or cifar); default: the model's default")
     p.add_argument("--dataset", default="cifar100", help="cnnlab.data name (paper: cifar100)")
     p.add_argument("--synthetic", action="store_true", help="labelled synthetic data of the dataset's shape")
     p.add_argument("--synthetic-size", type=int, default=None, help="number of synthetic training images")
@@ -83,15 +88,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pg-timeout-s", type=float, default=300.0,
                    help="a collective that waits longer than this fails instead of hanging")
+    p.add_argument("--profile-steps", type=int, default=5,
+                   help="training steps recorded by the profiler after the timed epochs")
+    p.add_argument("--profile-warmup", type=int, default=1,
+                   help="steps run under the profiler's schedule before the recorded ones (discarded)")
     p.add_argument("--no-profile-memory", action="store_true", help="skip the profiler's allocator events")
     p.add_argument("--save-params", action="store_true", help="each rank saves params_rank<r>.pt after training")
     p.add_argument("--fail-rank", type=int, default=None,
                    help="fault injection for tests: this rank raises after the process group has formed")
     p.add_argument("--out", required=True, help="output folder for rank<r>.json and row.json")
     args = p.parse_args(argv)
-    for name in ("batch_size", "epochs"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 1), ("profile_warmup", 0)):
+        if getattr(args, name) < minimum:
+            p.error(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(args, name)}")
     if not 0 < args.fraction <= 1:
         p.error(f"--fraction must be in (0, 1], got {args.fraction}")
     return args
@@ -158,19 +167,45 @@ def param_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple[dict, torch.nn.Module]:
-    """Train ``args.epochs`` epochs under the profiler: (this rank's metrics, the trained model).
+def step_stream(loader, sampler, first_epoch: int):
+    """``loader``'s batches without end, epoch after epoch from ``first_epoch`` (each epoch its own shuffle, the same
+    on every rank)."""
+    epoch = first_epoch
+    while True:
+        sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
 
-    Metrics: times in ms (profiler totals) and s (wall time of the profiled epochs), memory in MiB
-    (peak tensor memory allocated during training, from the profiler's allocator events, and the
-    process's peak resident set size), calls counted by the profiler on this rank; final_loss is the
-    mean training loss of the last epoch on this rank's shard (nats).
+
+def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple[dict, torch.nn.Module]:
+    """Train ``args.epochs`` epochs, timed; then profile ``args.profile_steps`` more steps: (this rank's metrics,
+    the trained model).
+
+    Paper 002 profiles its training (sec. 4.2.4). Profiling whole epochs would record millions of events per rank
+    at its scale (50,000 / 128 = 391 steps of ResNet-152 per epoch), so timing and profiling are apart: the epochs
+    run unprofiled (``cnnlab.train.fit``, which times each with ``cnnlab.profiling.wall_time``: wall_time_s,
+    throughput), then ``profile_warmup`` + ``profile_steps`` further steps of the same data stream run under a
+    profiler schedule that records the last ``profile_steps`` (``profile_ops(..., scheduled=True)``). A profiled
+    step is what an epoch's step does: the next batch from the loader (with ``--num-workers 0``, its per-image
+    transforms are operator calls too), its copy to the device, and ``cnnlab.train.train_step`` (forward, loss,
+    backward with DDP's all-reduce, SGD step); ``fit``'s running loss and accuracy sums are not in it.
+
+    Metrics (times in ms, wall time in s, memory in MiB): the profiler's totals that the paper reports for the
+    training (cpu_total_ms, cuda_total_ms, calls_total, conv_calls, kernel_launches, and cpu_/gpu_mem_allocated_mib,
+    the cumulative bytes allocated) are scaled from the profiled steps to the epochs, x steps / profile_steps:
+    exact for the operators of a training step (conv_calls: every step runs the same ones), an estimate for the
+    rest (once-per-epoch work such as the sampler's shuffle counts as often as the profiled steps met it; an epoch's
+    last, smaller batch counts as a full one; times vary from step to step). Peaks of live tensor memory
+    (max_cpu_mem_mib, max_gpu_mem_mib, from the profiler's allocator events) are those of the profiled steps, not
+    scaled; max_rss_mib is the process's peak resident set.
+    final_loss is the mean training loss of the last timed epoch on this rank's shard (nats).
     """
     from cnnlab import models
 
     part, sampler, loader = load_shard(args, rank, world_size, local_rank, pin_memory=dev.type == "cuda")
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = models.get(args.model, num_classes=part.num_classes).to(dev)
+    options = {} if args.stem is None else {"stem": args.stem}
+    model = models.get(args.model, num_classes=part.num_classes, **options).to(dev)
     ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     if args.fail_rank == rank:
@@ -179,32 +214,46 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         time.sleep(3600)
     if os.environ.get("CNNLAB_DDP_KILL_RANK") == str(rank):  # fault injection: what the kernel's OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
-    history = []
 
-    def train():  # the one trainer (DDP all-reduces the gradients in backward); set_epoch before every epoch
-        # gives a new shuffle each epoch, the same one on every rank
-        history.append(fit(ddp, loader, optimizer, epochs=args.epochs, device=dev, before_epoch=sampler.set_epoch))
+    # The one trainer (DDP all-reduces the gradients in backward); set_epoch before every epoch gives a new shuffle
+    # each epoch, the same one on every rank.
+    history = fit(ddp, loader, optimizer, epochs=args.epochs, device=dev, before_epoch=sampler.set_epoch)
+    batches = step_stream(loader, sampler, first_epoch=args.epochs)
 
-    # One profiled call trains every epoch; no unprofiled warm-up epoch (the paper profiles the training).
-    prof = profile_ops(train, iterations=1, warmup=0, device=dev, profile_memory=not args.no_profile_memory)
+    def step():
+        inputs, labels = next(batches)
+        train_step(ddp, inputs.to(dev, non_blocking=True), labels.to(dev, non_blocking=True), optimizer)
+
+    prof = profile_ops(step, iterations=args.profile_steps, warmup=args.profile_warmup, device=dev,
+                       profile_memory=not args.no_profile_memory, scheduled=True)
     ops, s = prof.operators, prof.summary
+    steps = args.epochs * len(loader)  # the sampler pads the shards: every rank takes as many steps
+    scale = steps / args.profile_steps
+
+    def per_epochs(value, whole=False):  # a total over the profiled steps, scaled to the timed epochs
+        return value if isinstance(value, float) and math.isnan(value) else (
+            round(value * scale) if whole else value * scale)
+
     cuda = dev.type == "cuda"
     return {
         "rank": rank, "local_rank": local_rank, "node": int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node id
         "hostname": socket.gethostname(), "pid": os.getpid(),
         "device": str(dev), "backend": backend, "data_source": part.data_source,
-        "samples": args.epochs * len(sampler), "steps": args.epochs * len(loader),  # the sampler pads the shards
-        "final_loss": float(history[0]["train_loss"].iloc[-1]),
-        "wall_time_s": s["wall_time_ms"] / 1e3,
-        "cpu_total_ms": s["cpu_time_total_ms"],
-        "cuda_total_ms": s["device_time_total_ms"],
+        "stem": args.stem if args.stem is not None else models.options(args.model).get("stem"),
+        "samples": args.epochs * len(sampler), "steps": steps, "profiled_steps": args.profile_steps,
+        "final_loss": float(history["train_loss"].iloc[-1]),
+        "wall_time_s": float(history["epoch_time_s"].sum()),
+        "cpu_total_ms": per_epochs(s["cpu_time_total_ms"]),
+        "cuda_total_ms": per_epochs(s["device_time_total_ms"]),
         "cuda_missing_reason": s["device_missing_reason"],
-        "calls_total": int(ops["calls"].sum()),
-        "conv_calls": int(ops.loc[ops["name"].isin(CONV_OPS), "calls"].sum()),
-        "kernel_launches": s["kernel_launches"],
+        "calls_total": per_epochs(int(ops["calls"].sum()), whole=True),
+        "conv_calls": per_epochs(int(ops.loc[ops["name"].isin(CONV_OPS), "calls"].sum()), whole=True),
+        "kernel_launches": per_epochs(s["kernel_launches"], whole=True),
         "max_cpu_mem_mib": s["max_cpu_mem_mib"],
         "max_gpu_mem_mib": s["max_device_mem_mib"],
         "max_gpu_mem_missing_reason": None if cuda else "CPU run: no GPU memory",
+        "cpu_mem_allocated_mib": per_epochs(s["cpu_mem_allocated_mib"]),
+        "gpu_mem_allocated_mib": per_epochs(s["device_mem_allocated_mib"]),
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # Linux reports KiB
         "torch_threads": torch.get_num_threads(),
         "param_sha256": param_digest(model),
@@ -215,10 +264,11 @@ def merge(ranks: list[dict], config: dict) -> dict:
     """One tidy row for a configuration from every rank's metrics.
 
     Times: wall_time_s, cpu_total_ms and cuda_total_ms are the maximum over ranks (the slowest rank
-    sets the pace of synchronous data parallelism); memory: max_cpu_mem_mib / max_gpu_mem_mib are the
-    maximum over ranks, with the per-rank values in ``*_per_rank`` lists (rank order); calls are per rank
-    (maximum over ranks, every rank runs the same ops). throughput_samples_per_s = samples of all ranks /
-    wall_time_s. batch_size_per_rank is the DataLoader batch; global_batch_size = it x world_size.
+    sets the pace of synchronous data parallelism); memory: max_cpu_mem_mib / max_gpu_mem_mib (peaks) and
+    cpu_mem_allocated_mib / gpu_mem_allocated_mib (cumulative) are the maximum over ranks, with the per-rank peaks
+    in ``*_per_rank`` lists (rank order); calls are per rank (maximum over ranks, every rank runs the same ops).
+    Profiled totals are per-epochs estimates (see :func:`train_and_profile`). throughput_samples_per_s = samples
+    of all ranks / wall_time_s. batch_size_per_rank is the DataLoader batch; global_batch_size = it x world_size.
     """
     ranks = sorted(ranks, key=lambda r: r["rank"])
     world_size = len(ranks)
@@ -231,12 +281,14 @@ def merge(ranks: list[dict], config: dict) -> dict:
     samples = sum(r["samples"] for r in ranks)
     digests = {r["param_sha256"] for r in ranks}
     row = {
-        "model": config["model"], "dataset": config["dataset"], "data_source": ranks[0]["data_source"],
+        "model": config["model"], "stem": ranks[0]["stem"], "dataset": config["dataset"],
+        "data_source": ranks[0]["data_source"],
         "backend": ranks[0]["backend"], "device": ranks[0]["device"].split(":")[0],
         "world_size": world_size, "nnodes": len({r["node"] for r in ranks}),
         "batch_size_per_rank": config["batch_size"], "global_batch_size": config["batch_size"] * world_size,
         "data_fraction": config["fraction"], "epochs": config["epochs"],
         "samples_total": samples, "steps_per_rank": max(r["steps"] for r in ranks),
+        "profiled_steps": ranks[0]["profiled_steps"],
         "wall_time_s": wall,
         "throughput_samples_per_s": samples / wall if wall > 0 else math.nan,
         "cpu_total_ms": worst("cpu_total_ms"),
@@ -252,6 +304,8 @@ def merge(ranks: list[dict], config: dict) -> dict:
         "max_gpu_mem_mib": worst("max_gpu_mem_mib"),
         "max_gpu_mem_mib_per_rank": [r["max_gpu_mem_mib"] for r in ranks],
         "max_gpu_mem_missing_reason": ranks[0]["max_gpu_mem_missing_reason"],
+        "cpu_mem_allocated_mib": worst("cpu_mem_allocated_mib"),
+        "gpu_mem_allocated_mib": worst("gpu_mem_allocated_mib"),
         "max_rss_mib": worst("max_rss_mib"),
         "torch_threads_per_rank": ranks[0]["torch_threads"],
         "final_loss": ranks[0]["final_loss"],
@@ -304,7 +358,8 @@ def main(argv=None) -> int:
 def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str, out_dir,
            epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
            timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
-           save_params: bool = False, fail_rank: int | None = None) -> dict:
+           stem: str | None = None, profile_steps: int = 5, profile_warmup: int = 1, save_params: bool = False,
+           fail_rank: int | None = None) -> dict:
     """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
 
     Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`) plus ``launch_time_s`` (s, the whole
@@ -315,14 +370,16 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     hangs. ``--standalone`` picks a free port, so launches can run side by side.
     """
     device = config.resolve_device(device).type
-    run_dir = Path(out_dir) / (f"{model}_{dataset}_w{world_size}_b{batch_size_per_rank}_f{data_fraction:g}"
-                               f"_e{epochs}_{device}")
+    run_dir = Path(out_dir) / (f"{model}{'_' + stem if stem else ''}_{dataset}_w{world_size}_b{batch_size_per_rank}"
+                               f"_f{data_fraction:g}_e{epochs}_{device}")
     shutil.rmtree(run_dir, ignore_errors=True)  # no stale rank files from an earlier launch
     run_dir.mkdir(parents=True)
     args = ["--model", model, "--dataset", dataset, "--batch-size", str(batch_size_per_rank),
             "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
             "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
-            "--pg-timeout-s", str(max(30.0, float(timeout_s)))]
+            "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--profile-steps", str(profile_steps),
+            "--profile-warmup", str(profile_warmup)]
+    args += ["--stem", stem] if stem is not None else []
     args += ["--synthetic"] if synthetic else []
     args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
     args += ["--save-params"] if save_params else []
@@ -356,16 +413,16 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
         row = failed_row(reason or "torchrun exited with code 0 but rank 0 wrote no row.json",
                          world_size=world_size, batch_size_per_rank=batch_size_per_rank,
                          data_fraction=data_fraction, model=model, dataset=dataset, epochs=epochs, device=device,
-                         synthetic=synthetic)
+                         synthetic=synthetic, stem=stem)
     row.update(launch_time_s=launched.seconds, run_dir=str(run_dir))
     return row
 
 
 def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device,
-               synthetic=False, status: str = "error") -> dict:
+               synthetic=False, stem=None, status: str = "error") -> dict:
     """A row with every field of :data:`ROW_FIELDS`: the configuration, NaN metrics, the reason."""
     row = {name: math.nan for name in ROW_FIELDS}
-    row.update(model=model, dataset=dataset, data_source="synthetic" if synthetic else "real",
+    row.update(model=model, stem=stem, dataset=dataset, data_source="synthetic" if synthetic else "real",
                backend="nccl" if device == "cuda" else "gloo", device=device, world_size=world_size,
                batch_size_per_rank=batch_size_per_rank, global_batch_size=batch_size_per_rank * world_size,
                data_fraction=data_fraction, epochs=epochs, status=status, error=reason,

@@ -5,6 +5,10 @@ The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostl
 """
 
 import math
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +26,7 @@ TINY = dict(model="lenet5", dataset="digits", data_fraction=0.05, batch_size_per
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    row = ddp.launch(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, **TINY)
+    row = ddp.launch(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, profile_steps=3, **TINY)
     return row, Path(row["run_dir"])
 
 
@@ -47,8 +51,12 @@ def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     assert (row["batch_size_per_rank"], row["global_batch_size"], row["data_fraction"]) == (8, 16, 0.05)
     # 71 images; DistributedSampler pads to 36 per rank -> 5 steps of <= 8 per epoch, 2 epochs.
     assert row["samples_total"] == 2 * 36 * 2 and row["steps_per_rank"] == 10
-    assert row["conv_calls"] == 10 * 2 * 2  # LeNet-5: 2 convolutions, forward + backward, per step
+    # 3 profiled steps, scaled to the 10 steps of the timed epochs: LeNet-5 runs 2 convolutions forward and backward
+    assert row["profiled_steps"] == 3 and row["conv_calls"] == 10 * 2 * 2
     assert row["calls_total"] > row["conv_calls"]
+    # every step allocates its activations anew: 10 steps' allocations are more than one step's peak of live bytes
+    assert row["cpu_mem_allocated_mib"] > 2 * row["max_cpu_mem_mib"] > 0
+    assert math.isnan(row["gpu_mem_allocated_mib"]) and row["stem"] is None  # LeNet-5 has no stem option
     assert row["wall_time_s"] > 0 and row["cpu_total_ms"] > 0 and row["max_cpu_mem_mib"] > 0
     assert row["throughput_samples_per_s"] == pytest.approx(row["samples_total"] / row["wall_time_s"])
     assert len(row["cpu_total_ms_per_rank"]) == len(row["max_cpu_mem_mib_per_rank"]) == 2
@@ -108,14 +116,68 @@ def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
                 steps=10, final_loss=1.0, wall_time_s=2.0, cpu_total_ms=2000.0, cuda_total_ms=math.nan,
                 cuda_missing_reason="CPU run", calls_total=500, conv_calls=40, kernel_launches=math.nan,
                 max_cpu_mem_mib=10.0, max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run",
+                cpu_mem_allocated_mib=100.0, gpu_mem_allocated_mib=math.nan, stem=None, profiled_steps=5,
                 max_rss_mib=300.0, torch_threads=1, param_sha256="x")
-    ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, node=1),
+    ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, node=1,
+                  cpu_mem_allocated_mib=90.0),
              dict(rank, rank=0)]
     row = merge(ranks, dict(model="lenet5", dataset="digits", batch_size=32, fraction=0.5, epochs=1))
     assert tuple(row) == ROW_FIELDS
     assert row["wall_time_s"] == 4.0 and row["throughput_samples_per_s"] == 200 / 4.0
     assert row["cpu_total_ms_per_rank"] == [2000.0, 3000.0] and row["max_cpu_mem_mib"] == 12.0
+    assert row["cpu_mem_allocated_mib"] == 100.0 and row["profiled_steps"] == 5
     assert row["global_batch_size"] == 64 and row["nnodes"] == 2 and row["params_identical"] is True
     assert math.isnan(row["cuda_total_ms"])
     assert merge([dict(rank, rank=0), dict(rank, rank=1, param_sha256="y")],
                  dict(model="m", dataset="d", batch_size=1, fraction=1.0, epochs=1))["params_identical"] is False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+def test_two_torchrun_nodes_meet_at_a_c10d_rendezvous_and_train_one_model(tmp_path):
+    """The README's several-machine command, both "machines" on localhost: two torchrun agents (--nnodes 2, one
+    Gloo process each, each with its own output folder) meet at a c10d rendezvous and train as one group."""
+    port = _free_port()  # (another process could take it before the rendezvous binds it: a rare failure)
+    path = [str(ddp.CHECKOUT) if ddp.CHECKOUT else None, os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", LOGLEVEL="INFO",  # torchrun's rendezvous steps in the logs
+               PYTHONPATH=os.pathsep.join(filter(None, path)))
+    procs = []
+    try:
+        for node in (0, 1):
+            out = tmp_path / f"node{node}"
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+                   "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                   "--rdzv-id", f"cnnlab-test-{port}", "--max-restarts", "0",
+                   "-m", "cnnlab.ddp", "--model", "lenet5", "--dataset", "digits", "--fraction", "0.05",
+                   "--batch-size", "8", "--epochs", "1", "--device", "cpu", "--profile-steps", "2", "--save-params",
+                   "--pg-timeout-s", "30", "--out", str(out)]
+            out.mkdir()
+            with open(out / "torchrun.log", "w") as log:
+                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ddp.CHECKOUT, env=env,
+                                              start_new_session=True))
+        deadline = time.monotonic() + 50
+        while time.monotonic() < deadline and any(proc.poll() is None for proc in procs) and \
+                not any(proc.poll() for proc in procs):  # stop waiting as soon as one node fails
+            time.sleep(0.2)
+        codes = [proc.poll() for proc in procs]
+    finally:  # on a timeout or any error: no torchrun agent or worker outlives the test
+        for proc in procs:
+            if proc.poll() is None:
+                ddp._kill_tree(proc)
+    logs = {n: (tmp_path / f"node{n}" / "torchrun.log").read_text(errors="replace")[-3000:] for n in (0, 1)}
+    assert codes == [0, 0], f"exit codes {codes} (None: killed after 50 s); logs: {logs}"
+    rows = list(tmp_path.glob("node*/row.json"))
+    assert len(rows) == 1, logs  # rank 0, on whichever node it landed, merged every rank's metrics
+    row = __import__("json").loads(rows[0].read_text())
+    assert (row["world_size"], row["nnodes"], row["backend"], row["params_identical"]) == (2, 2, "gloo", True)
+    params = [torch.load(p, weights_only=True) for p in sorted(tmp_path.glob("node*/params_rank*.pt"))]
+    assert len(params) == 2 and {p.parent.name for p in tmp_path.glob("node*/params_rank*.pt")} == {"node0", "node1"}
+    assert list(params[0]) == list(params[1])
+    for name in params[0]:
+        assert torch.equal(params[0][name], params[1][name]), name
+    assert _processes_mentioning(str(tmp_path)) == []

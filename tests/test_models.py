@@ -57,7 +57,7 @@ PUBLISHED = [
     ("vgg11", {}, 9_231_114),
     ("alexnet_imagenet", {}, 61_100_840),
     ("alexnet", {"variant": "imagenet"}, 61_100_840),
-    ("resnet152", {"num_classes": 1000, "cifar_stem": False}, 60_192_808),
+    ("resnet152", {"num_classes": 1000, "stem": "imagenet"}, 60_192_808),
 ]
 
 # Counts derived here from the layer tables the modules cite, so a change of architecture shows up.
@@ -86,8 +86,11 @@ DERIVED = [
     ),
     # cuda-convnet layers-80sec / Caffe cifar10_quick.
     ("convnet_cifar", {}, conv(3, 32, 5) + conv(32, 32, 5) + conv(32, 64, 5) + fc(64 * 4 * 4, 64) + fc(64, 10)),
-    # ResNet-152 with the 3x3 CIFAR stem and 100 classes = torchvision's count - 7x7 stem + 3x3 stem - fc(1000) + fc(100).
-    ("resnet152", {}, 60_192_808 - conv(3, 64, 7, False) + conv(3, 64, 3, False) - fc(2048, 1000) + fc(2048, 100)),
+    # ResNet-152 with 100 classes (the default: the ImageNet stem) = torchvision's count - fc(1000) + fc(100); with
+    # the 3x3 CIFAR stem also - 7x7 stem + 3x3 stem.
+    ("resnet152", {}, 60_192_808 - fc(2048, 1000) + fc(2048, 100)),
+    ("resnet152", {"stem": "cifar"},
+     60_192_808 - conv(3, 64, 7, False) + conv(3, 64, 3, False) - fc(2048, 1000) + fc(2048, 100)),
     # Embedding + two LSTM layers (4 gates, two bias vectors each) + head, with the documented defaults.
     (
         "lstm_sentiment",
@@ -185,7 +188,8 @@ def test_unknown_option_is_named_with_valid_ones():
         ("alexnet", {"variant": "tiny"}, "variant"),
         ("resnet20", {"num_classes": 0}, "num_classes"),
         ("lenet5", {"in_channels": 0}, "in_channels"),
-        ("resnet152", {"cifar_stem": "yes"}, "cifar_stem"),
+        ("resnet152", {"stem": "tiny"}, "stem"),
+        ("resnet152", {"image_size": 0}, "image_size"),
         ("lstm_sentiment", {"hidden_size": -1}, "hidden_size"),
         ("lstm_sentiment", {"dropout": 1.0}, "dropout"),
     ],
@@ -216,7 +220,8 @@ def test_spec_is_frozen_and_follows_options():
     assert models.get("lstm_sentiment", seq_len=64).input_shape == (64,)
     imagenet = models.spec("alexnet", variant="imagenet")
     assert (imagenet.input_shape, imagenet.num_classes) == ((3, 224, 224), 1000)
-    assert models.spec("resnet152", cifar_stem=False).input_shape == (3, 224, 224)
+    assert models.spec("resnet152").input_shape == (3, 32, 32)
+    assert models.spec("resnet152", image_size=224).input_shape == (3, 224, 224)
     assert models.spec("vgg16", num_classes=100).num_classes == 100
     assert models.spec("alexnet").family == models.spec("alexnet_imagenet").family == "alexnet"
 
@@ -231,20 +236,42 @@ def test_resnet152_matches_torchvision_layout():
     import torchvision
 
     with torch.device("meta"):
-        ours = models.get("resnet152", num_classes=1000, cifar_stem=False)
+        ours = models.get("resnet152", num_classes=1000, stem="imagenet")
         reference = torchvision.models.resnet152()
     ours_shapes = {k: tuple(v.shape) for k, v in ours.state_dict().items()}
     reference_shapes = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
     assert ours_shapes == reference_shapes  # so torchvision checkpoints load unchanged
 
 
-def test_resnet152_cifar_stem():
+def test_resnet152_stems():
     with torch.device("meta"):
-        model = models.get("resnet152")
-        imagenet = models.get("resnet152", cifar_stem=False)
-    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
-    assert isinstance(model.maxpool, nn.Identity)
-    assert imagenet.conv1.kernel_size == (7, 7) and isinstance(imagenet.maxpool, nn.MaxPool2d)
+        default = models.get("resnet152")
+        cifar = models.get("resnet152", stem="cifar")
+    assert default.stem == "imagenet"  # torchvision's layout: what paper 002 trained on CIFAR-100
+    assert default.conv1.kernel_size == (7, 7) and isinstance(default.maxpool, nn.MaxPool2d)
+    assert cifar.conv1.kernel_size == (3, 3) and cifar.conv1.stride == (1, 1) and isinstance(cifar.maxpool, nn.Identity)
+
+
+def test_resnet152_flops_per_32x32_image_with_each_stem():
+    import torchvision
+
+    from cnnlab.profiling import cost_model
+
+    with torch.device("meta"):
+        imagenet, cifar = models.get("resnet152", stem="imagenet"), models.get("resnet152", stem="cifar")
+        reference = torchvision.models.resnet152(num_classes=100)
+        reference_224 = torchvision.models.resnet152()
+    cost = {name: cost_model(m, (3, 32, 32)) for name, m in [("imagenet", imagenet), ("cifar", cifar),
+                                                              ("torchvision", reference)]}
+    assert cost["imagenet"]["flops"] == cost["torchvision"]["flops"]  # the same network, FLOP for FLOP
+    # torchvision's table gives ResNet-152 11.51 GFLOPS (multiply-adds) at 224x224; cost_model counts 2 per MAC.
+    assert cost_model(reference_224, (3, 224, 224))["flops"] / 2e9 == pytest.approx(11.51, abs=0.01)
+    # 224 -> 32 pixels divides every feature map's side by 7: 49x fewer FLOPs in every layer but the classifier.
+    fc_flops = 2 * 2048 * 100
+    assert (cost_model(reference, (3, 224, 224))["flops"] - fc_flops) == 49 * (cost["imagenet"]["flops"] - fc_flops)
+    # The 3x3 stem keeps 32x32 into layer1, where the ImageNet stem leaves 8x8: 16x the pixels in every block.
+    assert 15.5 < cost["cifar"]["flops"] / cost["imagenet"]["flops"] < 16.0
+    assert 15.0 < cost["cifar"]["activation_bytes"] / cost["imagenet"]["activation_bytes"] < 16.5
 
 
 def test_alexnet_imagenet_matches_torchvision_layout():

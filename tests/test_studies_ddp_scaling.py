@@ -17,8 +17,8 @@ def fake_launch(calls: list, *, fail_world=None):
     time at larger batches; ``fail_world`` fails like a crashed rank."""
 
     def launch(*, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device, synthetic,
-               **_):
-        calls.append((data_fraction, batch_size_per_rank, world_size, model))
+               stem=None, profile_steps=5, **_):
+        calls.append((data_fraction, batch_size_per_rank, world_size, model, stem, profile_steps))
         if world_size == fail_world:
             return ddp.failed_row("rank 1: RuntimeError: boom", world_size=world_size,
                                   batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction, model=model,
@@ -33,6 +33,7 @@ def fake_launch(calls: list, *, fail_world=None):
                    cuda_missing_reason="CPU run: no device activity to profile",
                    calls_total=10000 // batch_size_per_rank,
                    conv_calls=40, max_cpu_mem_mib=3.0, max_gpu_mem_missing_reason="CPU run: no GPU memory",
+                   cpu_mem_allocated_mib=300.0 / world_size, stem=stem, profiled_steps=profile_steps,
                    max_rss_mib=500.0, torch_threads_per_rank=1, final_loss=2.0, params_identical=True, status="ok")
         return {**row, "launch_time_s": 0.1, "run_dir": "runs/x"}
 
@@ -49,11 +50,18 @@ def test_configure_checks_every_parameter_and_reads_papermill_text():
     assert ddp_scaling.configure("quick", world_sizes="[2, 1]").world_sizes == [1, 2]  # papermill -p text
     assert ddp_scaling.configure("quick", world_sizes=2, batch_sizes=16, data_fractions=0.5).world_sizes == [2]
     assert ddp_scaling.configure("quick", data_fractions="[1, 0.5]").data_fractions == [1.0, 0.5]
+    # the stem is explicit wherever the model has one: the paper's torchvision (ImageNet) stem unless asked otherwise
+    assert ddp_scaling.configure("paper", device="cpu").stem == "imagenet"
+    assert ddp_scaling.configure("quick", model="resnet152").stem == "imagenet"
+    assert ddp_scaling.configure("quick", model="resnet152", stem="cifar").stem == "cifar"
+    assert ddp_scaling.configure("quick").stem is None  # LeNet-5 has no stem option
     for name, bad in [("batch_sizes", [0]), ("data_fractions", [1.5]), ("world_sizes", "[0, 1]"), ("device", "tpu"),
                       ("model", "nope"), ("dataset", "nope"), ("epochs", 0), ("threads_per_rank", 1.5),
-                      ("timeout_s", -1)]:
+                      ("timeout_s", -1), ("profile_steps", 0), ("stem", "cifar")]:
         with pytest.raises(ValueError, match=name.rstrip("s")):
             ddp_scaling.configure("quick", **{name: bad})
+    with pytest.raises(ValueError, match="stem='tiny' is not valid; valid: imagenet, cifar"):
+        ddp_scaling.configure("quick", model="resnet152", stem="tiny")
     with pytest.raises(ValueError, match="unknown parameter"):
         ddp_scaling.configure("quick", world_size=[1])
     if not torch.cuda.is_available():
@@ -65,9 +73,11 @@ def test_configure_checks_every_parameter_and_reads_papermill_text():
 def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(ddp, "launch", fake_launch(calls, fail_world=2))
-    cfg = ddp_scaling.configure("quick", batch_sizes=[32], world_sizes=[1, 2])
+    cfg = ddp_scaling.configure("quick", batch_sizes=[32], world_sizes=[1, 2], profile_steps=2)
     with pytest.warns(UserWarning, match="2 of 4 points failed"):
         df = ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert {c[4:] for c in calls} == {(None, 2)}  # the stem and the profiled steps reach every launch
+    assert df["profiled_steps"].eq(2).all()
     assert df[["data_fraction", "world_size"]].values.tolist() == [[1.0, 1], [1.0, 2], [0.5, 1], [0.5, 2]]
     assert df["status"].tolist() == ["ok", "error"] * 2
     failed = df[df["status"] == "error"]
@@ -101,12 +111,15 @@ def test_a_store_with_other_settings_is_never_read_and_the_same_settings_resume(
     monkeypatch.setattr(ddp, "launch", fake_launch(calls))
     a = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2])
     b = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], model="resnet20")
+    c = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], profile_steps=7)
     first = ddp_scaling.measure(a, tmp_path, progress=False)
     assert len(calls) == 2
     other = ddp_scaling.measure(b, tmp_path, progress=False)  # same grid, another model: measured again
     assert len(calls) == 4 and other["model"].eq("resnet20").all() and [c[3] for c in calls[2:]] == ["resnet20"] * 2
+    ddp_scaling.measure(c, tmp_path, progress=False)  # another number of profiled steps: measured again
+    assert len(calls) == 6
     again = ddp_scaling.measure(a, tmp_path, progress=False)  # a's store: nothing new, the same rows
-    assert len(calls) == 4
+    assert len(calls) == 6
     pd.testing.assert_frame_equal(again.drop(columns="finished_utc"), first.drop(columns="finished_utc"),
                                   check_dtype=False)
 
@@ -123,28 +136,77 @@ def test_scaling_efficiency_against_one_process():
                                                          "point error", "no successful 1-process point to compare with"]
 
 
-def test_claims_follow_the_measurements():
-    rows = [dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cpu",
-                 cpu_total_ms=1000.0 / (b * w) if f == 1.0 else 5.0 * b, cuda_total_ms=math.nan,
-                 cuda_missing_reason="CPU run", calls_total=1000 // b, max_cpu_mem_mib=float(b),
-                 max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run")
-            for f in (1.0, 0.5) for b in (32, 128) for w in (1, 2)]
-    checks = {c.claim: c for c in ddp_scaling.check_claims(pd.DataFrame(rows), "cpu")}
-    assert len(checks) == 7
-    by_batch = checks["CPU runtime falls with batch size on the larger data fractions (1, 1/2)"]
+CLAIMS = {
+    "cpu_batch": "CPU runtime falls with batch size on the larger data fractions (1, 1/2)",
+    "cpu_procs": "CPU runtime falls with process count on the larger data fractions (1, 1/2)",
+    "cuda_batch": "CUDA runtime falls with batch size on the larger data fractions (1, 1/2)",
+    "cuda_procs": "CUDA runtime falls with process count on the larger data fractions (1, 1/2)",
+    "calls": "number of calls falls with batch size",
+    "cpu_memory": "CPU memory transfer is about the same for every batch size and process count",
+    "gpu_memory": "GPU memory transfer falls with more GPUs",
+}
+
+
+def paper_like(**columns):
+    """A grid (fractions 1, 1/2; batch 128, 512; 1 and 2 GPUs) on which every claim of the paper holds: totals per
+    epoch fall with batch size and process count, CPU memory allocated per epoch is flat, GPU memory allocated per
+    epoch halves with 2 GPUs while the peak grows with the batch (as a peak must); ``columns`` replace columns by a
+    function of the row."""
+    rows = []
+    for f in (1.0, 0.5):
+        for b in (128, 512):
+            for w in (1, 2):
+                row = dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cuda",
+                           cpu_total_ms=1000.0 / (b * w), cuda_total_ms=500.0 / (b * w), cuda_missing_reason=None,
+                           calls_total=100_000 // (b * w), max_cpu_mem_mib=50.0, cpu_mem_allocated_mib=100.0 + b / 64,
+                           max_gpu_mem_mib=float(b), gpu_mem_allocated_mib=1000.0 / w, max_gpu_mem_missing_reason=None)
+                rows.append({**row, **{k: fn(row) for k, fn in columns.items()}})
+    return pd.DataFrame(rows)
+
+
+def judged(df, device="cuda"):
+    checks = {c.claim: c for c in ddp_scaling.check_claims(df, device)}
+    assert set(checks) == set(CLAIMS.values()) and all(c.criterion for c in checks.values())
+    return checks
+
+
+def test_every_claim_holds_on_the_paper_like_grid():
+    checks = judged(paper_like())
+    assert {k: checks[v].held for k, v in CLAIMS.items()} == dict.fromkeys(CLAIMS, True)
+    assert "fell in 0 of 4" in checks[CLAIMS["gpu_memory"]].note  # the peaks did not fall: only the bytes allocated
+
+
+@pytest.mark.parametrize("claim, columns", [
+    ("cpu_batch", dict(cpu_total_ms=lambda r: 5.0 * r["batch_size_per_rank"] / r["world_size"])),  # grows with b
+    ("cpu_procs", dict(cpu_total_ms=lambda r: 1000.0 / r["batch_size_per_rank"])),  # flat: a tie does not fall
+    ("cuda_batch", dict(cuda_total_ms=lambda r: 5.0 * r["batch_size_per_rank"] / r["world_size"])),
+    ("cuda_procs", dict(cuda_total_ms=lambda r: 500.0 * r["world_size"] / r["batch_size_per_rank"])),
+    ("calls", dict(calls_total=lambda r: 1000)),
+    ("cpu_memory", dict(cpu_mem_allocated_mib=lambda r: float(r["batch_size_per_rank"]))),  # 4x apart
+    # judged on the bytes allocated, not on the peak: a falling peak does not make it hold
+    ("gpu_memory", dict(gpu_mem_allocated_mib=lambda r: 1000.0, max_gpu_mem_mib=lambda r: 64.0 / r["world_size"])),
+])
+def test_each_claim_fails_when_its_measurement_goes_the_other_way(claim, columns):
+    checks = judged(paper_like(**columns))
+    assert checks[CLAIMS[claim]].held is False, checks[CLAIMS[claim]]
+    assert [k for k, v in CLAIMS.items() if checks[v].held is False] == [claim]  # and only that one
+
+
+def test_claims_say_what_failed_and_what_cannot_be_judged_on_a_cpu():
+    df = paper_like(cpu_total_ms=lambda r: 1000.0 / (r["batch_size_per_rank"] * r["world_size"])
+                    if r["data_fraction"] == 1.0 else 5.0 * r["batch_size_per_rank"],
+                    cuda_total_ms=lambda r: math.nan, max_gpu_mem_mib=lambda r: math.nan,
+                    gpu_mem_allocated_mib=lambda r: math.nan, device=lambda r: "cpu",
+                    cuda_missing_reason=lambda r: "CPU run", max_gpu_mem_missing_reason=lambda r: "CPU run")
+    checks = judged(df, "cpu")
+    by_batch = checks[CLAIMS["cpu_batch"]]
     assert by_batch.held is False and by_batch.ours == "fell in 2 of 4 comparisons"  # fraction 0.5 grows
     assert "data_fraction=0.5" in by_batch.note and "data_fraction=1" not in by_batch.note
-    by_count = checks["CPU runtime falls with process count on the larger data fractions (1, 1/2)"]
-    assert by_count.held is False and by_count.ours == "fell in 2 of 4 comparisons"  # fraction 0.5: flat
-    assert checks["number of calls falls with batch size"].held is True
-    memory = checks["max CPU memory is about the same for every batch size and process count"]
-    assert memory.held is False and "4.00x" in memory.ours and "1.67" in memory.note
-    cuda = checks["CUDA runtime falls with process count on the larger data fractions (1, 1/2)"]
-    assert cuda.held is None and cuda.note == "CPU run" and cuda.device == "cpu"
-    assert checks["max GPU memory falls with more GPUs"].held is None
-    flat = pd.DataFrame([dict(r, max_cpu_mem_mib=10.0 + r["batch_size_per_rank"] / 64) for r in rows])
-    memory = {c.claim: c for c in ddp_scaling.check_claims(flat, "cpu")}[memory.claim]
-    assert memory.held is True
+    assert "< at the smallest" in by_batch.criterion
+    for name in ("cuda_batch", "cuda_procs", "gpu_memory"):
+        assert checks[CLAIMS[name]].held is None and checks[CLAIMS[name]].note == "CPU run"
+    memory = checks[CLAIMS["cpu_memory"]]
+    assert memory.held is True and "1.67" in memory.criterion and "CPU run" in memory.note
 
 
 def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
@@ -154,7 +216,7 @@ def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
         df = ddp_scaling.measure(cfg, None, progress=False)
     figs = ddp_scaling.figures(df)
     assert list(figs) == ["05_cpu_total_ms", "05_cuda_total_ms", "05_calls_total", "05_max_cpu_mem_mib",
-                          "05_max_gpu_mem_mib", "05_scaling"]
+                          "05_max_gpu_mem_mib", "05_cpu_mem_allocated_mib", "05_gpu_mem_allocated_mib", "05_scaling"]
     texts = [t.get_text() for ax in figs["05_cuda_total_ms"].axes for t in ax.texts]
     assert len(texts) == 2 and all("no device activity" in t for t in texts)
     for fig in figs.values():

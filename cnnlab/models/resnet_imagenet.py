@@ -1,10 +1,17 @@
-"""ImageNet-style bottleneck ResNets (He et al. 2016, Table 1), used here for ResNet-152 on CIFAR-100.
+"""ImageNet-style bottleneck ResNets (He et al. 2016, Table 1), used here for ResNet-152 on CIFAR-100 (paper 002).
 
 Module names and shapes follow torchvision.models.resnet (stride on the 3x3 conv of each bottleneck, "ResNet
 v1.5"), so torchvision state dicts load unchanged; ResNet-152 has 60,192,808 parameters with 1000 classes, as in
-torchvision. ``cifar_stem=True`` (the default here) swaps the 7x7 stride-2 conv and 3x3 max pool for one 3x3
-stride-1 conv, the usual adaptation for 32x32 inputs (e.g. kuangliu/pytorch-cifar): with the ImageNet stem a 32x32
-image is down to 1x1 after layer3 and layer4 sees no spatial extent.
+torchvision. The stem is a parameter:
+
+- ``stem="imagenet"`` (the default): torchvision's 7x7 stride-2 conv and 3x3 stride-2 max pool. Paper 002 builds
+  its ResNet-152 with torchvision (sec. 3.1 imports it) and feeds it the 32x32 CIFAR-100 images as they are, so
+  this is the model it trained: a 32x32 image is 8x8 after the stem and 1x1 in layer4 (adaptive pooling makes
+  any input size work).
+- ``stem="cifar"``: one 3x3 stride-1 conv and no pool, the usual adaptation for 32x32 inputs
+  (kuangliu/pytorch-cifar). Every block then sees 16x the pixels: 16x the FLOPs and activations per image
+  (``tests/test_models.py`` measures both with :func:`cnnlab.profiling.cost_model`), which would not fit the
+  paper's batches of 512-2048 per 40 GB GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from torch import nn
 
 BLOCKS_PER_STAGE = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}  # He et al. Table 1
 STAGE_WIDTHS = (64, 128, 256, 512)
+STEMS = ("imagenet", "cifar")
 
 
 class Bottleneck(nn.Module):
@@ -48,15 +56,20 @@ class Bottleneck(nn.Module):
 class ResNetImageNet(nn.Module):
     """Bottleneck ResNet; returns logits of shape (batch, num_classes)."""
 
-    def __init__(self, depth: int = 152, num_classes: int = 1000, cifar_stem: bool = False) -> None:
+    def __init__(self, depth: int = 152, num_classes: int = 1000, stem: str = "imagenet",
+                 image_size: int = 224) -> None:
         super().__init__()
         if depth not in BLOCKS_PER_STAGE:
             raise ValueError(f"depth must be one of {list(BLOCKS_PER_STAGE)}, got {depth!r}")
+        if stem not in STEMS:
+            raise ValueError(f"stem={stem!r} is not valid; valid: {', '.join(STEMS)}")
+        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+            raise ValueError(f"image_size must be a positive int (pixels), got {image_size!r}")
         self.depth = depth
         self.num_classes = num_classes
-        self.cifar_stem = cifar_stem
-        self.input_shape = (3, 32, 32) if cifar_stem else (3, 224, 224)
-        if cifar_stem:
+        self.stem = stem
+        self.input_shape = (3, image_size, image_size)  # what example inputs use; any size runs
+        if stem == "cifar":
             self.conv1 = nn.Conv2d(3, 64, 3, stride=1, padding=1, bias=False)
             self.maxpool: nn.Module = nn.Identity()
         else:
@@ -88,8 +101,7 @@ class ResNetImageNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def resnet152(num_classes: int = 100, *, cifar_stem: bool = True) -> ResNetImageNet:
-    """ResNet-152; default 100 classes and a 32x32 stem for CIFAR-100, ``cifar_stem=False`` for 224x224."""
-    if not isinstance(cifar_stem, bool):
-        raise ValueError(f"cifar_stem must be True or False, got {cifar_stem!r}")
-    return ResNetImageNet(152, num_classes, cifar_stem)
+def resnet152(num_classes: int = 100, *, stem: str = "imagenet", image_size: int = 32) -> ResNetImageNet:
+    """ResNet-152 for CIFAR-100 (100 classes, 32x32 inputs) with torchvision's ImageNet stem, as paper 002 ran it;
+    ``stem="cifar"`` for the 3x3 stem, ``num_classes=1000, image_size=224`` for ImageNet."""
+    return ResNetImageNet(152, num_classes, stem, image_size)
