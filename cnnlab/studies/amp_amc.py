@@ -36,8 +36,10 @@ VARIANTS = {
     "amp+amc+compile": dict(amp=True, amc=True, compile=True),
 }
 PAPER_MODELS = ["resnet20", "resnet32", "resnet44", "resnet56", "resnet110"]
-PAPER_MEMORY_DROP_PCT = (45.0, 50.0)  # Sec. IV-C, T4, batch 1024
-MEMORY_DROP_HELD_PCT = 40.0  # we call the claim held when every model's peak memory drops by at least this
+PAPER_MEMORY_DROP_PCT = (45.0, 50.0)  # Sec. IV-C, T4, batch 1024: "around 45-50%" ("as much as 50%", Sec. V)
+# "A slight increase" in time per batch (Sec. IV-C) has no number; we read "slight" as at most +20%, the bound the
+# workbook uses for "little change" (notebook 07): a rise above it is not slight, no rise is not an increase.
+SLIGHT_SLOWDOWN_MAX_PCT = 20.0
 
 PRESETS = {
     # CPU smoke run: two ResNets at batch 64, no torch.compile (its first call takes minutes on a CPU), one
@@ -132,28 +134,36 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-C checked on :func:`measure`'s result.
+    """The claims of Sec. IV-C checked on :func:`measure`'s result (``criterion`` says the rule of each).
 
-    1. AMP + AMC cuts peak memory by 45-50% (a T4 GPU claim: n/a on a CPU; held on a GPU when every model drops
-       by at least :data:`MEMORY_DROP_HELD_PCT` %);
-    2. AMP + AMC is slightly slower per batch than fp32 (held when every model's time change is > 0; any device).
+    1. AMP + AMC cuts peak memory by 45-50% (a T4 GPU claim: n/a on a CPU; held on a GPU when every model's drop is
+       within :data:`PAPER_MEMORY_DROP_PCT`);
+    2. AMP + AMC is slightly slower per batch than fp32 (held when every model's time change is above 0% and at most
+       :data:`SLIGHT_SLOWDOWN_MAX_PCT`; any device).
     """
     dev, on_cpu = str(device), torch.device(str(device)).type == "cpu"  # results may come from another machine
     ok = df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
     amp_name = f"autocast {amp_dtype(dev)}"
-    drops = ", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.0f}%" for r in ok.itertuples())
-    paper_mem = f"-{PAPER_MEMORY_DROP_PCT[0]:.0f} to -{PAPER_MEMORY_DROP_PCT[1]:.0f}% on a Tesla T4 (Fig. 5 bottom)"
-    held = None if on_cpu or ok.empty else bool((ok["mem_change_pct_vs_fp32"] <= -MEMORY_DROP_HELD_PCT).all())
+    low, high = PAPER_MEMORY_DROP_PCT
+    drops = ", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
+    change = ok["mem_change_pct_vs_fp32"]
+    held = None if on_cpu or ok.empty else bool(((change <= -low) & (change >= -high)).all())
     note = ("a GPU claim (CUDA allocator, fp16 on a T4); this CPU's numbers are shown for reference" if on_cpu
-            else f"held = every model drops by at least {MEMORY_DROP_HELD_PCT:.0f}%" if len(ok)
-            else "no amp+amc point measured")
+            else "" if len(ok) else "no amp+amc point measured")
     ours = (drops + (f" ({amp_name}, channels_last)" if on_cpu else "")) if drops else "not measured"
-    checks = [Claim("AMP + AMC cuts peak memory allocated by 45-50%", paper_mem, ours, held, dev, note=note)]
-    slower = ", ".join(f"{r.model} {r.time_change_pct_vs_fp32:+.0f}%" for r in ok.itertuples())
+    checks = [Claim("AMP + AMC cuts peak memory allocated by 45-50%", f"-{low:.0f} to -{high:.0f}% on a Tesla T4 "
+                    "(Fig. 5 bottom)", ours, held, dev, criterion=f"every model's amp+amc peak memory allocated is "
+                    f"{low:.0f}-{high:.0f}% below its fp32 peak (change within [-{high:.0f}%, -{low:.0f}%])",
+                    note=note)]
+    rise = ok["time_change_pct_vs_fp32"]
+    slower = ", ".join(f"{r.model} {r.time_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
     checks.append(Claim("AMP + AMC is slightly slower per batch than fp32",
                         "Fig. 5 top: a slight increase in average time per batch", slower or "not measured",
-                        bool((ok["time_change_pct_vs_fp32"] > 0).all()) if len(ok) else None, dev,
-                        note=f"held = every model's time per batch rises; AMP is {amp_name} here" if len(ok)
+                        bool(((rise > 0) & (rise <= SLIGHT_SLOWDOWN_MAX_PCT)).all()) if len(ok) else None, dev,
+                        criterion=f"every model's median time per batch rises by more than 0% and at most "
+                        f"{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% against fp32 (\"slight\": our bound, the paper gives none)",
+                        note=f"AMP is {amp_name} here" + ("; time per batch is the median of a few timed batches on a "
+                                                           "shared CPU: noisy" if on_cpu else "") if len(ok)
                         else "no amp+amc point measured"))
     return checks
 

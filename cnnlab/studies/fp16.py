@@ -49,6 +49,9 @@ PRESETS = {
                   device=None),
 }
 ACCURACY_TOLERANCE_PP = 0.5  # issue 4: "accuracy changes by at most 0.5 percentage points"
+# "A slight increase in the inference time at smaller batch sizes" (Sec. IV-B) has no number; we read "slight" as at
+# most 1.2x, the bound the workbook uses for "little change" (notebook 07): slower, but not by more than 20%.
+SLIGHT_SLOWDOWN_MAX = 1.2
 
 
 def configure(preset: str | None = None, **overrides):
@@ -150,11 +153,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-B checked on :func:`measure`'s result.
+    """The claims of Sec. IV-B checked on :func:`measure`'s result (``criterion`` says the rule of each).
 
     1. accuracy changes by at most ``ACCURACY_TOLERANCE_PP`` percentage points in every reduced precision;
     2. peak memory at the largest batch is lower in every reduced precision than in fp32 (a GPU claim: n/a on a CPU);
-    3. autocast is slower than fp32 at the smallest batch (time ratio > 1; reported on any device).
+    3. autocast is slightly slower than fp32 at the smallest batch: 1 < time ratio <= ``SLIGHT_SLOWDOWN_MAX``
+       (reported on any device).
     """
     dev, on_cpu = str(device), torch.device(str(device)).type == "cpu"
     acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")]
@@ -167,9 +171,10 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         ours=(f"fp32 {fp32_acc.iloc[0]:.2f}%; " if len(fp32_acc) else "fp32 not measured; ") + ", ".join(
             f"{r.precision} {r.accuracy_change_pp:+.2f} pp (loss {r.loss_change:+.4f})" for r in reduced.itertuples()),
         held=bool((reduced["accuracy_change_pp"].abs() <= ACCURACY_TOLERANCE_PP).all()) if len(reduced) else None,
-        device=dev, note=f"{acc['dataset'].iloc[0]} test set ({acc['data_source'].iloc[0]}, "
-                         f"{int(acc['num_examples'].iloc[0])} images)" if len(reduced)
-        else "no reduced precision evaluated")]
+        device=dev, criterion=f"|accuracy - fp32 accuracy| <= {ACCURACY_TOLERANCE_PP} pp for every reduced precision "
+                              "(\"no significant drop\": our bound, the paper gives none)",
+        note=f"{acc['dataset'].iloc[0]} test set ({acc['data_source'].iloc[0]}, "
+             f"{int(acc['num_examples'].iloc[0])} images)" if len(reduced) else "no reduced precision evaluated")]
 
     largest = ok["batch_size"].max() if len(ok) else None
     mem = ok[ok["batch_size"] == largest].set_index("precision")["peak_mem_alloc_mib"]
@@ -179,22 +184,30 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                     "Fig. 3 bottom: noticeably less memory at large batches (FP16 activations)")
     held = None if on_cpu or not lower else all(lower.values())
     note = ("a GPU claim (CUDA allocator, fp16 activations); on this CPU the allocator-event peak is shown for "
-            "reference only" if on_cpu else "criterion: every reduced precision's peak < fp32's" if lower
+            "reference only" if on_cpu else "" if lower
             else "fp32 and a reduced precision were not both measured there")
-    checks.append(Claim(claim, paper, ours or "not measured", held, dev, note=note))
+    checks.append(Claim(claim, paper, ours or "not measured", held, dev,
+                        criterion="every reduced precision's peak memory allocated < fp32's at the largest batch",
+                        note=note))
 
     auto = [p for p in ok["precision"].unique() if p.startswith("autocast")][:1]
     smallest = ok["batch_size"].min() if len(ok) else None
     small = ok[ok["batch_size"] == smallest].set_index("precision")["latency_ms_median"]
     claim, paper = ("autocast is slightly slower than fp32 at small batches",
                     "Fig. 3 top: a slight increase in time at small batch sizes")
+    criterion = (f"1 < autocast / fp32 median time per batch <= {SLIGHT_SLOWDOWN_MAX} at the smallest batch "
+                 "(\"slight\": our bound, the paper gives none)")
     if not auto or not {"fp32", auto[0]} <= set(small.index):
-        return checks + [Claim(claim, paper, "not measured", None, dev, note="autocast and fp32 not both measured")]
+        return checks + [Claim(claim, paper, "not measured", None, dev, criterion=criterion,
+                               note="autocast and fp32 not both measured")]
     ratio = small[auto[0]] / small["fp32"]
     ours = f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: {ratio:.2f}x " \
            f"({small[auto[0]]:.3g} vs {small['fp32']:.3g} ms)"
-    note = "criterion: ratio > 1" + ("; on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "")
-    return checks + [Claim(claim, paper, ours, bool(ratio > 1), dev, note=note)]
+    repeats = ok["repeats"].dropna() if "repeats" in ok else pd.Series(dtype=float)
+    note = (f"medians of {int(repeats.min())} timed batches" if len(repeats) else "") + (
+        "; on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "")
+    return checks + [Claim(claim, paper, ours, bool(1 < ratio <= SLIGHT_SLOWDOWN_MAX), dev, criterion=criterion,
+                           note=note.removeprefix("; "))]
 
 
 def figures(df: pd.DataFrame) -> dict:

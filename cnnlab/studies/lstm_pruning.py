@@ -3,9 +3,12 @@ workers, and pruning (paper 003, Xiong & Leroux, HPML project, "LSTM" part).
 
 The paper profiled the Kaggle "IMDB with PyTorch" LSTM (34.7M parameters) on a V100 (cuDNN's LSTM kernels: 98.6%
 of GPU time), timed epochs per batch size x ``num_workers`` (best: 0 workers, batch 128), pruned with
-``torch.nn.utils.prune`` (accuracy 0.49-0.52 over ratios 0.1-0.9: chance level for balanced sentiment) and at ratio
-0.9 saw the training epoch fall from 18.1 s to 13.6 s. Masks keep every weight's shape, so beyond the paper
-:func:`cnnlab.prune.shrink_lstm` removes whole hidden units; :func:`final_comparison` times it beside the masks.
+``torch.nn.utils.prune`` and, over ratios 0.1-0.9, saw a quantity that "varies slightly between 0.49 and 0.52 ->
+not sensitive" (its figure is lost; the slides do not name the quantity: if it is accuracy, it is chance level for
+balanced sentiment). At ratio 0.9 (3.5M non-zero parameters) its headline is the overall time: 49.64 s -> 24.33 s
+(2.04x), the training epoch 18.13 s -> 13.64 s, the test pass 1.56 s -> 1.09 s. Masks keep every weight's shape, so
+beyond the paper :func:`cnnlab.prune.shrink_lstm` removes whole hidden units; :func:`final_comparison` times it
+beside the masks.
 
 Where the paper is silent: Adam, gradients clipped at norm 5 (as the Kaggle notebook); no fine-tuning in the scan;
 final models fine-tuned with masks held; "all layers" leaves the head (its rows are the classes) alone.
@@ -30,6 +33,13 @@ from cnnlab.train import evaluate, fit, train_step
 MODEL = "lstm_sentiment"
 LSTM_OPS = ("lstm", "rnn")  # operator / kernel names containing these are the LSTM's own work
 CLIP = 5.0  # gradient-norm clipping, the Kaggle notebook's clip=5
+# The paper's numbers (slides "Experimental Evaluation", LSTM 1-3): seconds as its logs print them, before -> after
+# pruning at 0.9. "overall" is its whole run; train, validation and test are one epoch each and add up to less.
+PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(18.132872709000026, 13.63664408800014),
+             validation_s=(1.9233222459999998, 1.869992953000292), test_s=(1.5564957660000118, 1.0925553890001538),
+             nonzero_params=(34_731_777, 3_528_662), lstm_gpu_share_pct=98.6, best_batch_size=128,
+             best_num_workers=0, sensitivity=(0.49, 0.52), chosen_ratio=0.9)
+SENSITIVITY_PP = 3.0  # the paper's spread 0.49-0.52, read as accuracy: 3 percentage points
 # The settings that make the trained model (and so every measurement on it): the sweeps' stores are keyed by them.
 MODEL_SETTINGS = ("synthetic", "vocab_size", "seq_len", "train_size", "test_size", "embed_dim", "hidden_size",
                   "num_layers", "epochs", "batch_size", "lr", "device")
@@ -200,7 +210,8 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     """The dense model beside three prunings at ``cfg.chosen_ratio``, all fine-tuned ``cfg.finetune_epochs`` at a
     fifth of the learning rate (adjusting the kept weights): ``masked_rows`` (the paper's: L2-structured masks over
     the rows of every tensor but the head), ``masked_units`` (masks over whole hidden units), ``unit_pruned`` (those
-    units removed). Epoch times: medians over ``cfg.timing_rounds`` rounds taking the variants in turn (a burst of
+    units removed). Epoch times (s): train_epoch_s, test_epoch_s and overall_s (the two together, the part of the
+    paper's "overall time" we run), medians over ``cfg.timing_rounds`` rounds taking the variants in turn (a burst of
     load hits one round of each), with _min and _max. Also params, nonzero_params, hidden_size, accuracy_pct before
     (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_ and
     train_step_peak_mem_mib, size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
@@ -230,16 +241,17 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     for _ in range(cfg.timing_rounds):
         for variant, net in variants.items():
             work = copy.deepcopy(net)
-            rounds.append({"variant": variant,
-                           "train_epoch_s": _train(work, train_loader, cfg.lr / 5, device)["epoch_time_s"].iloc[0],
-                           "test_epoch_s": wall_time(lambda: evaluate(work, test_loader, device=device),  # noqa: B023
-                                                     device=device).seconds})
+            train_s = _train(work, train_loader, cfg.lr / 5, device)["epoch_time_s"].iloc[0]
+            test_s = wall_time(lambda: evaluate(work, test_loader, device=device), device=device).seconds  # noqa: B023
+            rounds.append({"variant": variant, "train_epoch_s": train_s, "test_epoch_s": test_s,
+                           "overall_s": train_s + test_s})
     times = pd.DataFrame(rounds).groupby("variant", sort=False).agg(["median", "min", "max"])
     times.columns = [col if stat == "median" else f"{col}_{stat}" for col, stat in times.columns]
     df = pd.DataFrame(rows).merge(times, left_on="variant", right_index=True).assign(
         timing_rounds=cfg.timing_rounds, batch_size=cfg.batch_size, device=str(device),
         cpu_threads=torch.get_num_threads(), data_source=train_set.data_source)
-    for col, name in (("train_epoch_s", "train"), ("test_epoch_s", "test"), ("latency_ms_median", "inference")):
+    for col, name in (("train_epoch_s", "train"), ("test_epoch_s", "test"), ("overall_s", "overall"),
+                      ("latency_ms_median", "inference")):
         df[f"{name}_speedup"] = df[col].iloc[0] / df[col]  # row 0 is the dense model
     return df
 
@@ -258,59 +270,115 @@ def _train_step_peak_mib(net, tokens, labels, cfg) -> float:
     return (resident + step["peak_bytes"]) / MIB
 
 
+def _paper_change(key: str, fmt: str = ".2f") -> str:
+    """The paper's before -> after of ``PAPER[key]`` with its speed-up, e.g. "18.13 -> 13.64 s (1.33x)"."""
+    before, after = PAPER[key]
+    return f"{before:{fmt}} -> {after:{fmt}} s ({before / after:.2f}x)"
+
+
+def _loader_claims(loaders: pd.DataFrame, device: str) -> list[Claim]:
+    """The DataLoader claims: 0 workers and batch size 128 give the fastest training epoch (the paper's "optimal
+    parameters are num_workers=0, batch_size=128")."""
+    ok = loaders[loaders["status"] == "ok"]
+    if ok.empty:
+        return []
+    cap = int(loaders["num_workers_cap"].iloc[0])
+    noisy = f"one epoch per point on a shared CPU: noisy; workers capped at os.cpu_count() = {cap}"
+    best = ok.loc[ok["train_epoch_s"].idxmin()]
+    fastest = ok.loc[ok.groupby("batch_size")["train_epoch_s"].idxmin(), ["batch_size", "num_workers"]]
+    checks = [Claim("0 DataLoader workers give the fastest training epoch", "best: num_workers=0, batch_size=128",
+                    f"best: num_workers={int(best['num_workers'])}, batch_size={int(best['batch_size'])} "
+                    f"({best['train_epoch_s']:.2f} s); fastest workers per batch size: "
+                    + ", ".join(f"{int(b)}: {int(w)}" for b, w in fastest.itertuples(index=False)),
+                    bool((fastest["num_workers"] == 0).all()), device,
+                    criterion="num_workers=0 has the lowest training-epoch time at every batch size measured",
+                    note=noisy)]
+    by_batch = ok.groupby("batch_size")["train_epoch_s"].min().sort_index()  # each batch size at its best workers
+    target = PAPER["best_batch_size"]
+    measured = target in set(by_batch.index.astype(int)) and len(by_batch) >= 2
+    note = noisy if not measured else noisy + (f"; {target} is the largest batch size measured: a larger one might be "
+                                               "faster" if by_batch.index.max() == target else "")
+    checks.append(Claim(f"batch size {target} gives the fastest training epoch", "best: batch_size=128 (\"due to a "
+                        "memory overhead?\")", ", ".join(f"{int(b)}: {t:.2f} s" for b, t in by_batch.items())
+                        + f" (fastest: {int(by_batch.idxmin())})", bool(int(by_batch.idxmin()) == target)
+                        if measured else None, device, criterion=f"of the batch sizes measured, each at its fastest "
+                        f"num_workers, batch size {target} has the lowest training-epoch time",
+                        note=note if measured else f"batch size {target} and another were not both measured "
+                        f"(batch sizes: {', '.join(str(int(b)) for b in by_batch.index)})"))
+    return checks
+
+
+def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
+    """Per pruned variant (the paper's masks, and hidden units removed): the headline overall time halves, train and
+    test times fall, memory falls."""
+    dense, checks = fin.loc["dense"], []
+    paper_timed = sum(PAPER[k][0] for k in ("train_epoch_s", "validation_s", "test_s")), \
+        sum(PAPER[k][1] for k in ("train_epoch_s", "validation_s", "test_s"))
+    for variant, words in (("masked_rows", "structured masks (the paper's final model)"),
+                           ("unit_pruned", "removing hidden units (beyond the paper)")):
+        row = fin.loc[variant]
+        change = {c: f"{dense[c]:{f}} -> {row[c]:{f}}" for c, f in (("train_epoch_s", ".2f"), ("test_epoch_s", ".2f"),
+                  ("overall_s", ".2f"), ("latency_ms_median", ".1f"), ("nonzero_params", ","), ("size_mb", ".2f"),
+                  ("train_step_peak_mem_mib", ".1f"))}
+        overall = dense["overall_s"] / row["overall_s"]
+        checks += [Claim(f"pruning by {words} halves the overall time (the paper's headline)",
+                         f"overall time {_paper_change('overall_s')}; its train + validation + test "
+                         f"{paper_timed[0]:.2f} -> {paper_timed[1]:.2f} s ({paper_timed[0] / paper_timed[1]:.2f}x)",
+                         f"train epoch + test pass {change['overall_s']} s ({overall:.2f}x)", bool(overall >= 2.0),
+                         device, criterion="dense / pruned median (train epoch + test pass) time >= 2.0 (the paper's "
+                         "49.64 / 24.33 = 2.04x)", note=f"ratio {chosen:g}; the paper's overall time also holds "
+                         f"{PAPER['overall_s'][0] - paper_timed[0]:.1f} -> {PAPER['overall_s'][1] - paper_timed[1]:.1f}"
+                         " s outside its timed epochs that the slides do not explain; ours has no validation split"),
+                   Claim(f"pruning by {words} cuts training and test time",
+                         f"train epoch {_paper_change('train_epoch_s')}, test {_paper_change('test_s')}",
+                         f"train epoch {change['train_epoch_s']} s ({row['train_speedup']:.2f}x), test "
+                         f"{change['test_epoch_s']} s ({row['test_speedup']:.2f}x), inference batch "
+                         f"{change['latency_ms_median']} ms",
+                         bool(row["train_epoch_s"] < dense["train_epoch_s"]
+                              and row["test_epoch_s"] < dense["test_epoch_s"]), device,
+                         criterion="pruned < dense median train-epoch time and pruned < dense median test-pass time",
+                         note=f"ratio {chosen:g}; epoch times on a shared CPU: noisy"),
+                   Claim(f"pruning by {words} cuts memory",
+                         "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]),
+                         f"non-zero parameters {change['nonzero_params']}; saved size {change['size_mb']} "
+                         f"MB; training-step peak {change['train_step_peak_mem_mib']} MiB",
+                         bool(row["train_step_peak_mem_mib"] < dense["train_step_peak_mem_mib"]), device,
+                         criterion="pruned < dense peak memory of a training step", note=f"ratio {chosen:g}; "
+                         + ("a masked weight keeps its shape: fewer non-zeros alone save no memory"
+                            if variant.startswith("masked") else "removed units shrink every LSTM tensor"))]
+    return checks
+
+
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Paper 003's LSTM claims beside ours (criteria in the notes): the LSTM's operators take over half of a training
-    step; 0 workers is fastest; accuracy is insensitive to the ratio; pruning cuts epoch times and peak memory."""
+    """Paper 003's LSTM claims beside ours, each with its ``criterion``: the LSTM's operators take over half of a
+    training step; 0 workers and batch 128 are fastest; accuracy is insensitive to the ratio; pruning halves the
+    overall time, cuts epoch times and peak memory (for the paper's masks and for removed units)."""
     parts, device = tables(df), str(device)
     prof, loaders, sens, fin = (parts[n] for n in ("training_profile", "loader_sweep", "sensitivity", "final_models"))
     lstm_share, top = prof.loc[prof["is_lstm"].astype(bool), "share_pct"].sum(), prof.loc[prof["share_pct"].idxmax()]
     checks = [Claim("the LSTM layers are the bottleneck of a training step",
-                    "cuDNN LSTM kernels: 98.6% of GPU time (V100)",
+                    f"cuDNN LSTM kernels: {PAPER['lstm_gpu_share_pct']}% of GPU time (V100)",
                     f"LSTM operators: {lstm_share:.1f}% of {top['time_kind']}; top: {top['name']} "
-                    f"({top['share_pct']:.1f}%)", lstm_share > 50.0, device,
-                    "held if the LSTM's operators take over half the time")]
-    ok = loaders[loaders["status"] == "ok"]
-    if len(ok):
-        best = ok.loc[ok["train_epoch_s"].idxmin()]
-        fastest = ok.loc[ok.groupby("batch_size")["train_epoch_s"].idxmin(), ["batch_size", "num_workers"]]
-        checks.append(Claim("0 DataLoader workers give the fastest training epoch",
-                            "best: num_workers=0, batch_size=128",
-                            f"best: num_workers={int(best['num_workers'])}, batch_size={int(best['batch_size'])} "
-                            f"({best['train_epoch_s']:.2f} s); fastest workers per batch size: "
-                            + ", ".join(f"{int(b)}: {int(w)}" for b, w in fastest.itertuples(index=False)),
-                            (fastest["num_workers"] == 0).all(), device, "held if 0 workers is fastest at every "
-                            f"batch size; workers capped at {int(loaders['num_workers_cap'].iloc[0])}"))
+                    f"({top['share_pct']:.1f}%)", bool(lstm_share > 50.0), device,
+                    criterion=f"the LSTM's operators take > 50% of the step's {top['time_kind']}")]
+    checks += _loader_claims(loaders, device)
     fin, chosen = fin.set_index("variant"), float(fin["ratio"].max())
     rows = sens[(sens["scope"] == "all_layers") & (sens["method"] == "ln_structured") & (sens["status"] == "ok")]
     upto = rows[rows["ratio"] <= chosen + 1e-9].sort_values("ratio")
     if len(upto):
         dense_acc = float(upto["dense_accuracy_pct"].iloc[0])
+        low, high = PAPER["sensitivity"]
         checks.append(Claim(f"accuracy is insensitive to the structured pruning ratio up to {chosen:g}",
-                            "accuracy 0.49-0.52 over ratios 0.1-0.9 (chance level for balanced classes); chose 0.9",
+                            f"\"varies slightly between {low} and {high} -> not sensitive\" over ratios 0.1-0.9 (the "
+                            "slides do not name the quantity); chose 0.9",
                             f"dense {dense_acc:.1f}%; " + ", ".join(f"{r:g}: {a:.1f}%" for r, a in zip(
                                 upto["ratio"], upto["accuracy_pct"])) + " (L2-structured, all layers but the head, "
-                            "no fine-tuning)", dense_acc - upto["accuracy_pct"].min() <= 3.0, device,
-                            "held if no ratio up to the chosen one loses more than 3 pp (the paper's own spread)"))
-    dense = fin.loc["dense"]
-    for variant, words in (("masked_rows", "structured masks (the paper's final model)"),
-                           ("unit_pruned", "removing hidden units (beyond the paper)")):
-        row = fin.loc[variant]
-        change = {c: f"{dense[c]:{f}} -> {row[c]:{f}}" for c, f in (("train_epoch_s", ".2f"), ("test_epoch_s", ".2f"),
-                  ("latency_ms_median", ".1f"), ("nonzero_params", ","), ("size_mb", ".2f"),
-                  ("train_step_peak_mem_mib", ".1f"))}
-        checks += [Claim(f"pruning by {words} cuts training and test time",
-                         "train epoch 18.1 -> 13.6 s, test 1.56 -> 1.09 s",
-                         f"train epoch {change['train_epoch_s']} s ({row['train_speedup']:.2f}x), test "
-                         f"{change['test_epoch_s']} s ({row['test_speedup']:.2f}x), inference batch "
-                         f"{change['latency_ms_median']} ms",
-                         row["train_epoch_s"] < dense["train_epoch_s"] and row["test_epoch_s"] < dense["test_epoch_s"],
-                         device, f"ratio {chosen:g}; held if the median train and test epoch times both fall"),
-                   Claim(f"pruning by {words} cuts memory", "34,731,777 -> 3,528,662 non-zero parameters",
-                         f"non-zero parameters {change['nonzero_params']}; saved size {change['size_mb']} "
-                         f"MB; training-step peak {change['train_step_peak_mem_mib']} MiB",
-                         row["train_step_peak_mem_mib"] < dense["train_step_peak_mem_mib"], device,
-                         "held if the training step's peak memory falls (fewer non-zeros alone save none)")]
-    return checks
+                            "no fine-tuning)", bool(dense_acc - upto["accuracy_pct"].min() <= SENSITIVITY_PP), device,
+                            criterion=f"dense accuracy - lowest accuracy at a ratio up to {chosen:g} <= "
+                            f"{SENSITIVITY_PP:g} pp (the paper's spread {low}-{high}, read as accuracy)",
+                            note="if the paper's quantity is accuracy, 0.49-0.52 is chance level for balanced "
+                            "sentiment: its scan may have measured a model that no longer worked"))
+    return checks + _final_claims(fin, chosen, device)
 
 
 def figures(df: pd.DataFrame) -> dict:

@@ -1,12 +1,15 @@
 """Study 07 (paper 003, Xiong & Leroux, HPML project, "VGGNet" part): VGG-11 inference made smaller and faster.
 
 The paper trained kuangliu's VGG on CIFAR-10 on a P100, varied the DataLoader's ``num_workers``, profiled
-inference, quantized the model to int8 with PyTorch's eager-mode API (36.97 MB -> 9.30 MB, accuracy 65.11% ->
-66.11%) and traced it with TorchScript (test-set inference 2.54 s -> 1.10 s on the GPU, "little to no change" on
-the CPU). Its 36.97 MB is VGG-11 with batch norm (experiment "sizes": the other depths do not fit). PyTorch moved
-on: quantization goes through torchao's PT2E flow with the x86 Inductor quantizer (``cnnlab.quantize``), and
-TorchScript, deprecated in torch 2.13 like torch.ao.quantization, is timed beside ``torch.compile`` and
-``torch.export``.
+inference, quantized the model to int8 with PyTorch's eager-mode API (36.97 MB -> 9.30 MB, "slightly greater
+accuracy": it prints no int8 accuracy, only the unquantized model's 65.11%) and traced it with TorchScript (a pass
+over the test set 2.54 s -> 1.10 s on the GPU, both at 66.11% accuracy: a DataParallel model, eager and traced;
+"little to no change" on the CPU). The 2.54 s is the eager model's first pass, its first-call cuDNN cost included
+(its profile: 1.92 s in ``aten::conv2d`` over 8 calls), so experiment "compiled_inference" times each method's
+first pass over the test set from a fresh copy and, beside it, the warm time per batch. Its 36.97 MB is VGG-11 with
+batch norm (experiment "sizes": the other depths do not fit). PyTorch moved on: quantization goes through torchao's
+PT2E flow with the x86 Inductor quantizer (``cnnlab.quantize``), and TorchScript, deprecated in torch 2.13 like
+torch.ao.quantization, is timed beside ``torch.compile`` and ``torch.export``.
 """
 
 from __future__ import annotations
@@ -29,17 +32,25 @@ from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
 MODEL = "vgg11"
 METHODS = ("eager", "torchscript_trace", "torch_compile", "torch_export")
 PRECISIONS = ("fp32", "int8")
-PAPER = dict(fp32_mb=36.965367, int8_mb=9.301691, fp32_acc=65.11, int8_acc=66.11, eager_gpu_s=2.5399973579997095,
-             traced_gpu_s=1.1010754359999737)
+# The paper's numbers as its logs print them. fp32_acc: "Evaluating trained model (not quantized)"; the int8 model's
+# accuracy is not printed. gpu_parallel_acc: the DataParallel model on the GPU, eager and traced alike, beside
+# eager_gpu_s / traced_gpu_s ("test batch inference time": one pass over the 10,000 test images in batches of 100).
+PAPER = dict(fp32_mb=36.965367, int8_mb=9.301691, fp32_acc=65.11, gpu_parallel_acc=66.11,
+             eager_gpu_s=2.5399973579997095, traced_gpu_s=1.1010754359999737, eager_first_conv_s=1.918)
 MB = 1e6  # the paper's "MB" (os.path.getsize / 1e6)
+SIZE_RATIO = (3.5, 4.5)  # "about 4x smaller": int8 weights take one byte instead of four
+ACCURACY_PP = 1.0  # "keeps accuracy" / "slightly" (greater): at most 1 percentage point, our bound
+LITTLE_CHANGE = 0.2  # "little to no change" in time: within 20% (the workbook's bound for "little"/"slight")
 GRID = ("num_workers", "pin_memory", "loader_batch_size", "methods")  # grid axes, not settings of a store
 
 PRESETS = {
     # CPU smoke run: one epoch on the real, offline `digits` set (about 98% test accuracy), tiny loader subset,
     # one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
+    # latency_batch_size 40 divides the 360 test images as the paper's 100 divides CIFAR-10's 10,000: no partial
+    # last batch in a pass over the test set (torch.compile would compile it again).
     "quick": dict(dataset="digits", synthetic=False, epochs=1, batch_size=32, lr=0.01, schedule="cosine",
                   augment=False, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=0.1,
-                  loader_batch_size=32, calibration_batches=4, latency_batch_size=32, warmup=1, repeats=5,
+                  loader_batch_size=32, calibration_batches=4, latency_batch_size=40, warmup=1, repeats=5,
                   methods=list(METHODS), profile_iterations=2, top_ops=10, threads=1, device=None),
     # One Colab GPU: CIFAR-10 (the paper's data), 30 epochs.
     "standard": dict(dataset="cifar10", synthetic=False, epochs=30, batch_size=128, lr=0.05, schedule="cosine",
@@ -87,11 +98,26 @@ def vgg_sizes() -> pd.DataFrame:
     return df.assign(difference_from_paper_mb=df["fp32_state_dict_mb"] - df["paper_fp32_mb"])
 
 
-def _predictions(net, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """(float32 logits, labels) of ``net`` over ``loader``."""
+def _predictions(net, loader, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(float32 logits on the CPU, labels) of ``net`` over every batch of ``loader``, each batch copied to ``device``
+    and its logits back inside the loop, as a test loop that counts correct predictions per batch does (the
+    paper's, kuangliu's ``test()``, reads loss and accuracy with ``.item()`` after every batch)."""
     with torch.inference_mode():
-        pairs = [(net(inputs).float(), labels) for inputs, labels in loader]
+        pairs = [(net(inputs.to(device)).float().cpu(), labels) for inputs, labels in loader]
     return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+
+
+def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |y - reference| / max |reference|: a compiled form's logits against eager's (the measure notebook 08's
+    ``validation_li2016.relative_error`` uses; studies do not import each other)."""
+    return ((y.float() - reference.float()).abs().max() / reference.float().abs().max().clamp_min(1e-12)).item()
+
+
+def output_tolerance(device) -> float:
+    """Largest :func:`relative_error` accepted from a compiled form, as notebook 08's ``output_tolerance``: 1e-3 for
+    fp32 on a CPU; 2e-2 on a GPU, where cuDNN and Inductor may run fp32 convolutions and matmuls in TF32 (10-bit
+    mantissa) and in other layouts, so eager's own logits are rounder."""
+    return 2e-2 if torch.device(str(device)).type == "cuda" else 1e-3
 
 
 def _quantize(fp32, train_set, cfg) -> SimpleNamespace:
@@ -159,19 +185,34 @@ def _build(method: str, net, x):
             "torch.export program run eagerly (ATen graph, no fusion)")
 
 
-def _compiled_row(method: str, net, x, reference, cfg) -> dict:
-    """One method on ``x``'s device: ``first_call_s`` (building the runnable form plus its first call, where
-    torch.compile compiles; s), latency per batch (ms, after warm-up), largest |logit - eager's logit|."""
+def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor, reference: torch.Tensor, *,
+                   warmup: int, repeats: int) -> dict:
+    """One method on ``x``'s device, from a fresh copy of ``model`` that has not been called yet (``model`` itself is
+    left as it is):
+
+    - ``build_s``: tracing or exporting it (s; torch.compile only wraps it here and compiles in its first call);
+    - ``first_pass_s``: the built form's first pass over every batch of ``loader`` (s), its first call included: the
+      paper's "test batch inference time"; ``first_pass_batches``, ``first_pass_items``, ``accuracy_pct`` (%) of it;
+    - ``latency_ms_*``: time per batch of ``x`` after that pass (ms, warm: ``benchmark``), throughput, batch size;
+    - ``rel_error_vs_eager``: :func:`relative_error` of its logits on ``x`` against ``reference`` (eager's), and the
+      ``output_tolerance`` that error must stay within.
+    """
+    dev = x.device
+    net = copy.deepcopy(model).to(dev).eval()
     with torch.no_grad():
-        built = wall_time(lambda: _build(method, net, x), device=x.device)
-    (runner, note), dev = built.result, x.device
-    m = benchmark(runner, x, device=dev, warmup=cfg.warmup, repeats=cfg.repeats, first_call=True, measure_memory=False)
-    with torch.inference_mode():  # the grad mode benchmark() ran in, so torch.compile does not compile again
-        diff = (runner(x).float() - reference.float()).abs().max().item()
-    return {"device": str(dev), "device_name": m.device_name, "first_call_s": built.seconds + m.first_call_ms / 1e3,
+        built = wall_time(lambda: _build(method, net, x), device=dev)
+    runner, note = built.result
+    first = wall_time(lambda: _predictions(runner, loader, dev), device=dev)
+    logits, labels = first.result
+    m = benchmark(runner, x, device=dev, warmup=warmup, repeats=repeats, measure_memory=False)
+    with torch.inference_mode():  # the grad mode of the pass and of benchmark(): torch.compile does not compile again
+        error = relative_error(runner(x), reference)
+    return {"device": str(dev), "device_name": m.device_name, "build_s": built.seconds, "first_pass_s": first.seconds,
+            "first_pass_batches": len(loader), "first_pass_items": len(labels),
+            "accuracy_pct": 100.0 * (logits.argmax(1) == labels).float().mean().item(),
             **{k: getattr(m, k) for k in ("latency_ms_median", "latency_ms_p10", "latency_ms_p90",
                                           "throughput_items_per_s", "batch_size", "cpu_threads")},
-            "max_abs_diff_vs_eager": diff, "note": note}
+            "rel_error_vs_eager": error, "output_tolerance": output_tolerance(dev), "note": note}
 
 
 def _relative(df: pd.DataFrame, key: str, base: str, col: str = "latency_ms_median") -> pd.Series:
@@ -186,7 +227,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     history, checkpoint-cached), and four sweeps stored under ``store_dir``: "loader_sweep" (one train and one test
     epoch, s, per ``num_workers`` x ``pin_memory``: ``cnnlab.profiling.loader_sweep``), "int8" (fp32 vs int8 on the
     CPU, with ``size_ratio_vs_fp32``, ``speedup_vs_fp32``), "inference_profile" (top operators per precision: fp32
-    on ``cfg.device``, int8 on the CPU), "compiled_inference" (per method, with ``speedup_vs_eager``)."""
+    on ``cfg.device``, int8 on the CPU), "compiled_inference" (per method, :func:`time_inference`, with
+    ``first_pass_speedup_vs_eager`` and the warm ``speedup_vs_eager``). Eager's first pass comes after the model has
+    already run in this process (training, the other experiments): the process-wide first-use costs (CUDA context,
+    cuDNN's, oneDNN's kernel set-up) the paper's eager pass carried are in no method's pass here."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     settings = {k: v for k, v in vars(cfg).items() if k not in GRID} | {"cpu_threads": torch.get_num_threads()}
@@ -220,8 +264,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     ops = run(lambda precision: _profile_rows(*calls[precision], cfg), {"precision": PRECISIONS}, "inference_profile")
     with torch.inference_mode():
         reference = net(x)
-    compiled = run(lambda method: _compiled_row(method, net, x, reference, cfg), {"method": cfg.methods},
-                   "compiled_inference")
+    compiled = run(lambda method: time_inference(method, net, test_loader, x, reference, warmup=cfg.warmup,
+                                                 repeats=cfg.repeats), {"method": cfg.methods}, "compiled_inference")
+    compiled["first_pass_speedup_vs_eager"] = 1 / _relative(compiled, "method", "eager", "first_pass_s")
     compiled["speedup_vs_eager"] = 1 / _relative(compiled, "method", "eager")
     source = {"data_source": train_set.data_source}
     return studies.combine(sizes=vgg_sizes(), training=history, loader_sweep=loaders, int8=int8.assign(**source),
@@ -232,55 +277,105 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return df[(df["experiment"] == experiment) & (df["status"] == "ok")]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The paper's VGG claims beside ours; each criterion is in the claim's words or its note."""
-    device, by = str(device), _ok(df, "int8").set_index("precision")
-    checks = [Claim("int8 quantization shrinks the model, keeps its accuracy, speeds inference up", "see the paper",
-                    "not measured", None, "cpu", "no ok fp32 or int8 row: see the int8 table's errors")]
-    if set(PRECISIONS) <= set(by.index):
-        fp32, q8 = by.loc["fp32"], by.loc["int8"]
-        ratio, change = fp32["export_size_mb"] / q8["export_size_mb"], q8["accuracy_pct"] - fp32["accuracy_pct"]
-        checks = [
-            Claim("int8 quantization shrinks the model about 4x", f"{PAPER['fp32_mb']:.2f} MB -> "
-                  f"{PAPER['int8_mb']:.2f} MB ({PAPER['fp32_mb'] / PAPER['int8_mb']:.2f}x)",
-                  f"{fp32['export_size_mb']:.2f} MB -> {q8['export_size_mb']:.2f} MB ({ratio:.2f}x, torch.export.save "
-                  f"archives; state dicts {fp32['state_dict_size_mb']:.2f} -> {q8['state_dict_size_mb']:.2f} MB)",
-                  3.5 <= ratio <= 4.5, "cpu", "held if the fp32/int8 size ratio is within 3.5-4.5"),
-            Claim("int8 accuracy stays within 1 percentage point of fp32", f"{PAPER['fp32_acc']:.2f}% -> "
-                  f"{PAPER['int8_acc']:.2f}% ({PAPER['int8_acc'] - PAPER['fp32_acc']:+.2f} pp)",
-                  f"{fp32['accuracy_pct']:.2f}% -> {q8['accuracy_pct']:.2f}% ({change:+.2f} pp) on "
-                  f"{int(fp32['test_items'])} {fp32['data_source']} test images", abs(change) <= 1.0, "cpu"),
-            Claim("quantization speeds inference up (the paper's conclusion; it timed no int8 model)",
-                  "no int8 latency reported", f"CPU batch of {int(fp32['batch_size'])}: {fp32['latency_ms_median']:.1f}"
-                  f" ms fp32 -> {q8['latency_ms_median']:.1f} ms int8 ({q8['speedup_vs_fp32']:.2f}x)",
-                  q8["speedup_vs_fp32"] > 1.0, "cpu", "held if int8's median latency is below fp32's; quantized "
-                                                      "models run on the CPU only")]
+def _int8_claims(df: pd.DataFrame) -> list[Claim]:
+    """The int8 claims (on the CPU, where quantized models run): about 4x smaller; accuracy kept within 1 pp, and
+    slightly greater as the paper says; faster (the paper's conclusion)."""
+    by = _ok(df, "int8").set_index("precision")
+    if not set(PRECISIONS) <= set(by.index):
+        return [Claim("int8 quantization shrinks the model, keeps its accuracy, speeds inference up", "see the paper",
+                      "not measured", None, "cpu", criterion="the int8 claims below need an fp32 and an int8 row",
+                      note="no ok fp32 or int8 row: see the int8 table's errors")]
+    fp32, q8 = by.loc["fp32"], by.loc["int8"]
+    ratio, change = fp32["export_size_mb"] / q8["export_size_mb"], q8["accuracy_pct"] - fp32["accuracy_pct"]
+    low, high = SIZE_RATIO
+    accuracy = (f"{fp32['accuracy_pct']:.2f}% -> {q8['accuracy_pct']:.2f}% ({change:+.2f} pp) on "
+                f"{int(fp32['test_items'])} {fp32['data_source']} test images")
+    paper_accuracy = (f"\"slightly greater accuracy\", no int8 number (unquantized: {PAPER['fp32_acc']:.2f}%; the "
+                      f"{PAPER['gpu_parallel_acc']:.2f}% in its log is the GPU DataParallel model, eager and traced)")
+    return [
+        Claim("int8 quantization shrinks the model about 4x", f"{PAPER['fp32_mb']:.2f} MB -> {PAPER['int8_mb']:.2f} "
+              f"MB ({PAPER['fp32_mb'] / PAPER['int8_mb']:.2f}x)", f"{fp32['export_size_mb']:.2f} MB -> "
+              f"{q8['export_size_mb']:.2f} MB ({ratio:.2f}x, torch.export.save archives; state dicts "
+              f"{fp32['state_dict_size_mb']:.2f} -> {q8['state_dict_size_mb']:.2f} MB)", bool(low <= ratio <= high),
+              "cpu", criterion=f"{low} <= fp32 / int8 export size <= {high}"),
+        Claim("int8 accuracy stays within 1 percentage point of fp32", paper_accuracy, accuracy,
+              bool(abs(change) <= ACCURACY_PP), "cpu", criterion=f"|int8 - fp32 test accuracy| <= {ACCURACY_PP:g} pp "
+              "(our bound for keeping accuracy)"),
+        Claim("int8 accuracy is slightly greater than fp32's", paper_accuracy, accuracy,
+              bool(0 < change <= ACCURACY_PP), "cpu", criterion=f"0 pp < int8 - fp32 test accuracy <= {ACCURACY_PP:g} "
+              "pp (\"slightly\": our bound, the paper gives none)"),
+        Claim("quantization speeds inference up (the paper's conclusion; it timed no int8 model)",
+              "no int8 latency reported", f"CPU batch of {int(fp32['batch_size'])}: {fp32['latency_ms_median']:.1f}"
+              f" ms fp32 -> {q8['latency_ms_median']:.1f} ms int8 ({q8['speedup_vs_fp32']:.2f}x)",
+              bool(q8["speedup_vs_fp32"] > 1.0), "cpu", criterion="int8 median latency per batch < fp32's",
+              note="quantized models run on the CPU only")]
+
+
+def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
+    """TorchScript's claims, judged on the paper's quantity, a first pass over the test set (warm time per batch
+    beside it): more than 2x faster on a GPU, little change on a CPU, the same accuracy."""
     methods = _ok(df, "compiled_inference").set_index("method")
     traced = methods.loc["torchscript_trace"] if {"eager", "torchscript_trace"} <= set(methods.index) else None
-    ours = "not run" if traced is None else (
-        f"{traced['speedup_vs_eager']:.2f}x ({methods.loc['eager', 'latency_ms_median']:.2f} -> "
-        f"{traced['latency_ms_median']:.2f} ms per batch of {int(traced['batch_size'])} on {device})")
     gpu, cpu = (traced is not None and device.startswith(kind) for kind in ("cuda", "cpu"))
-    checks += [Claim("TorchScript tracing speeds GPU inference up more than 2x", f"{PAPER['eager_gpu_s']:.2f} s -> "
-                     f"{PAPER['traced_gpu_s']:.2f} s on a P100 ({PAPER['eager_gpu_s'] / PAPER['traced_gpu_s']:.2f}x)",
-                     ours, traced["speedup_vs_eager"] > 2.0 if gpu else None, device,
-                     "" if gpu else "a GPU claim; this run has no GPU (or no trace)"),
-               Claim("TorchScript tracing changes CPU inference time little",
-                     "\"little to no change in CPU inference time\" (no number)", ours,
-                     abs(traced["speedup_vs_eager"] - 1.0) <= 0.2 if cpu else None, device,
-                     "held if within 20% of eager" if cpu else "a CPU claim; this run timed the GPU (or no trace)")]
-    loaders = _ok(df, "loader_sweep")
+    ours = "not run"
+    if traced is not None:
+        eager = methods.loc["eager"]
+        ours = (f"first pass over {int(traced['first_pass_items'])} test images {eager['first_pass_s']:.2f} -> "
+                f"{traced['first_pass_s']:.2f} s ({traced['first_pass_speedup_vs_eager']:.2f}x); warm "
+                f"{eager['latency_ms_median']:.2f} -> {traced['latency_ms_median']:.2f} ms per batch of "
+                f"{int(traced['batch_size'])} ({traced['speedup_vs_eager']:.2f}x) on {device}")
+    first_call = (f"the paper's eager pass carried its first-call cuDNN cost ({PAPER['eager_first_conv_s']:.2f} s in "
+                  "aten::conv2d over 8 calls); ours follow other runs of the model in this process, so neither pass "
+                  "has the process's first-use costs")
+    speedup = traced["first_pass_speedup_vs_eager"] if traced is not None else float("nan")
+    checks = [Claim("TorchScript tracing speeds GPU inference up more than 2x", f"{PAPER['eager_gpu_s']:.2f} s -> "
+                    f"{PAPER['traced_gpu_s']:.2f} s for the test set on a P100 "
+                    f"({PAPER['eager_gpu_s'] / PAPER['traced_gpu_s']:.2f}x)", ours,
+                    bool(speedup > 2.0) if gpu else None, device,
+                    criterion="eager / traced first-pass time over the test set > 2",
+                    note=first_call if gpu else "a GPU claim; this run has no GPU (or no trace)"),
+              Claim("TorchScript tracing changes CPU inference time little",
+                    "\"little to no change in CPU inference time\" (no number)", ours,
+                    bool(abs(speedup - 1.0) <= LITTLE_CHANGE) if cpu else None, device,
+                    criterion=f"eager / traced first-pass time over the test set within 1 +- {LITTLE_CHANGE:g} "
+                    "(\"little\": our bound, the paper gives none)",
+                    note="times of one pass on a shared CPU: noisy" if cpu
+                    else "a CPU claim; this run timed the GPU (or no trace)")]
+    accuracy = None if traced is None else traced["accuracy_pct"] - methods.loc["eager", "accuracy_pct"]
+    checks.append(Claim("TorchScript tracing leaves test accuracy unchanged",
+                        f"{PAPER['gpu_parallel_acc']:.2f}% eager and traced (the GPU DataParallel model)",
+                        "not run" if traced is None else f"eager {methods.loc['eager', 'accuracy_pct']:.2f}%, traced "
+                        f"{traced['accuracy_pct']:.2f}% ({accuracy:+.2f} pp) in the first pass on {device}",
+                        None if traced is None else bool(abs(accuracy) <= 0.1), device,
+                        criterion="|traced - eager first-pass test accuracy| <= 0.1 pp",
+                        note="" if traced is not None else "no eager or traced row"))
+    return checks
+
+
+def _loader_claims(df: pd.DataFrame, device: str) -> list[Claim]:
+    """The paper's "the number of workers can help decreasing time but not always", per phase, pageable rows."""
+    loaders, checks = _ok(df, "loader_sweep"), []
     for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s")):
         by_workers = loaders[~loaders["pin_memory"].astype(bool)].groupby("num_workers")[col].mean().sort_index()
-        if len(by_workers) >= 2:
-            helps, not_always = by_workers.iloc[1:].min() < by_workers.iloc[0], (by_workers.diff() > 0).any()
-            checks.append(Claim(f"more DataLoader workers can cut {phase} epoch time, but not always",
-                                "\"the number of workers can help decreasing time but not always\"",
-                                ", ".join(f"{int(w)} workers {t:.2f} s" for w, t in by_workers.items())
-                                + f" (best: {int(by_workers.idxmin())})", bool(helps and not_always), device,
-                                "held if some num_workers > 0 beats 0 and a worker more slows an epoch at least once; "
-                                f"workers capped at os.cpu_count() = {int(loaders['num_workers_cap'].iloc[0])}"))
+        if len(by_workers) < 2 or by_workers.index[0] != 0:
+            continue
+        helps, not_always = by_workers.iloc[1:].min() < by_workers.iloc[0], (by_workers.diff() > 0).any()
+        checks.append(Claim(f"more DataLoader workers can cut {phase} epoch time, but not always",
+                            "\"the number of workers can help decreasing time but not always\"",
+                            ", ".join(f"{int(w)} workers {t:.2f} s" for w, t in by_workers.items())
+                            + f" (best: {int(by_workers.idxmin())})", bool(helps and not_always), device,
+                            criterion="some num_workers > 0 has a lower epoch time than 0 workers, and one worker "
+                            "more makes an epoch slower at least once (pageable rows)", note="one epoch per point "
+                            f"on a shared CPU: noisy; workers capped at os.cpu_count() = "
+                            f"{int(loaders['num_workers_cap'].iloc[0])}"))
     return checks
+
+
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The paper's VGG claims beside ours, each with its ``criterion``: int8 (size, accuracy, speed), TorchScript
+    (GPU and CPU time, accuracy), DataLoader workers."""
+    device = str(device)
+    return _int8_claims(df) + _tracing_claims(df, device) + _loader_claims(df, device)
 
 
 def _bars(ax, df: pd.DataFrame, x: str, y: str, ylabel: str, errors: bool = False, values: bool = False) -> None:
@@ -297,7 +392,8 @@ def _bars(ax, df: pd.DataFrame, x: str, y: str, ylabel: str, errors: bool = Fals
 def figures(df: pd.DataFrame) -> dict:
     """``07_loader_sweep`` (epoch time, s, per num_workers, train and test, a line per pin_memory), ``07_int8``
     (fp32 vs int8: size, MB; accuracy, %; CPU latency per batch, ms), ``07_inference_profile`` (self CPU time, ms,
-    of the top operators per precision), ``07_compiled_inference`` (latency per batch, ms; first call, s)."""
+    of the top operators per precision), ``07_compiled_inference`` (warm latency per batch, ms; first pass over the
+    test set, s)."""
     loaders = _ok(df, "loader_sweep")
     long = loaders[["num_workers", "pin_memory", "train_epoch_s", "test_epoch_s"]].melt(
         id_vars=["num_workers", "pin_memory"], var_name="phase", value_name="epoch_time_s")
@@ -330,10 +426,13 @@ def figures(df: pd.DataFrame) -> dict:
 
     compiled = _ok(df, "compiled_inference")
     fig_compiled, axes = plotting.plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-    _bars(axes[0], compiled, "method", "latency_ms_median",
-          f"Latency per batch of {int(compiled['batch_size'].iloc[0])} (ms)", errors=True)
-    _bars(axes[1], compiled, "method", "first_call_s", plotting.label_for("first_call_s"))
+    _bars(axes[0], compiled, "method", "latency_ms_median", "Latency per batch (ms)", errors=True)
+    axes[0].set_title(f"Warm: batches of {int(compiled['batch_size'].iloc[0])} after the first pass", fontsize=10)
+    _bars(axes[1], compiled, "method", "first_pass_s", "First pass (s)", values=True)
+    axes[1].set_title(f"First pass over the {int(compiled['first_pass_items'].iloc[0])} test images, first call "
+                      "included", fontsize=10)
     axes[1].set_yscale("log")
+    plotting.plain_log_ticks(axes[1])
     plotting.plt.setp([ax.get_xticklabels() for ax in axes], rotation=20)
     fig_compiled.suptitle(f"VGG-11 inference on {compiled['device'].iloc[0]}: " + ", ".join(compiled["method"]))
     return {"07_loader_sweep": grid.figure, "07_int8": fig_int8, "07_inference_profile": fig_ops,
