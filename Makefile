@@ -29,7 +29,7 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup test test-unit margins lock-cuda-check figures lab clean
+.PHONY: setup test test-unit margins lock-cuda-check figures report lab clean
 
 setup: $(STAMP)
 
@@ -91,10 +91,16 @@ lock-cuda-check: $(STAMP)
 # NB=01 runs one notebook, PRESET=paper changes the preset, P="repeats=3 models=['resnet20']" sets notebook
 # parameters (space-separated NAME=VALUE, no spaces inside a value; a misspelt name fails in the config cell).
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
-# FRESH=1 deletes the stores first.
+# FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown).
 figures: $(STAMP)
-	MPLBACKEND=Agg $(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
-	  $(foreach p,$(P),-p '$(p)')
+	$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
+	  $(foreach p,$(P),-p '$(p)'); status=$$?; \
+	$(PY) -m cnnlab.report; exit $$status
+
+# figures/index.html: every machine's claims (a matrix: claims x machines), main figures, environments, and the
+# executed notebooks of build/notebooks/ rendered as HTML into figures/notebooks/. One static page, no server.
+report: $(STAMP)
+	$(PY) -m cnnlab.report
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -1,14 +1,16 @@
 """Run the notebooks headless: ``python -m cnnlab.pipeline [--notebook 01] [--preset quick]``.
 
 Each notebook is executed by papermill into ``build/notebooks/`` with ``CNNLAB_PRESET`` set; it writes its
-figures (PNG and SVG) and tidy CSVs into ``figures/<notebook-name>/`` through :func:`output_dir`. A failing
-notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
+figures (PNG and SVG) and tidy CSVs into ``figures/<notebook-name>/`` through :func:`output_dir`. The executed
+copies keep their figures (Jupyter's inline backend): ``make report`` links them as the notebooks a reader opens.
+A failing notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import shutil
 import sys
@@ -19,6 +21,9 @@ from cnnlab import paths
 
 NOTEBOOKS = paths.base() / "notebooks"
 BUILD = paths.base() / "build" / "notebooks"
+# ipykernel's own default, stated because MPLBACKEND=Agg (CI, a headless shell) would reach the kernel and leave
+# every figure out of the executed notebook ("<Figure size 640x480 with 1 Axes>" instead of the plot).
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 
 def output_dir(notebook_name: str) -> Path:
@@ -60,6 +65,21 @@ def parse_parameters(pairs: list[str]) -> dict:
     return params
 
 
+@contextlib.contextmanager
+def _environment(**values: str):
+    """Environment variables set inside the block and restored after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -72,8 +92,9 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
         start = time.perf_counter()
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
         try:
-            papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
-                                       parameters=parameters or {}, progress_bar=False, log_output=False)
+            with _environment(MPLBACKEND=INLINE_BACKEND):  # the kernel inherits this process's environment
+                papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
+                                           parameters=parameters or {}, progress_bar=False, log_output=False)
         except PapermillExecutionError as err:
             print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
                   f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)

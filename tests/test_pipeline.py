@@ -50,3 +50,28 @@ def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp
     monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
     assert pipeline.main(["--notebook", "00", "-p", "batchsize=4"]) == 1
     assert "unknown parameter(s) ['batchsize']" in capsys.readouterr().err
+
+
+def test_executed_notebooks_keep_their_figures_under_a_headless_backend(tmp_path, monkeypatch):
+    # `make figures` runs where MPLBACKEND=Agg may be set (CI): the executed copy, which make report links, must still
+    # hold the plot, and the caller's environment comes back unchanged.
+    import json
+
+    import nbformat
+
+    from cnnlab import pipeline
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")]
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "99_plot.ipynb")
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert pipeline.run(pipeline.find_notebooks(), "quick") == 0
+    outputs = json.loads((tmp_path / "build" / "99_plot.ipynb").read_text())["cells"][0]["outputs"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), outputs
+    import os
+
+    assert os.environ["MPLBACKEND"] == "Agg"

@@ -53,7 +53,9 @@ def test_notebook_uses_the_contract(notebook):
     for call in ("study.configure(", "study.measure(cfg, out", "study.figures(", "study.check_claims(",
                  "studies.save(", "studies.check_results("):
         assert call in code, f"{notebook.name} does not call {call}"
-    assert "claims.report(" not in code, "the claims table is shown once, by studies.save"
+    # the claims table is shown once, in full and wrapped (claims.show), from what studies.save wrote
+    assert "claims.report(" not in code and code.count("claims.show(") == 1, notebook.name
+    assert "claims.show(studies.save(" in code, notebook.name
     assert f'pipeline.output_dir("{notebook.stem}")' in code
 
 
@@ -97,8 +99,8 @@ def test_save_writes_one_csv_per_experiment_figures_and_claims(tmp_path):
     df = pd.DataFrame([{"experiment": "timing", "x": 1}, {"experiment": "accuracy", "y": 2}])
     checks = [Claim("c", "p", "o", True, "cpu", note="criterion")]
     table = studies.save(df, {"fig_a": fig}, checks, tmp_path, name="prec")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.csv", "fig_a.png", "fig_a.svg", "prec_accuracy.csv",
-                                                          "prec_timing.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.csv", "environment.json", "fig_a.png", "fig_a.svg",
+                                                          "prec_accuracy.csv", "prec_timing.csv"]
     assert list(table["held"]) == ["yes"]
     single = tmp_path / "single"
     studies.save(pd.DataFrame({"x": [1]}), {}, checks, single, name="quickstart")

@@ -124,10 +124,15 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str) -> pd.DataFrame:
+def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, env: dict | None = None) -> pd.DataFrame:
     """Write a study's results into ``out``: ``<name>_<experiment>.csv`` per experiment (``<name>.csv`` for a
-    single one), each figure as PNG and SVG, and ``claims.csv``. Returns the claims table."""
+    single one), each figure as PNG and SVG, ``claims.csv``, and ``environment.json``: ``env`` (default
+    :func:`cnnlab.profiling.environment`) plus ``figures``, the figure names in ``figs``' order (the first is the
+    notebook's main figure in ``make report``). Returns the claims table."""
+    import json
+
     from cnnlab import claims, plotting
+    from cnnlab.profiling import environment
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,6 +144,8 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str) ->
         plotting.save_figure(fig, fig_name, out)
     table = claims.table(checks)
     table.to_csv(out / "claims.csv", index=False)
+    record = {**(environment() if env is None else env), "figures": list(figs)}
+    (out / "environment.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return table
 
 

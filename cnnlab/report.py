@@ -1,0 +1,452 @@
+"""What a reader sees: result tables in a notebook, clean notebook outputs, and one page for every machine.
+
+- :func:`show`: a results table in a notebook without the columns this device could not measure (empty in every
+  row): they are named in one line under it, with the reason their ``*_missing_reason`` column gives.
+- :func:`output_problems`: what must not appear in an executed notebook's outputs (the C++ profiler's ``USDT ...
+  profiler_start`` lines, a stray ``Out[...]`` holding paths or a matplotlib artist). ``notebooks/conftest.py``
+  fails a cell that nbval runs in ``make test`` on any of them; the page below lists them for executed notebooks.
+- :func:`write` (``make report``, ``python -m cnnlab.report``): ``figures/index.html``, one static page with the
+  claims matrix (each paper's claims down, machines across: held, did not hold, n/a), the environment of every
+  machine, and per notebook its main figure, its claims in full and links to its data and executed notebook.
+
+Where the page reads from. This computer: ``figures/<NN_name>/`` (``make figures``). Another machine:
+``figures/reference/<machine>/<NN_name>/``, laid out the same. Each folder holds the study's CSVs, its figures
+(PNG and SVG), ``claims.csv`` and ``environment.json`` (all written by :func:`cnnlab.studies.save`). A notebook's
+main figure is the first figure its study's ``figures`` returns (``save`` records the order as the ``figures``
+entry of ``environment.json``); a folder without that record shows its first PNG by name. Executed notebooks are
+papermill's copies in ``build/notebooks/``, rendered by nbconvert into ``figures/notebooks/<NN_name>.html``; a
+reference machine's rendered notebooks are linked from ``figures/reference/<machine>/notebooks/`` when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import html
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from cnnlab import claims as _claims
+from cnnlab import paths
+
+NOTEBOOK_FOLDER = re.compile(r"^\d\d_\w+$")
+THIS_MACHINE = "this machine"
+HELD_CLASS = {"yes": "yes", "no": "no", "n/a": "na"}
+# Environment fields shown for each machine, in this order (cnnlab.profiling.environment() writes them).
+ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_version", "cuda_version", "cudnn_version",
+                      "cpu_model", "cpu_cores_physical", "cpu_cores_logical", "torch_num_threads", "torch_version",
+                      "torchvision_version", "python_version", "cnnlab_version", "git_commit", "git_dirty", "preset",
+                      "platform", "date_utc")
+# A stray value a cell returned: paths (save_figure's tuple) or matplotlib artists (a plot call's return value).
+STRAY_RESULT = re.compile(r"(PosixPath|WindowsPath)\(|<matplotlib\.|^\[?<Axes[: ]|^Text\(", re.MULTILINE)
+
+
+# ------------------------------------------------------------------------------------------------ notebook side
+
+def _is_missing_reason(column: str) -> bool:
+    return column.endswith("_missing_reason")
+
+
+def _says_why(column: str) -> bool:
+    """A column of reasons, not of measurements: ``*_missing_reason`` and a sweep's ``error``."""
+    return _is_missing_reason(column) or column == "error"
+
+
+def missing_columns(df: pd.DataFrame) -> dict[str, list[str]]:
+    """The measured columns of ``df`` that are empty in every row, grouped by why: ``{reason: [columns]}``. A
+    column's reason is the text of the ``<stem>_missing_reason`` column whose stem it contains (the longest
+    stem: ``gpu_util_missing_reason`` explains ``gpu_util_pct``, ``device_missing_reason`` explains
+    ``self_device_time_ms``); one without such a column is listed under "no reason recorded"."""
+    reasons = [c for c in df.columns if _is_missing_reason(c)]
+    grouped: dict[str, list[str]] = {}
+    for col in df.columns:
+        if _says_why(col) or not len(df) or df[col].notna().any():
+            continue
+        stems = [r for r in reasons if r.removesuffix("_missing_reason") in col]
+        texts = []
+        if stems:
+            best = max(stems, key=len)
+            texts = [str(t) for t in dict.fromkeys(df[best].dropna()) if str(t).strip()]
+        grouped.setdefault("; ".join(texts) or "no reason recorded", []).append(col)
+    return grouped
+
+
+def compact(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``df`` without its columns empty in every row, without the ``*_missing_reason`` columns that only explain
+    those, and without reason columns (``*_missing_reason``, ``error``) that are empty (nothing was missing, nothing
+    failed); and one line naming the measured columns left out and why ("" when none was)."""
+    grouped = missing_columns(df)
+    dropped = [c for cols in grouped.values() for c in cols]
+    kept = [c for c in df.columns if c not in dropped]
+    for reason_col in [c for c in kept if _says_why(c)]:
+        stem = reason_col.removesuffix("_missing_reason")
+        explains_kept = reason_col == "error" or any(stem in c for c in kept if not _says_why(c))
+        if df[reason_col].isna().all() or not explains_kept:
+            kept.remove(reason_col)
+    line = "; ".join(f"{', '.join(cols)} ({reason})" for reason, cols in grouped.items())
+    return df[kept], (f"Not measured on this device: {line}." if line else "")
+
+
+class _Table:
+    """What Jupyter displays for :func:`show`: the table and its line, as HTML or as text."""
+
+    def __init__(self, df: pd.DataFrame, line: str):
+        self.df, self.line = df, line
+
+    def _repr_html_(self) -> str:
+        note = f'<p style="text-align:left"><em>{html.escape(self.line)}</em></p>' if self.line else ""
+        return self.df._repr_html_() + note
+
+    def __repr__(self) -> str:
+        return repr(self.df) + (f"\n{self.line}" if self.line else "")
+
+
+def show(df: pd.DataFrame) -> None:
+    """Display a results table in a notebook without the columns this device could not measure, and one line
+    under it saying which and why (:func:`compact`). Returns None: the cell shows the table once."""
+    table, line = compact(df)
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(repr(_Table(table, line)))
+        return
+    display(_Table(table, line))
+
+
+def output_problems(outputs: list) -> list[str]:
+    """What a reader should not see in one cell's outputs (nbformat output dicts, or nbval's): a line of the C++
+    profiler (``USDT:... profiler_start``) on stdout or stderr, or an ``Out[...]`` that is a stray return value
+    (paths, matplotlib artists). Returns one message per problem; empty when the cell is clean."""
+    problems = []
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "stream":
+            text = "".join(out.get("text", ""))
+            if "USDT" in text:  # Kineto's "USDT:... profiler_start" lines (cnnlab.profiling.quiet)
+                problems.append(f"{out.get('name', 'stream')} holds the C++ profiler's USDT lines "
+                                "(enter torch.profiler through cnnlab.profiling.quiet.quiet_profiler)")
+        elif kind == "execute_result":
+            text = "".join(out.get("data", {}).get("text/plain", ""))
+            if STRAY_RESULT.search(text):
+                problems.append(f"a stray Out[{out.get('execution_count')}] value: {text[:120]!r} (end the line "
+                                "with ';' or assign it)")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ reading results
+
+@dataclass
+class Machine:
+    """One machine's results: ``root/<NN_name>/`` per notebook, and its rendered notebooks in ``html``."""
+
+    name: str
+    root: Path
+    notebooks: list[str] = field(default_factory=list)
+    html: dict[str, Path] = field(default_factory=dict)
+
+    def folder(self, notebook: str) -> Path:
+        return self.root / notebook
+
+
+def _notebook_folders(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and NOTEBOOK_FOLDER.match(p.name)) \
+        if root.is_dir() else []
+
+
+def find_machines(figures_root: Path) -> list[Machine]:
+    """This machine (``figures_root/<NN_name>/``) first, when it has results, then every
+    ``figures_root/reference/<machine>/`` with results, by name."""
+    found = []
+    if _notebook_folders(figures_root):
+        found.append(Machine(THIS_MACHINE, figures_root, _notebook_folders(figures_root)))
+    reference = figures_root / "reference"
+    for root in sorted(reference.iterdir()) if reference.is_dir() else []:
+        if _notebook_folders(root):
+            rendered = {p.stem: p for p in sorted((root / "notebooks").glob("*.html"))}
+            found.append(Machine(root.name, root, _notebook_folders(root), rendered))
+    return found
+
+
+def read_claims(folder: Path) -> pd.DataFrame | None:
+    """``folder/claims.csv`` as text (``n/a`` stays ``n/a``), or None when the notebook did not get that far."""
+    path = folder / "claims.csv"
+    return pd.read_csv(path, dtype=str, keep_default_na=False) if path.is_file() else None
+
+
+def read_environment(folder: Path) -> dict | None:
+    """``folder/environment.json``, or None when absent or unreadable."""
+    try:
+        return json.loads((folder / "environment.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def main_figure(folder: Path) -> Path | None:
+    """The notebook's main figure as a PNG: the first of ``environment.json``'s ``figures`` that exists, else the
+    first PNG by name, else None."""
+    recorded = (read_environment(folder) or {}).get("figures") or []
+    for name in recorded:
+        if (folder / f"{name}.png").is_file():
+            return folder / f"{name}.png"
+    pngs = sorted(folder.glob("*.png"))
+    return pngs[0] if pngs else None
+
+
+def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
+    """Render each executed notebook ``executed/NN_name.ipynb`` to ``dest/NN_name.html`` with nbconvert (again
+    only when the notebook is newer than its HTML); returns ``{NN_name: html path}``. Empty without nbconvert."""
+    notebooks = sorted(executed.glob("[0-9][0-9]_*.ipynb")) if executed.is_dir() else []
+    if not notebooks:
+        return {}
+    try:
+        import nbformat
+        from nbconvert import HTMLExporter
+    except ImportError:
+        print("cnnlab.report: nbconvert is not installed; executed notebooks are not rendered", file=sys.stderr)
+        return {}
+    dest.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter(template_name="lab")
+    rendered = {}
+    for nb in notebooks:
+        out = dest / f"{nb.stem}.html"
+        if not out.is_file() or out.stat().st_mtime < nb.stat().st_mtime:
+            body, _ = exporter.from_notebook_node(nbformat.read(nb, as_version=4))
+            out.write_text(body, encoding="utf-8")
+        rendered[nb.stem] = out
+    return rendered
+
+
+def notebook_problems(path: Path) -> list[str]:
+    """An executed notebook's errors and unclean outputs (:func:`output_problems`), each named by its cell's
+    ``In [n]`` as the rendered notebook shows it."""
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return [f"{path.name} cannot be read"]
+    problems = []
+    for cell in cells:
+        outputs, where = cell.get("outputs", []), f"In [{cell.get('execution_count') or ' '}]"
+        problems += [f"{where}: {p}" for p in output_problems(outputs)]
+        problems += [f"{where} stopped with {o.get('ename')}: {o.get('evalue')}" for o in outputs
+                     if o.get("output_type") == "error"]
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ the page
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _link(target: Path, base: Path) -> str:
+    """``target`` relative to the folder ``base``, as a URL path."""
+    return quote(Path(os.path.relpath(target, base)).as_posix())
+
+
+def _paper_of(notebook: str) -> tuple[str, str]:
+    from cnnlab import studies
+
+    number = studies.STUDY_PAPER.get(notebook.split("_", 1)[1], "")
+    return number, studies.PAPERS.get(number, "not one of the three papers")
+
+
+def _device_of(machine: Machine) -> str:
+    """The device the machine's notebooks ran on (environment.json's device_name), "" when not recorded."""
+    names = [(read_environment(machine.folder(nb)) or {}).get("device_name") for nb in machine.notebooks]
+    return ", ".join(dict.fromkeys(str(n) for n in names if n))
+
+
+def _matrix_cell(row: pd.Series) -> str:
+    """One machine's verdict on one claim: held / did not hold / n/a over what it measured; criterion and note
+    shown on hover."""
+    held = row.get("held", "")
+    detail = f"criterion: {row.get('criterion', '')}" + (f"; note: {row['note']}" if row.get("note") else "")
+    return (f'<td class="held-{HELD_CLASS.get(held, "none")}" title="{_e(detail)}"><span class="verdict">'
+            f'{_e(_claims.HELD_WORDS.get(held, held))}</span><span class="ours">{_e(row.get("ours", ""))}</span></td>')
+
+
+def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
+    """The claims matrix: one row per claim (grouped by paper), one column per machine."""
+    head = "".join(f'<th>{_e(m.name)}<div class="criterion">{_e(_device_of(m))}</div></th>' for m in machines)
+    rows, current_paper = [], None
+    for nb in sorted(notebooks, key=lambda nb: (_paper_of(nb)[0], nb)):  # one block per paper
+        tables = {m.name: read_claims(m.folder(nb)) for m in machines}
+        texts = list(dict.fromkeys(c for t in tables.values() if t is not None for c in t["claim"]))
+        number, title = _paper_of(nb)
+        if number != current_paper:
+            rows.append(f'<tr class="paper"><th colspan="{3 + len(machines)}">Paper {_e(number)}: {_e(title)}'
+                        f"</th></tr>")
+            current_paper = number
+        if not texts:
+            rows.append(f'<tr><td><a href="#{_e(nb)}">{_e(nb)}</a></td><td colspan="{2 + len(machines)}">'
+                        "no claims.csv on any machine</td></tr>")
+        for text in texts:
+            found = {name: t[t["claim"] == text].iloc[0] for name, t in tables.items()
+                     if t is not None and (t["claim"] == text).any()}
+            first = next(iter(found.values()))
+            cells = [_matrix_cell(found[m.name]) if m.name in found else
+                     f'<td class="held-none">{"not run" if tables[m.name] is None else "claim not checked"}</td>'
+                     for m in machines]
+            criterion = "; ".join(dict.fromkeys(str(r.get("criterion", "")) for r in found.values()
+                                                if r.get("criterion")))
+            rows.append(f'<tr><td><a href="#{_e(nb)}">{_e(nb)}</a></td><td>{_e(text)}<div class="criterion">'
+                        f"criterion: {_e(criterion) or 'not recorded'}</div></td><td>{_e(first.get('paper', ''))}"
+                        f"</td>{''.join(cells)}</tr>")
+    share = 50 / max(len(machines), 1)  # machines share what the claim columns leave, equally
+    cols = '<col style="width:12%"><col style="width:24%"><col style="width:14%">' + \
+        f'<col style="width:{share:.1f}%">' * len(machines)
+    return (f'<table class="matrix"><colgroup>{cols}</colgroup><thead><tr><th>notebook</th><th>claim</th>'
+            f"<th>paper reports</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _environment_value(key: str, env: dict) -> str:
+    if key not in env:
+        return "not recorded"
+    value = env[key]
+    if value is None or value == []:
+        stems = [k.removesuffix("_missing_reason") for k in env if k.endswith("_missing_reason")]
+        stem = next((s for s in stems if key.startswith(s) or key.startswith("gpu") and s == "cuda"), None)
+        return f"none ({env[stem + '_missing_reason']})" if stem else "none"
+    if isinstance(value, list):
+        return ", ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in value)
+    return str(value)
+
+
+def _environment_table(machines: list[Machine]) -> str:
+    envs = {m.name: {nb: e for nb in m.notebooks if (e := read_environment(m.folder(nb)))} for m in machines}
+    head = "".join(f"<th>{_e(m.name)}</th>" for m in machines)
+    rows = []
+    for key in ENVIRONMENT_FIELDS:
+        cells = []
+        for m in machines:
+            per_nb = envs[m.name]
+            if not per_nb:
+                cells.append("<td>not recorded (environment.json is written by studies.save)</td>")
+                continue
+            if key == "date_utc":
+                dates = sorted(str(e.get(key)) for e in per_nb.values() if e.get(key))
+                cells.append(f"<td>{_e(dates[0])} to {_e(dates[-1])}</td>" if dates else "<td>not recorded</td>")
+                continue
+            values: dict[str, list[str]] = {}
+            for nb, env in per_nb.items():
+                values.setdefault(_environment_value(key, env), []).append(nb[:2])
+            text = values.popitem()[0] if len(values) == 1 else \
+                "; ".join(f"{v} (notebooks {', '.join(nbs)})" for v, nbs in values.items())
+            cells.append(f"<td>{_e(text)}</td>")
+        rows.append(f"<tr><th>{_e(key)}</th>{''.join(cells)}</tr>")
+    return f'<table class="env"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: dict[str, list[str]]) -> str:
+    number, title = _paper_of(nb)
+    parts = [f'<section id="{_e(nb)}"><h3>{_e(nb)}</h3><p class="paper-of">Paper {_e(number)}: {_e(title)}</p>']
+    figures = []
+    for m in machines:
+        fig = main_figure(m.folder(nb)) if nb in m.notebooks else None
+        if fig is not None:
+            svg = fig.with_suffix(".svg")
+            target = svg if svg.is_file() else fig
+            figures.append(f'<figure><a href="{_link(target, base)}">'
+                           f'<img src="{_link(fig, base)}" alt="{_e(fig.stem)}">'
+                           f"</a><figcaption>{_e(m.name)}: {_e(fig.stem)}</figcaption></figure>")
+    parts.append(f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No figure saved.</p>")
+    for m in machines:
+        if nb not in m.notebooks:
+            continue
+        folder = m.folder(nb)
+        tables = [p for p in sorted(folder.glob("*.csv")) if not p.with_name(p.name + ".env.json").exists()]
+        links = [f'<a href="{_link(p, base)}">{_e(p.name)}</a>' for p in tables]  # (not the sweeps' stores)
+        if nb in m.html:
+            links.insert(0, f'<a href="{_link(m.html[nb], base)}"><strong>executed notebook</strong></a>')
+        parts.append(f"<h4>{_e(m.name)}</h4><p class=\"links\">{' · '.join(links) or 'no files'}</p>")
+        if m.name == THIS_MACHINE and problems.get(nb):
+            items = "".join(f"<li>{_e(p)}</li>" for p in problems[nb])
+            parts.append(f'<div class="problems">The executed notebook has outputs to look at:<ul>{items}</ul></div>')
+        table = read_claims(folder)
+        parts.append(_claims.as_html(table) if table is not None and len(table) else
+                     "<p>No claims: the notebook stopped before <code>studies.save</code>.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #1f2328; }
+table { border-collapse: collapse; margin: 1em 0; width: 100%; }
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
+thead th { background: #f6f8fa; position: sticky; top: 0; }
+tr.paper th { background: #ddf4ff; }
+.matrix { table-layout: fixed; } .matrix td { overflow-wrap: anywhere; }
+.criterion { color: #57606a; font-size: 0.85em; margin-top: 2px; }
+.verdict { display: block; font-weight: bold; } .ours { display: block; font-size: 0.85em; }
+.held-yes { background: #dafbe1; } .held-yes .verdict { color: #1a7f37; }
+.held-no { background: #ffebe9; } .held-no .verdict { color: #cf222e; }
+.held-na, .held-none { background: #f6f8fa; color: #57606a; }
+.env th { width: 14em; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; max-width: 48%; } figure img { max-width: 100%; border: 1px solid #d0d7de; }
+figcaption, .paper-of, .links { color: #57606a; font-size: 0.9em; }
+.problems { background: #fff8c5; padding: 0.5em 1em; } section { border-top: 2px solid #d0d7de; margin-top: 2em; }
+"""
+
+
+def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str]] | None = None) -> str:
+    """The report page's HTML for ``machines`` (links relative to the folder ``base``, where the page goes)."""
+    problems = problems or {}
+    notebooks = sorted({nb for m in machines for nb in m.notebooks})
+    when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if not machines:
+        body = "<p>No results yet: run <code>make figures</code>.</p>"
+    else:
+        toc = "".join(f'<li><a href="#{_e(nb)}">{_e(nb)}</a></li>' for nb in notebooks)
+        body = (
+            "<h2>Claims</h2><p>Each row is a claim of a paper, each column a machine: <b>held</b>, <b>did not hold</b>"
+            " or <b>n/a</b> (does not apply on that device), with what we measured. Hover a cell for its criterion"
+            " and note.</p>" + _claims_matrix(machines, notebooks) +
+            "<h2>Machines</h2>" + _environment_table(machines) +
+            f"<h2>Notebooks</h2><ul>{toc}</ul>" +
+            "".join(_notebook_section(nb, machines, base, problems) for nb in notebooks))
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>cnnlab report</title>'
+            f"<style>{STYLE}</style></head><body><h1>cnnlab: three papers' claims, checked</h1>"
+            f"<p>Written {_e(when)} by <code>make report</code> from <code>figures/</code>; "
+            f"machines: {_e(', '.join(m.name for m in machines)) or 'none'}.</p>{body}</body></html>\n")
+
+
+def write(figures_root: str | Path | None = None, executed: str | Path | None = None,
+          out: str | Path | None = None) -> Path:
+    """Write the report page (default ``figures/index.html``) from ``figures_root`` (default
+    :func:`cnnlab.paths.figures_root`) and the executed notebooks in ``executed`` (default ``build/notebooks``),
+    rendered into ``figures_root/notebooks/``. Returns the page's path."""
+    figures_root = Path(figures_root) if figures_root else paths.figures_root()
+    executed = Path(executed) if executed else paths.base() / "build" / "notebooks"
+    out = Path(out) if out else figures_root / "index.html"
+    machines = find_machines(figures_root)
+    rendered = render_notebooks(executed, figures_root / "notebooks")
+    problems = {nb: notebook_problems(executed / f"{nb}.ipynb") for nb in rendered}
+    for m in machines:
+        if m.name == THIS_MACHINE:
+            m.html = rendered
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build_page(machines, out.parent, problems), encoding="utf-8")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Write figures/index.html: every machine's claims, figures and "
+                                                 "environment on one static page.")
+    parser.add_argument("--figures", help="results folder (default: $CNNLAB_FIGURES_DIR or figures/)")
+    parser.add_argument("--notebooks", help="executed notebooks (default: build/notebooks/)")
+    parser.add_argument("--out", help="the page (default: <figures>/index.html)")
+    args = parser.parse_args(argv)
+    page = write(args.figures, args.notebooks, args.out)
+    print(f"[cnnlab] report: {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

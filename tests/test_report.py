@@ -1,0 +1,191 @@
+"""Tests for cnnlab.report: the report page from a tree of two machines' results, the notebook-side table display,
+the check of executed notebooks' outputs, and the nbval hook that applies it in `make test`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import pandas as pd
+import pytest
+
+from cnnlab import report
+from cnnlab.claims import Claim, table
+
+REPO = Path(__file__).resolve().parents[1]
+TRICKY = "<script>alert('x')</script> & a claim in HTML"
+
+
+class _Page(HTMLParser):
+    """Every link and image of a page, and the matrix's rows as lists of cell texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.srcs, self.matrix, self._in_matrix, self._cell = [], [], [], False, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a":
+            self.hrefs.append(attrs["href"])
+        elif tag == "img":
+            self.srcs.append(attrs["src"])
+        elif tag == "table":
+            self._in_matrix = attrs.get("class") == "matrix"
+        elif tag == "tr" and self._in_matrix:
+            self.matrix.append([])
+        elif tag in ("td", "th") and self._in_matrix:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._in_matrix and self._cell is not None:
+            self.matrix[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "table":
+            self._in_matrix = False
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data + " ")
+
+
+def _results(folder: Path, claims: list[Claim], env: dict, figures: list[str]) -> None:
+    folder.mkdir(parents=True)
+    table(claims).to_csv(folder / "claims.csv", index=False)
+    (folder / "environment.json").write_text(json.dumps({**env, "figures": figures}))
+    for name in figures:
+        (folder / f"{name}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+        (folder / f"{name}.svg").write_text("<svg/>")
+    pd.DataFrame({"batch_size": [1]}).to_csv(folder / "batch_size_batch.csv", index=False)
+
+
+def _executed_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("profile()", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="USDT:2026 x.cpp:52] profiler_start\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01"), cell]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def two_machines(tmp_path) -> Path:
+    figures = tmp_path / "figures"
+    claim = "throughput at the best batch size is far above batch 1"
+    crit = "best / batch-1 throughput > 2"
+    _results(figures / "01_batch_size",
+             [Claim(claim, "Fig. 1", "3.1x on cpu", True, "cpu", criterion=crit),
+              Claim(TRICKY, "Fig. 2", "missing", None, "cpu", criterion="GPU utilisation rises", note="no GPU here")],
+             {"device_name": "AMD EPYC", "gpu_names": [], "cuda_version": None,
+              "cuda_missing_reason": "torch.cuda.is_available() is False", "torch_version": "2.13.0+cpu",
+              "date_utc": "2026-11-23T10:00:00+00:00"},
+             ["01_time", "01_a_other"])  # the recorded first figure is not the first by name
+    _results(figures / "02_fp16", [Claim("fp16 is faster", "Fig. 3", "0.8x", False, "cpu", criterion="ratio < 0.9")],
+             {"device_name": "AMD EPYC"}, ["02_fig3"])
+    _results(figures / "reference" / "h100" / "01_batch_size",
+             [Claim(claim, "Fig. 1", "9.5x on cuda", False, "cuda:0", criterion=crit)],
+             {"device_name": "NVIDIA H100 80GB HBM3", "gpu_names": ["NVIDIA H100 80GB HBM3"], "cuda_version": "12.8",
+              "torch_version": "2.11.0"}, ["01_time"])
+    _executed_notebook(tmp_path / "build" / "notebooks" / "01_batch_size.ipynb")
+    return tmp_path
+
+
+def test_report_page_holds_the_claims_matrix_of_both_machines(two_machines):
+    page_path = report.write(two_machines / "figures", two_machines / "build" / "notebooks")
+    assert page_path == two_machines / "figures" / "index.html"
+    text = page_path.read_text()
+    page = _Page()
+    page.feed(text)
+    header, *rows = page.matrix
+    assert header == ["notebook", "claim", "paper reports", "this machine AMD EPYC", "h100 NVIDIA H100 80GB HBM3"]
+    by_claim = {r[1].split(" criterion:")[0]: r for r in rows if len(r) == 5}
+    row = by_claim["throughput at the best batch size is far above batch 1"]
+    assert row[3] == "held 3.1x on cpu" and row[4] == "did not hold 9.5x on cuda"
+    assert "criterion: best / batch-1 throughput > 2" in row[1] and row[2] == "Fig. 1"
+    assert by_claim[TRICKY][3].startswith("n/a") and by_claim[TRICKY][4] == "claim not checked"
+    assert by_claim["fp16 is faster"][3].startswith("did not hold") and by_claim["fp16 is faster"][4] == "not run"
+    assert any(r[0].startswith("Paper 001") for r in rows)
+    # every image and file link points at a file that exists, relative to the page
+    base = page_path.parent
+    files = [h for h in page.hrefs if not h.startswith("#")]
+    assert all((base / link).is_file() for link in page.srcs + files), [x for x in page.srcs + files
+                                                                         if not (base / x).is_file()]
+    assert "01_batch_size/01_time.png" in page.srcs and "reference/h100/01_batch_size/01_time.png" in page.srcs
+    assert "01_batch_size/01_a_other.png" not in page.srcs  # the main figure is the first the study returned
+    assert "notebooks/01_batch_size.html" in files and "01_batch_size/batch_size_batch.csv" in files
+    assert "profiler_start" in (base / "notebooks" / "01_batch_size.html").read_text()
+    # escaped everywhere, environment of both machines, problems of the executed notebook listed
+    assert "<script>alert" not in text and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; a claim" in text
+    assert "NVIDIA H100 80GB HBM3" in text and "none (torch.cuda.is_available() is False)" in text
+    assert "USDT lines" in text
+
+
+def test_report_without_results_says_how_to_get_them(tmp_path):
+    page = report.write(tmp_path / "figures", tmp_path / "nothing")
+    assert "run <code>make figures</code>" in page.read_text()
+
+
+def test_output_problems_finds_profiler_lines_and_stray_values():
+    usdt = {"output_type": "stream", "name": "stderr",
+            "text": "USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:52] profiler_start\n"}
+    paths = {"output_type": "execute_result", "execution_count": 9,
+             "data": {"text/plain": "(PosixPath('/w/figures/01/a.png'), PosixPath('/w/figures/01/a.svg'))"}}
+    artist = {"output_type": "execute_result", "execution_count": 3,
+              "data": {"text/plain": "[<matplotlib.lines.Line2D at 0x7f>]"}}
+    clean = [{"output_type": "stream", "name": "stdout", "text": "results checked: 3 ok\n"},
+             {"output_type": "display_data", "data": {"text/plain": "<Figure size 640x480 with 1 Axes>"}},
+             {"output_type": "execute_result", "execution_count": 2,
+              "data": {"text/plain": "namespace(preset='quick')"}}]
+    assert report.output_problems(clean) == []
+    found = report.output_problems([usdt, paths, artist] + clean)
+    assert len(found) == 3 and "USDT" in found[0] and "Out[9]" in found[1] and "Out[3]" in found[2]
+
+
+def test_compact_collapses_columns_missing_on_this_device_into_one_line():
+    df = pd.DataFrame({"batch_size": [1, 8], "latency_ms_median": [1.0, 2.0],
+                       "gpu_util_pct": [math.nan, math.nan], "gpu_util_missing_reason": ["no GPU", "no GPU"],
+                       "self_device_time_ms": [math.nan] * 2, "device_missing_reason": ["CPU run"] * 2,
+                       "peak_mem_mib": [3.0, math.nan], "peak_mem_missing_reason": [None, "oom"],
+                       "avg_mem_missing_reason": [None, None], "odd_ms": [None, None], "error": [None, None]})
+    shown, line = report.compact(df)
+    assert list(shown.columns) == ["batch_size", "latency_ms_median", "peak_mem_mib", "peak_mem_missing_reason"]
+    assert line == ("Not measured on this device: gpu_util_pct (no GPU); self_device_time_ms (CPU run); "
+                    "odd_ms (no reason recorded).")
+    failed = report.compact(df.assign(error=[None, "RuntimeError: boom"]))[0]
+    assert list(failed.columns)[-1] == "error"  # a failed point says why: kept
+    full = df[["batch_size", "latency_ms_median"]]
+    shown, line = report.compact(full)
+    assert list(shown.columns) == list(full.columns) and line == ""
+
+
+def test_show_prints_the_table_and_the_line_once(capsys):
+    report.show(pd.DataFrame({"batch_size": [1], "gpu_util_pct": [math.nan], "gpu_util_missing_reason": ["no GPU"]}))
+    out = capsys.readouterr().out
+    assert out.count("Not measured on this device: gpu_util_pct (no GPU).") == 1 and "gpu_util_missing" not in out
+
+
+@pytest.mark.slow
+def test_nbval_fails_a_notebook_cell_with_profiler_lines_or_a_path_tuple(tmp_path):
+    # notebooks/conftest.py, as `make test` loads it, on a small notebook: the clean cell passes, the others fail.
+    import nbformat
+
+    shutil.copy(REPO / "notebooks" / "conftest.py", tmp_path / "conftest.py")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os, sys; from pathlib import Path; print('clean')"),
+                nbformat.v4.new_code_cell("os.write(2, b'USDT:2026 x.cpp:52] profiler_start\\n'); "
+                                          "print('a real warning', file=sys.stderr)"),
+                nbformat.v4.new_code_cell("Path('a.png'), Path('a.svg')")]
+    nbformat.write(nb, tmp_path / "check.ipynb")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--nbval-lax", "--nbval-current-env", "check.ipynb"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert "2 failed, 1 passed" in proc.stdout, proc.stdout[-3000:]
+    assert "Cell 1 of check.ipynb: stderr holds the C++ profiler's USDT lines" in proc.stdout
+    assert "Cell 2 of check.ipynb: a stray Out[" in proc.stdout
