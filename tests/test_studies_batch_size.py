@@ -316,3 +316,26 @@ def test_figures_draw_what_a_gpu_measures(measured):
     assert "H100" in roofline.get_title() and len(roofline.get_lines()) == 2  # FP32 and TF32 roofs
     for fig in figs.values():
         plt.close(fig)
+
+
+def test_save_traces_writes_a_chrome_trace_per_profiled_point_and_says_why_no_snapshot_on_cpu(tmp_path):
+    import json
+
+    cfg = bs.configure("quick", models=["lenet5"], batch_sizes=[1, 4], images=8, save_traces=True)
+    parts = studies.tables(bs.measure(cfg, tmp_path, progress=False))
+    files = sorted(parts["breakdown"]["trace_file"].unique())
+    assert [f.rsplit("/", 1)[1] for f in files] == ["batch_size_lenet5_b1.pt.trace.json",
+                                                    "batch_size_lenet5_b4.pt.trace.json"]
+    assert all(json.loads(open(f).read())["traceEvents"] for f in files)
+    snap = parts["memory_snapshots"]
+    assert snap[["model", "batch_size"]].values.tolist() == [["lenet5", 4]], "the largest batch measured"
+    assert (snap["status"] == "skipped").all() and snap["error"].str.contains("CUDA").all()
+    assert snap["memory_snapshot_path"].isna().all()
+    with pytest.raises(ValueError, match="save_traces"):
+        bs.configure("quick", save_traces="yes")
+
+
+def test_no_traces_in_the_quick_preset(measured):
+    df, _, _ = measured
+    assert studies.tables(df)["breakdown"]["trace_file"].isna().all()
+    assert "memory_snapshots" not in set(df["experiment"])

@@ -49,3 +49,16 @@ def test_claim_needs_more_than_twice_the_throughput_of_batch_1():
     assert "> 2" in claim.criterion and "criterion" not in claim.note
     empty = quickstart.check_claims(frame([100.0, 250.0]).assign(status="error"), "cpu")[0]
     assert empty.held is None and empty.criterion and empty.note
+
+
+def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):
+    import json
+
+    cfg = quickstart.configure("quick", batch_sizes=[1, 2], repeats=2, save_traces=True)
+    ops = studies.tables(quickstart.measure(cfg, tmp_path, progress=False))["operators"]
+    path = ops["trace_file"].iloc[0]
+    assert path.endswith("quickstart_resnet20_b2.pt.trace.json") and path.startswith(str(tmp_path / "traces"))
+    assert any(e.get("name") == "aten::conv2d" for e in json.load(open(path))["traceEvents"])
+    off = studies.tables(quickstart.measure(quickstart.configure("quick", batch_sizes=[1], repeats=2),
+                                            tmp_path / "off", progress=False))["operators"]
+    assert off["trace_file"].isna().all() and not (tmp_path / "off" / "traces").exists()

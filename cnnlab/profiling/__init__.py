@@ -28,11 +28,11 @@ from cnnlab.profiling.ops import OpsProfile, profile_ops
 from cnnlab.profiling.quiet import quiet_profiler
 from cnnlab.profiling.sweep import check_point, grid_points, store_file, sweep
 from cnnlab.profiling.timing import Measurement, WallTime, benchmark, synchronize, wall_time
-from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot_file, trace_file
+from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot_file, trace_file, trace_folder
 
 __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point",
     "cost_model", "device_peaks", "environment", "free_memory", "grid_points", "hardware_counters", "loader_sweep",
     "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler", "resident_bytes", "save_chrome_trace",
-    "snapshot_file", "store_file", "sweep", "synchronize", "trace_file", "wall_time",
+    "snapshot_file", "store_file", "sweep", "synchronize", "trace_file", "trace_folder", "wall_time",
 ]

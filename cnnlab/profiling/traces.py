@@ -25,6 +25,12 @@ SNAPSHOT_SUFFIX = ".memory.pickle"
 MAX_ENTRIES = 200_000
 
 
+def trace_folder(store_dir: str | Path | None, save: bool) -> Path | None:
+    """Where a study writes its traces and snapshots: ``<store_dir>/traces`` when ``save`` (a study's
+    ``save_traces`` parameter) and the study stores its results somewhere, else None (nothing written)."""
+    return Path(store_dir) / "traces" if save and store_dir is not None else None
+
+
 def trace_file(folder: str | Path, name: str) -> Path:
     """``<folder>/<name>.pt.trace.json``: the name TensorBoard's profiler plugin looks for."""
     return Path(folder) / f"{name}{TRACE_SUFFIX}"

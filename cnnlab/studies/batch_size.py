@@ -26,7 +26,8 @@ import torch
 from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim
 from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
-                              profile_ops, sweep, synchronize)
+                              memory_snapshot, profile_ops, snapshot_file, sweep, synchronize, trace_file,
+                              trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, summarise_counters
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
@@ -37,13 +38,13 @@ PRESETS = {
     # is checked), 128 images per point. One intra-op thread (see cnnlab.config.threads): CI runs two notebooks
     # at once on two cores.
     "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64, 256], images=128, warmup=2,
-                  min_repeats=3, profile_iterations=2, threads=1, device=None),
+                  min_repeats=3, profile_iterations=2, save_traces=False, threads=1, device=None),
     # One Colab GPU: the paper's models and batch sizes, 2048 images per point.
     "standard": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=2048, warmup=5,
-                     min_repeats=10, profile_iterations=5, threads=None, device=None),
+                     min_repeats=10, profile_iterations=5, save_traces=True, threads=None, device=None),
     # The paper: the whole CIFAR-10 test set (10,000 images) per point.
     "paper": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=10000, warmup=10,
-                  min_repeats=20, profile_iterations=10, threads=None, device=None),
+                  min_repeats=20, profile_iterations=10, save_traces=True, threads=None, device=None),
 }
 # Measurement fields left out: batch_size (the grid's), settings never set here, first_call_ms (NaN), total_time_s
 NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s")
@@ -64,6 +65,7 @@ def configure(preset: str | None = None, **overrides):
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.save_traces = config.one_of(cfg.save_traces, (True, False), parameter="save_traces")
     cfg.threads = config.threads(cfg.threads)
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg
@@ -109,15 +111,18 @@ def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup
             "data_source": DATA_SOURCE}
 
 
-def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int) -> list[dict]:
+def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int,
+                    trace_dir: Path | None = None) -> list[dict]:
     """One serving step (batch in from the host, forward, predicted classes back) under the profiler, one row
     per component, times in ms per batch (mean over ``iterations``; profiling adds a few µs per operator).
 
     GPU: kernel time, the copies in and out, other device work (memsets, DtoD copies) and CPU-side overhead
     (wall time with the GPU idle) make up the wall time (``stacked``); sync wait (host blocked in
     cuda*Synchronize, the paper's "semwait") overlaps device work. CPU: time inside aten operators and the
-    rest of the wall time; the device components are NaN with ``time_missing_reason``."""
+    rest of the wall time; the device components are NaN with ``time_missing_reason``. With ``trace_dir`` the
+    profile is also written there as a Chrome trace (column ``trace_file``)."""
     dev = torch.device(device)
+    trace = None if trace_dir is None else trace_file(trace_dir, f"batch_size_{model}_b{batch_size}")
     net, x = _build(model, batch_size, dev)
 
     def step():
@@ -125,7 +130,7 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
             return net(x.to(dev)).argmax(1).cpu()
 
     try:
-        prof = profile_ops(step, iterations=iterations, device=dev, warmup=1, profile_memory=False)
+        prof = profile_ops(step, iterations=iterations, device=dev, warmup=1, profile_memory=False, trace_path=trace)
     finally:
         del net, x
         free_memory()
@@ -146,7 +151,33 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
     return [{"component": c, "time_per_batch_ms": times.get(c, nan), "stacked": c in STACKED,
              "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
              "wall_time_per_batch_ms": wall, "iterations": iterations, "time_missing_reason": reasons.get(c),
-             "device": str(dev), "data_source": DATA_SOURCE} for c in COMPONENTS]
+             "device": str(dev), "trace_file": None if trace is None else str(trace), "data_source": DATA_SOURCE}
+            for c in COMPONENTS]
+
+
+def memory_snapshots(batch: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """Experiment "memory_snapshots": for each model at its largest batch measured, one forward pass with the CUDA
+    caching allocator's history recorded (``profiling.memory_snapshot``), written to ``folder`` for
+    https://pytorch.org/memory_viz. Columns model, batch_size, status ("ok", or "skipped" with ``error`` on a CPU,
+    where no such recorder exists), memory_snapshot_path."""
+    ok = batch[batch["status"] == "ok"]
+    rows = []
+    for _, point in ok.loc[ok.groupby("model", sort=False)["batch_size"].idxmax()].iterrows():
+        model, size = point["model"], int(point["batch_size"])
+        dev = torch.device(point["device"])
+        net, x = _build(model, size, dev) if dev.type == "cuda" else (None, None)
+
+        def step():
+            with torch.inference_mode():
+                return net(x.to(dev))
+
+        got = memory_snapshot(step, snapshot_file(folder, f"batch_size_{model}_b{size}"), dev)
+        del net, x
+        free_memory()
+        reason = got["memory_snapshot_missing_reason"]
+        rows.append({"model": model, "batch_size": size, "status": "skipped" if reason else "ok", "error": reason,
+                     "memory_snapshot_path": got["memory_snapshot_path"]})
+    return pd.DataFrame(rows)
 
 
 def roofline(batch: pd.DataFrame) -> pd.DataFrame:
@@ -203,14 +234,16 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     :func:`breakdown_point`, :func:`roofline`, :func:`counters_point`) for every model and batch size (counters:
     each model at its best batch), one frame with an ``experiment`` column. The sweeps store their points under
     ``store_dir`` keyed by every setting and the thread count in use; counters are "skipped" with the reason
-    where Nsight Compute cannot run (a CPU, no ``ncu``)."""
+    where Nsight Compute cannot run (a CPU, no ``ncu``). With ``cfg.save_traces`` the profiled points' Chrome
+    traces and experiment "memory_snapshots" (:func:`memory_snapshots`) go to ``<store_dir>/traces/``."""
     settings = {k: v for k, v in vars(cfg).items() if k not in ("models", "batch_sizes")}
     settings.update(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE)
     grid = {"model": cfg.models, "batch_size": cfg.batch_sizes}
     store = {n: None if store_dir is None else Path(store_dir) / f"sweep_{n}.csv"
              for n in ("batch", "breakdown", "counters")}
     timed = partial(batch_point, device=cfg.device, images=cfg.images, warmup=cfg.warmup, min_repeats=cfg.min_repeats)
-    parts = partial(breakdown_point, device=cfg.device, iterations=cfg.profile_iterations)
+    folder = trace_folder(store_dir, cfg.save_traces)
+    parts = partial(breakdown_point, device=cfg.device, iterations=cfg.profile_iterations, trace_dir=folder)
     kw = dict(settings=settings, progress=progress)
     batch = sweep(timed, grid, store["batch"], desc="batch size: time and memory", **kw)
     breakdown = sweep(parts, grid, store["breakdown"], desc="batch size: time breakdown", **kw)
@@ -220,7 +253,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     counters = sweep(partial(counters_point, device=cfg.device), best, store["counters"],
                      skip=lambda model, batch_size: missing, desc="batch size: Nsight Compute counters",
                      **kw) if best else pd.DataFrame()
-    return studies.combine(batch=batch, breakdown=breakdown, roofline=roof, counters=counters)
+    snapshots = memory_snapshots(batch, folder) if folder is not None else pd.DataFrame()
+    return studies.combine(batch=batch, breakdown=breakdown, roofline=roof, counters=counters,
+                           memory_snapshots=snapshots)
 
 
 def breakdown_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:

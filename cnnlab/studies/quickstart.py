@@ -14,12 +14,15 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim
-from cnnlab.profiling import benchmark, profile_ops, sweep
+from cnnlab.profiling import benchmark, profile_ops, sweep, trace_file, trace_folder
 
 PRESETS = {
-    "quick": dict(model_name="resnet20", batch_sizes=[1, 8, 64], repeats=5, device="auto"),
-    "standard": dict(model_name="resnet20", batch_sizes=[1, 8, 64, 256, 1024], repeats=30, device="auto"),
-    "paper": dict(model_name="resnet20", batch_sizes=[2**k for k in range(11)], repeats=50, device="auto"),
+    # save_traces: write the profiled batches' Chrome trace into <figures>/traces/ (off in quick: CI keeps no files)
+    "quick": dict(model_name="resnet20", batch_sizes=[1, 8, 64], repeats=5, save_traces=False, device="auto"),
+    "standard": dict(model_name="resnet20", batch_sizes=[1, 8, 64, 256, 1024], repeats=30, save_traces=True,
+                     device="auto"),
+    "paper": dict(model_name="resnet20", batch_sizes=[2**k for k in range(11)], repeats=50, save_traces=True,
+                  device="auto"),
 }
 WARMUP = 2
 PROFILE_ITERATIONS = 2
@@ -35,6 +38,7 @@ def configure(preset: str | None = None, **overrides):
     cfg.model_name = cfg.model_name[0]
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     cfg.repeats = config.positive_int(cfg.repeats, parameter="repeats")
+    cfg.save_traces = config.one_of(cfg.save_traces, (True, False), parameter="save_traces")
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 
@@ -42,7 +46,8 @@ def configure(preset: str | None = None, **overrides):
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Experiment "batch": one row per batch size (``cnnlab.profiling.benchmark``'s columns: latency_ms_*,
     throughput_items_per_s, peak_mem_alloc_mib, gpu_util_pct...). Experiment "operators": the operator table
-    of ``PROFILE_ITERATIONS`` batches of the largest size (``cnnlab.profiling.profile_ops``)."""
+    of ``PROFILE_ITERATIONS`` batches of the largest size (``cnnlab.profiling.profile_ops``); with
+    ``cfg.save_traces`` their Chrome trace is written to ``<store_dir>/traces/`` (column ``trace_file``)."""
     dev = torch.device(cfg.device)
     net = models.get(cfg.model_name).to(dev).eval()
 
@@ -54,13 +59,17 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     store = None if store_dir is None else Path(store_dir) / "quickstart.csv"
     settings = {**vars(cfg), "warmup": WARMUP, "threads": torch.get_num_threads()}
     settings.pop("batch_sizes")
+    settings.pop("save_traces")  # the batch sweep is not profiled
     batch = sweep(point, {"batch_size": cfg.batch_sizes}, store, settings=settings,
                   desc=f"{cfg.model_name} on {dev.type}", progress=progress)
     x = models.example_input(net, max(cfg.batch_sizes)).to(dev)
+    folder = trace_folder(store_dir, cfg.save_traces)
+    trace = None if folder is None else trace_file(folder, f"quickstart_{cfg.model_name}_b{max(cfg.batch_sizes)}")
     with torch.inference_mode():
-        ops = profile_ops(lambda: net(x), iterations=PROFILE_ITERATIONS, device=dev)
+        ops = profile_ops(lambda: net(x), iterations=PROFILE_ITERATIONS, device=dev, trace_path=trace)
     operators = ops.operators.assign(model=cfg.model_name, batch_size=max(cfg.batch_sizes),
-                                     iterations=ops.summary["iterations"])
+                                     iterations=ops.summary["iterations"], trace_file=None if trace is None else
+                                     str(trace))
     return studies.combine(batch=batch, operators=operators)
 
 
