@@ -398,6 +398,27 @@ def test_best_picks_what_the_callers_timer_says_is_fastest():
     strategies.best_cache().clear()
 
 
+def test_best_cache_is_kept_per_candidate_set():
+    """A layer picked among gemm alone must not answer for gemm and fft: the second set is timed anew."""
+    strategies.best_cache().clear()
+    timed = []
+
+    def timer(fn):
+        timed.append(fn)
+        fn()
+        return 1e-3 * len(timed)
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1)).eval()
+    x = torch.randn(1, 3, 9, 9)
+    with torch.no_grad():
+        strategies.apply_strategy(model, "best", timer=timer, candidates=("gemm",))(x)
+        assert len(timed) == 1
+        both = strategies.apply_strategy(model, "best", timer=timer, candidates=("fft", "gemm"))
+        both(x)
+    assert len(timed) == 3 and len(strategies.best_cache()) == 2 and both[0].last_choice == "fft"
+    strategies.best_cache().clear()
+
+
 def test_direct_strategy_uses_triton_kernel(device):
     model = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(5, 4, 1)).eval().to(device)
     x = torch.randn(2, 3, 11, 9, device=device)

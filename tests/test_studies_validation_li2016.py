@@ -27,7 +27,7 @@ from cnnlab.kernels import strategies as kernel_strategies  # noqa: E402
 from cnnlab.studies import validation_li2016 as study  # noqa: E402
 from margins import check as check_margin  # noqa: E402
 
-ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt"]
+ALL = ["gemm", "fft", "fft_tiled", "direct", "best", "opt", "native"]
 NO_CHECK = (None, "direct check left out of this test")
 
 
@@ -56,7 +56,7 @@ def test_experiments_and_generic_checks(measured):
     assert list(parts["networks"].columns) == ["network", "model", "input_shape", "conv_layers", "params_m",
                                                "gflops_per_image"]  # its own columns only, counts as integers
     assert parts["networks"]["conv_layers"].tolist() == [2, 3] and "gpu_util_pct" not in parts["speedups"]
-    assert "results checked: 10 ok, 4 skipped" == studies.check_results(measured)  # 2 direct + 2 direct checks
+    assert "results checked: 12 ok, 4 skipped" == studies.check_results(measured)  # 2 direct + 2 direct checks
     check = parts["direct_check"]
     assert list(check["network"]) == ["LeNet", "CIFAR"] and (check["status"] == "skipped").all()
     assert (check["error"] == NO_CHECK[1]).all()
@@ -101,7 +101,8 @@ def test_speedups_are_relative_to_gemm(runs):
 def test_speedups_table_is_the_pivot_with_the_papers_opt(measured, runs):
     table = studies.tables(measured)["speedups"].set_index("network")
     assert list(table.index) == ["LeNet", "CIFAR"]
-    assert list(table.columns) == ["gemm", "fft", "fft_tiled", "best", "opt", "paper_opt"]  # direct: never timed
+    assert list(table.columns) == ["gemm", "fft", "fft_tiled", "best", "opt", "native", "opt_vs_native",
+                                   "paper_opt"]  # direct: never timed
     expected = runs.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm").round(2)
     assert np.allclose(table.loc[expected.index, expected.columns], expected)
     assert table.loc["LeNet", "paper_opt"] == "5.6x" and pd.isna(table.loc["CIFAR", "paper_opt"])
@@ -195,28 +196,75 @@ def _frame(times: dict[str, dict[str, float]]) -> pd.DataFrame:
     return study.add_speedups(pd.DataFrame(rows)).assign(experiment="strategies")
 
 
+CLAIMS = ["no single kernel wins everywhere", "best (per-layer pick) narrows the gap to the fastest kernel",
+          "best still trails opt", "opt is the fastest strategy on every network",
+          "opt's speed-up over gemm has the paper's magnitude"]
+
+
 def test_claims_follow_the_numbers():
-    paper_like = _frame({"LeNet": {"gemm": 10, "fft": 12, "direct": 5, "best": 5, "opt": 2},
-                         "AlexNet": {"gemm": 10, "fft": 6, "direct": 9, "best": 5.5, "opt": 5}})
-    held = {c.claim: c.held for c in study.check_claims(paper_like, "cuda")}
-    assert held == {"no single kernel wins everywhere": True,
-                    "best (per-layer pick) narrows the gap to the fastest kernel": True,
-                    "best still trails opt": True, "opt is the fastest strategy on every network": True}
+    # LeNet: opt 5x over gemm (paper 5.6x), AlexNet 2x (paper ~2x); native slower than opt on both
+    paper_like = _frame({"LeNet": {"gemm": 10, "fft": 12, "direct": 5, "best": 5, "opt": 2, "native": 3},
+                         "AlexNet": {"gemm": 10, "fft": 6, "direct": 9, "best": 5.5, "opt": 5, "native": 6}})
+    checks = study.check_claims(paper_like, "cuda")
+    assert [c.claim for c in checks] == CLAIMS and all(c.held for c in checks)
+    assert all(c.criterion for c in checks), "every claim states its criterion"
+    assert "opt / native LeNet 1.50x" in checks[3].ours
     one_winner = _frame({"LeNet": {"gemm": 5, "fft": 12, "best": 8, "opt": 9},
                          "AlexNet": {"gemm": 5, "fft": 6, "best": 5, "opt": 4}})
     held = {c.claim: c.held for c in study.check_claims(one_winner, "cpu")}
     assert held == {"no single kernel wins everywhere": False,
                     "best (per-layer pick) narrows the gap to the fastest kernel": False,  # 8 vs 5 on LeNet
                     "best still trails opt": False,  # LeNet: best faster than opt
-                    "opt is the fastest strategy on every network": False}
+                    "opt is the fastest strategy on every network": False,
+                    "opt's speed-up over gemm has the paper's magnitude": False}  # LeNet 0.56x vs 5.6x
     nothing = study.check_claims(_frame({"LeNet": {"gemm": 5}}), "cpu")
-    assert [c.held for c in nothing] == [None] * 4 and all(c.note for c in nothing)
+    assert [c.held for c in nothing] == [None] * 5 and all(c.note and c.criterion for c in nothing)
+
+
+def test_opt_must_beat_native_too():
+    """opt ahead of gemm and every cnnlab kernel but behind torch's own convolution: not the fastest."""
+    frame = _frame({"LeNet": {"gemm": 10, "fft": 12, "best": 6, "opt": 2, "native": 1.5}})
+    fastest = study.check_claims(frame, "cpu")[3]
+    assert fastest.held is False and "native" in fastest.criterion
+
+
+@pytest.mark.parametrize("opt_ms,held", [(10 / 5.6 * 2.1, False), (10 / 5.6 * 1.9, True), (10 / 5.6 / 1.9, True),
+                                         (10 / 5.6 / 2.1, False)])
+def test_magnitude_is_judged_by_a_factor_of_two_either_way(opt_ms, held):
+    frame = _frame({"LeNet": {"gemm": 10, "opt": opt_ms}})
+    assert study.check_claims(frame, "cpu")[4].held is held
+
+
+def test_every_point_records_the_tf32_setting_it_ran_under(runs):
+    ran = runs[runs["status"] == "ok"]
+    assert len(ran) and (ran["tf32"] == False).all()  # noqa: E712  (quick: full FP32 everywhere)
+    assert study.configure("quick", tf32=True).tf32 is True
+    with pytest.raises(ValueError, match="tf32"):
+        study.configure("quick", tf32="on")
+
+
+def test_tf32_context_sets_and_restores_the_backends():
+    from cnnlab import config
+
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    for enabled in (True, False):
+        with config.tf32(enabled):
+            assert torch.backends.cuda.matmul.allow_tf32 is enabled and torch.backends.cudnn.allow_tf32 is enabled
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_opt_vs_native_is_reported_beside_opt_vs_gemm(measured, runs):
+    table = studies.tables(measured)["speedups"].set_index("network")
+    opt = runs[runs["strategy"] == "opt"].set_index("network")
+    native = runs[runs["strategy"] == "native"].set_index("network")
+    expected = (native["latency_ms_median"] / opt["latency_ms_median"]).round(2)
+    assert np.allclose(table["opt_vs_native"], expected.reindex(table.index))
 
 
 def test_claims_name_what_was_not_measured(measured):
     checks = study.check_claims(measured, "cpu")
-    assert len(checks) == 4
-    assert "not measured here: direct" in checks[0].note and "direct" not in checks[0].note.split(";")[0]
+    assert len(checks) == 5
+    assert checks[0].note == "not measured here: direct" and "direct" not in checks[0].criterion
 
 
 def test_figure_is_laid_out_like_fig7(measured):

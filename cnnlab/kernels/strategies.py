@@ -199,12 +199,12 @@ CONV_FUNCTIONS = {
 }  # fmt: skip
 
 
-# (N, C, H, W, C_out, KH, KW, stride, padding, device, dtype) -> {"choice": name, "<name>_ms": time, ...}
+# (N, C, H, W, C_out, KH, KW, stride, padding, device, dtype, candidates) -> {"choice": name, "<name>_ms": time, ...}
 _BEST_CACHE: dict[tuple, dict] = {}
 
 
 def best_cache() -> dict[tuple, dict]:
-    """The per-layer choices of strategy "best" measured so far (key: layer shape, device, dtype)."""
+    """The per-layer choices of strategy "best" measured so far (key: layer shape, device, dtype, candidates)."""
     return _BEST_CACHE
 
 
@@ -216,16 +216,19 @@ def candidates_for(device: torch.device | str) -> tuple[str, ...]:
 
 
 def choose_best(x, weight, bias, stride, padding, *, timer, candidates=None) -> str:
-    """Name of the fastest strategy for this layer on this input, timed once and cached by shape/device/dtype.
+    """Name of the fastest strategy for this layer on this input, timed once and cached by shape, device, dtype and
+    candidate set (a pick among fewer candidates is not the answer for more).
 
     ``timer(fn)`` returns the time of one call ``fn()`` in seconds, measured as the caller sees fit (kernels sit
     below ``cnnlab.profiling``, so the caller supplies it, e.g. a median of a few ``profiling.wall_time`` calls);
     the cache entry keeps each candidate's time as ``<name>_ms``.
     """
-    key = (*x.shape, weight.shape[0], *weight.shape[-2:], _pair(stride), _pair(padding), str(x.device), x.dtype)
+    candidates = tuple(candidates or candidates_for(x.device))
+    key = (*x.shape, weight.shape[0], *weight.shape[-2:], _pair(stride), _pair(padding), str(x.device), x.dtype,
+           candidates)
     if key not in _BEST_CACHE:
         entry = {}
-        for name in candidates or candidates_for(x.device):
+        for name in candidates:
             fn = CONV_FUNCTIONS[name]
             entry[f"{name}_ms"] = 1e3 * timer(lambda: fn(x, weight, bias, stride, padding))
         entry["choice"] = min((v, k[:-3]) for k, v in entry.items())[1]
