@@ -70,3 +70,12 @@ def test_backend_switches_restore_the_previous_state():
             raise RuntimeError("restored even on error")
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
             torch.backends.cudnn.benchmark) == before
+
+
+def test_relative_error_and_output_tolerance():
+    import torch
+
+    ref = torch.tensor([10.0, -20.0, 5.0])
+    assert config.relative_error(ref, ref) == 0.0
+    assert abs(config.relative_error(ref + torch.tensor([0.0, 0.2, 0.0]), ref) - 0.01) < 1e-6
+    assert config.output_tolerance("cpu") == 1e-3

@@ -135,15 +135,9 @@ def networks_table(networks=tuple(NETWORKS), *, vgg_model: str = "vgg16", vgg_im
     return pd.DataFrame(rows)
 
 
-def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
-    """max |y - reference| / max |reference| (a strategy's output against the native network's)."""
-    return ((y.float() - reference.float()).abs().max() / reference.float().abs().max().clamp_min(1e-12)).item()
-
-
-def output_tolerance(device) -> float:
-    """Largest relative output difference from native accepted for a strategy: fp32 everywhere on a CPU; on a
-    GPU cuDNN may run fp32 convolutions in TF32 (10-bit mantissa), so the native reference itself is rounder."""
-    return 2e-2 if config.resolve_device(device).type == "cuda" else 1e-3
+# One rule for "the same network's output" (cnnlab.config): kept under these names for the notebook and tests.
+relative_error = config.relative_error
+output_tolerance = config.output_tolerance
 
 
 def layer_timer(device, repeats: int):

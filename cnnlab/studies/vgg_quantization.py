@@ -107,17 +107,9 @@ def _predictions(net, loader, device="cpu") -> tuple[torch.Tensor, torch.Tensor]
     return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
 
 
-def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
-    """max |y - reference| / max |reference|: a compiled form's logits against eager's (the measure notebook 08's
-    ``validation_li2016.relative_error`` uses; studies do not import each other)."""
-    return ((y.float() - reference.float()).abs().max() / reference.float().abs().max().clamp_min(1e-12)).item()
-
-
-def output_tolerance(device) -> float:
-    """Largest :func:`relative_error` accepted from a compiled form, as notebook 08's ``output_tolerance``: 1e-3 for
-    fp32 on a CPU; 2e-2 on a GPU, where cuDNN and Inductor may run fp32 convolutions and matmuls in TF32 (10-bit
-    mantissa) and in other layouts, so eager's own logits are rounder."""
-    return 2e-2 if torch.device(str(device)).type == "cuda" else 1e-3
+# One rule for "the same network's output" (cnnlab.config): kept under these names for the notebook and tests.
+relative_error = config.relative_error
+output_tolerance = config.output_tolerance
 
 
 def _quantize(fp32, train_set, cfg) -> SimpleNamespace:
