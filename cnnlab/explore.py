@@ -1,0 +1,700 @@
+"""Explore every result table under ``figures/``: pick a study, a table, a metric, an x axis, a hue and a facet,
+and put this computer beside a reference machine (``notebooks/explore.ipynb``).
+
+Two layers, so that the first is tested without widgets:
+
+- the pure part: :func:`find_tables` lists the tidy CSVs of every machine (this computer's
+  ``figures/<NN_name>/`` and each ``figures/reference/<machine>/<NN_name>/``), :func:`load_table` reads one,
+  :func:`metrics`, :func:`x_axes` and :func:`groupings` say which columns can be plotted how, :func:`first_view`
+  picks a first :class:`View`, :func:`select` keeps the rows and columns a view shows, :func:`plot` draws it (one
+  column of panels per machine, one row per facet value), :func:`render` does all of that for a view, and
+  :func:`environment_summary` says what each machine is (from an ``environment.json`` beside the CSVs, else the
+  sweeps' ``*.env.json`` records, else the CSVs' own ``device_name`` and version columns);
+- :class:`Explorer`: ipywidgets wired to :func:`render` (JupyterLab, Colab), and :func:`show`, which displays it,
+  or a static figure with a message where widgets cannot be shown.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from cnnlab import paths, plotting, studies
+
+THIS_COMPUTER = "this computer"
+NONE = "(none)"  # the dropdown entry for "no hue", "no facet", "no second machine"
+STUDY_DIR = re.compile(r"[0-9][0-9]_\w+")  # a notebook's stem, as pipeline.output_dir names the folders
+STORE = re.compile(r"_[0-9a-f]{8}$")  # a sweep's store (profiling.store_file): raw points, saved again as a table
+# Columns that record how a point was run, not what it measured or where: never offered as metric, x or hue.
+BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
+# The metric a table opens with, when it has one (the papers' figures plot these).
+PREFERRED_METRICS = ("latency_ms_median", "throughput_items_per_s", "time_per_batch_ms", "wall_time_s",
+                     "throughput_samples_per_s", "accuracy_pct", "peak_mem_alloc_mib", "speedup_vs_gemm")
+MAX_GROUPS = 12  # a hue or facet with more values than this is unreadable
+# What the environment summary shows, in this order (keys of cnnlab.profiling.environment()).
+ENVIRONMENT_FIELDS = ("device_name", "cpu_model", "gpu_names", "torch_version", "cuda_version", "python_version",
+                      "cnnlab_version", "git_commit", "preset", "date_utc")
+
+
+# ---------------------------------------------------------------------------------------------- finding tables
+def find_tables(root: str | Path | None = None) -> pd.DataFrame:
+    """Every result table under ``root`` (default :func:`cnnlab.paths.figures_root`): one row per CSV with
+    ``machine`` (:data:`THIS_COMPUTER` or the folder name under ``reference/``), ``study`` (the notebook's stem,
+    e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores and ``claims.csv`` are left out
+    (the stores' rows are saved again as the tables; claims are read by :func:`claims_side_by_side`)."""
+    root = Path(root) if root is not None else paths.figures_root()
+    machines = {THIS_COMPUTER: root}
+    reference = root / "reference"
+    if reference.is_dir():
+        machines |= {d.name: d for d in sorted(reference.iterdir()) if d.is_dir()}
+    rows = []
+    for machine, base in machines.items():
+        for study_dir in sorted(d for d in base.glob("*") if d.is_dir() and STUDY_DIR.fullmatch(d.name)):
+            for csv in sorted(study_dir.glob("*.csv")):
+                if csv.name != "claims.csv" and not STORE.search(csv.stem):
+                    rows.append({"machine": machine, "study": study_dir.name, "table": csv.stem, "path": csv})
+    return pd.DataFrame(rows, columns=["machine", "study", "table", "path"])
+
+
+def summary(index: pd.DataFrame, root: str | Path | None = None) -> str:
+    """One line per machine: how many tables of how many studies it has; or what to do when there are none."""
+    root = Path(root) if root is not None else paths.figures_root()
+    if index.empty:
+        return (f"No result tables under {root}: run `make figures` (or any study notebook) first, or point "
+                "CNNLAB_FIGURES_DIR at a folder of results.")
+    lines = [f"Result tables under {root}:"]
+    for machine, part in index.groupby("machine", sort=False):
+        lines.append(f"  {machine}: {len(part)} tables of {part['study'].nunique()} studies "
+                     f"({', '.join(dict.fromkeys(part['study']))})")
+    return "\n".join(lines)
+
+
+def load_table(path: str | Path) -> pd.DataFrame:
+    """The CSV at ``path``, read again only when the file changes (a notebook may be rewriting it)."""
+    path = Path(path)
+    return _read_csv(str(path), path.stat().st_mtime_ns).copy()
+
+
+@functools.lru_cache(maxsize=128)
+def _read_csv(path: str, mtime_ns: int) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def study_paper(study: str) -> str:
+    """"01_batch_size" -> "paper 001: <title>", or "" for a folder that is not one of cnnlab's studies."""
+    name = study.split("_", 1)[1] if "_" in study else study
+    paper = studies.STUDY_PAPER.get(name)
+    return f"paper {paper}: {studies.PAPERS[paper]}" if paper else ""
+
+
+# ------------------------------------------------------------------------------------------------ column roles
+def _is_note(column: str) -> bool:
+    return column in BOOKKEEPING or column.endswith("_missing_reason")
+
+
+def _is_number(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def metrics(df: pd.DataFrame) -> list[str]:
+    """Numeric columns with at least one value: the paper's usual metrics first, then those whose name carries a
+    unit (``latency_ms_p90``), then the rest, each group in the table's order."""
+    found = [c for c in df.columns if not _is_note(c) and _is_number(df[c]) and df[c].notna().any()]
+    with_unit = [c for c in found if plotting.label_for(c).endswith(")")]
+    first = [c for c in PREFERRED_METRICS if c in found]
+    return list(dict.fromkeys(first + with_unit + found))
+
+
+def x_axes(df: pd.DataFrame) -> list[str]:
+    """Columns with at least two different values (anything a metric can be plotted against), batch sizes
+    first, then the table's order."""
+    varying = [c for c in df.columns if not _is_note(c) and df[c].nunique(dropna=True) >= 2]
+    return sorted(varying, key=lambda c: "batch_size" not in c)
+
+
+def groupings(df: pd.DataFrame, max_values: int = MAX_GROUPS) -> list[str]:
+    """Columns that can split a plot into hues or facets: 2 to ``max_values`` different values, and names
+    (text, true/false), settings (:func:`parameters`) or integers (``num_workers``), never measured values of a
+    float column (a latency with few rows is not a category)."""
+    settings = set(parameters(df))
+    return [c for c in df.columns if not _is_note(c) and 2 <= df[c].nunique(dropna=True) <= max_values
+            and (not _is_number(df[c]) or c in settings or pd.api.types.is_integer_dtype(df[c]))]
+
+
+def parameters(df: pd.DataFrame) -> list[str]:
+    """The columns that say where a row was measured: a sweep's settings stand before its ``status`` column;
+    a table without one has its text columns as parameters."""
+    if "status" in df.columns:
+        return list(df.columns[: list(df.columns).index("status")])
+    return [c for c in df.columns if not _is_note(c) and not _is_number(df[c])]
+
+
+# -------------------------------------------------------------------------------------------------------- views
+@dataclass(frozen=True)
+class View:
+    """What to show: a table of a study, a metric against an x axis, split by hue and facet (None: not split),
+    for one or two machines side by side, with the metric on a log axis or not."""
+    study: str
+    table: str
+    metric: str | None
+    x: str | None
+    hue: str | None = None
+    facet: str | None = None
+    machines: tuple[str, ...] = (THIS_COMPUTER,)
+    log: bool = False
+
+
+def defaults(df: pd.DataFrame) -> dict:
+    """A first choice of metric, x, hue and facet for ``df`` (None where there is nothing to choose): a preferred
+    metric that is not a setting; among the rows that have it, the batch size (else the first numeric setting,
+    else the first setting) that varies as x, and the next settings or names that vary as hue and facet (a facet
+    of at most 4 panels)."""
+    found = metrics(df)
+    params = parameters(df)
+    metric = next((c for c in found if c not in params), found[0] if found else None)
+    measured = df[df[metric].notna()] if metric else df
+    xs = [c for c in x_axes(measured) if c != metric]
+    varying = [c for c in params if c in xs]
+    x = next((c for c in varying if "batch_size" in c), None) or \
+        next((c for c in varying if _is_number(df[c])), None) or \
+        (varying[0] if varying else next((c for c in xs if c not in found), xs[0] if xs else None))
+    split = groupings(measured)
+    others = [c for c in dict.fromkeys(params + split) if c in split and c not in (x, metric)
+              and (c in params or not _is_number(df[c]))]  # a count such as `batches` is no first choice
+    hue = others[0] if others else None
+    facet = next((c for c in others[1:] if measured[c].nunique() <= 4), None)
+    return {"metric": metric, "x": x, "hue": hue, "facet": facet}
+
+
+def frames(index: pd.DataFrame, study: str, table: str, machines) -> dict[str, pd.DataFrame]:
+    """``{machine: table}`` for each of ``machines`` that has ``study``'s ``table`` and can read it (others are
+    left out: a table a running notebook is writing right now may be empty or cut short)."""
+    out = {}
+    for machine in machines:
+        rows = index[(index["machine"] == machine) & (index["study"] == study) & (index["table"] == table)]
+        try:
+            if len(rows):
+                out[machine] = load_table(rows["path"].iloc[0])
+        except (OSError, ValueError):  # pandas' EmptyDataError and ParserError are ValueErrors
+            continue
+    return out
+
+
+def first_view(index: pd.DataFrame) -> View:
+    """The view a new explorer opens with: this computer (else the first reference) beside the first reference
+    (if any), the first table that both have (else the first of the first machine) whose :func:`defaults` find a
+    metric and an x axis, with those defaults."""
+    if index.empty:
+        raise ValueError("no result tables to show")
+    names = list(dict.fromkeys(index["machine"]))
+    first = THIS_COMPUTER if THIS_COMPUTER in names else names[0]
+    machines = (first,) + tuple(m for m in names if m != first)[:1]
+    rows = index[index["machine"] == first]
+    last = index[index["machine"] == machines[-1]]
+    everywhere = pd.Series(list(zip(rows["study"], rows["table"])), index=rows.index).isin(
+        set(zip(last["study"], last["table"])))
+    for _, row in pd.concat([rows[everywhere], rows[~everywhere]]).iterrows():
+        try:
+            df = load_table(row["path"])
+        except (OSError, ValueError):  # a table being written by a running notebook, or damaged: the next one
+            continue
+        choice = defaults(df)
+        if choice["metric"] is not None and choice["x"] is not None:
+            return View(row["study"], row["table"], machines=machines, **choice)
+    raise ValueError("no result table has a numeric metric that varies along some column")
+
+
+def select(df: pd.DataFrame, view: View) -> pd.DataFrame:
+    """The rows of ``df`` that have ``view.metric``, with only the columns the view uses (facet, hue, x, metric,
+    and ``status``), sorted by them: the table shown under the plot."""
+    _check_plottable(view)
+    cols = list(dict.fromkeys(c for c in (view.facet, view.hue, view.x, view.metric) if c))
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"table {view.table} has no column {', '.join(missing)}; its columns: {', '.join(df.columns)}")
+    keep = cols + (["status"] if "status" in df.columns and "status" not in cols else [])
+    out = df.loc[df[view.metric].notna(), keep]
+    return out.sort_values(cols[:-1] or cols, kind="stable").reset_index(drop=True)
+
+
+def _check_plottable(view: View) -> None:
+    if not view.metric or not view.x:
+        raise ValueError(f"nothing to plot in {view.table}: no {'metric' if not view.metric else 'column'} "
+                         "varies in it (a single row, or all alike)")
+
+
+def _labels(series: pd.Series) -> pd.Series:
+    """Values as category labels: 4.0 -> "4", NaN -> "n/a" (a hue or facet is a set of names, not a scale)."""
+    def one(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return "n/a"
+        return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
+    return series.map(one)
+
+
+def _order(series: pd.Series) -> list[str]:
+    """Labels of ``series`` in the order of its values (numbers numerically, text alphabetically)."""
+    values = series.dropna().unique()
+    try:
+        values = sorted(values)
+    except TypeError:
+        values = sorted(values, key=str)
+    return list(dict.fromkeys(_labels(pd.Series(values, dtype=object)))) + (["n/a"] if series.isna().any() else [])
+
+
+def plot(table: pd.DataFrame, view: View) -> Figure:
+    """``table`` (rows of :func:`select` with a ``machine`` column) drawn as ``view`` says: one column of panels
+    per machine in ``view.machines`` and one row per facet value; the median of the rows at each x (their range
+    as a band or error bar where several rows meet); a line over a numeric x, bars over a categorical one; batch
+    sizes on a base-2 axis, as the papers double them; the metric on a log axis when ``view.log`` (in each row
+    with a positive value). Each row of panels shares its y axis, so that machines compare at a glance. Returns
+    a Figure not registered with pyplot (nothing is shown twice)."""
+    data = table.copy()
+    numeric_x = _is_number(data[view.x]) if len(data) else False
+    hue_order = _order(data[view.hue]) if view.hue else None
+    facet_values = _order(data[view.facet]) if view.facet else [None]
+    x_order = None if numeric_x else _order(data[view.x])
+    # Hue and facet as labels in columns of their own (one may be the x axis or the metric itself).
+    hue = "_hue" if view.hue else None
+    if view.hue:
+        data[hue] = _labels(data[view.hue])
+    if view.facet:
+        data["_facet"] = _labels(data[view.facet])
+    x = "_x" if not numeric_x else view.x
+    if not numeric_x:
+        data[x] = _labels(data[view.x])
+    palette = dict(zip(hue_order, sns.color_palette(plotting.PALETTE, len(hue_order)))) if hue_order else None
+
+    legend, log_rows = None, []
+    nrows, ncols = len(facet_values), len(view.machines)
+    fig = Figure(figsize=(min(6.4 * ncols, 14), min(3.6 * nrows + 0.6, 24)), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(nrows, ncols, sharey="row", squeeze=False))
+    for r, facet_value in enumerate(facet_values):
+        in_row = data[data["_facet"] == facet_value] if view.facet else data
+        log = view.log and bool((in_row[view.metric] > 0).any())  # (a log axis needs a positive value)
+        if log:
+            log_rows.append(axes[r, 0])
+        for c, machine in enumerate(view.machines):
+            ax = axes[r, c]
+            rows = data[data["machine"] == machine] if "machine" in data else data
+            if view.facet:
+                rows = rows[rows["_facet"] == facet_value]
+            title = machine + (f" · {plotting.label_for(view.facet)} = {facet_value}" if view.facet else "")
+            ax.set_title(title, fontsize=10)
+            if rows.empty:
+                plotting.missing_panel(ax, f"no {view.metric} in {view.table} on {machine}")
+                ax.set_xticks([])
+                continue
+            common = dict(data=rows, x=x, y=view.metric, hue=hue, hue_order=hue_order, palette=palette,
+                          estimator="median", errorbar=("pi", 100), ax=ax)
+            if numeric_x:
+                sns.lineplot(marker="o", **common)
+                if "batch_size" in view.x and (rows[view.x] > 0).all():
+                    plotting.log2_batch_axis(ax, "x", values=sorted(data[view.x].dropna().unique()))
+            else:
+                sns.barplot(order=x_order, **common)
+                if max(map(len, x_order)) > 8:
+                    ax.tick_params(axis="x", labelrotation=30)
+            if log:
+                ax.set_yscale("log")
+            ax.set_xlabel(plotting.label_for(view.x))
+            ax.set_ylabel(plotting.label_for(view.metric))
+            if ax.get_legend() is not None:
+                legend = legend or ax.get_legend_handles_labels()
+                ax.get_legend().remove()  # one legend for the figure: the colours mean the same in every panel
+    if legend:
+        fig.legend(*legend, title=plotting.label_for(view.hue), loc="outside right upper", fontsize=9)
+    for ax in log_rows:  # (the panels of a row share their y axis and its ticks)
+        _plain_log_ticks(ax)
+    fig.suptitle(f"{view.study} · {view.table}: {plotting.label_for(view.metric)} by {plotting.label_for(view.x)}",
+                 fontsize=11, x=0.01, ha="left")  # (left: clear of the legend on the right)
+    return fig
+
+
+def _plain_log_ticks(ax) -> None:
+    """Label a log y axis with plain numbers: 1, 2, 5, 10, 20... over several decades, every whole multiple
+    (60, 70, 80) within one or two, where 1-2-5 would leave one tick or none."""
+    low, high = ax.get_ylim()
+    decades = np.log10(high / low) if low > 0 else np.inf
+    subs = (1.0, 2.0, 5.0) if decades > 1.5 else tuple(float(k) for k in range(1, 10))
+    ax.yaxis.set_major_locator(mticker.LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(mticker.NullFormatter())
+
+
+def png(fig: Figure, dpi: int = 90) -> bytes:
+    """``fig`` as PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+@dataclass
+class Rendered:
+    """A view drawn: the figure, the table it plots (one row per point, a ``machine`` column), and a caption
+    saying what is shown and what is not (machines without the table, rows without the metric)."""
+    figure: Figure
+    table: pd.DataFrame
+    caption: str
+
+
+def render(view: View, index: pd.DataFrame) -> Rendered:
+    """Draw ``view`` from the tables in ``index`` (:func:`find_tables`); ValueError where it cannot be drawn (no
+    metric or x axis, a column the table does not have)."""
+    _check_plottable(view)
+    found = frames(index, view.study, view.table, view.machines)
+    parts, notes = [], []
+    for machine in view.machines:
+        if machine not in found:
+            notes.append(f"{machine} has no readable table {view.table} of {view.study}")
+            continue
+        df = found[machine]
+        if view.metric not in df.columns:
+            notes.append(f"{machine}'s {view.table} has no column {view.metric}")
+            continue
+        part = select(df, view)
+        without = len(df) - len(part)
+        if without:
+            reasons = df.loc[df[view.metric].isna(), "status"].value_counts().to_dict() if "status" in df else {}
+            why = f" (status: {', '.join(f'{k} {n}' for k, n in reasons.items())})" if reasons else ""
+            notes.append(f"{machine}: {without} of {len(df)} rows have no {view.metric}{why}")
+        measured = df[df[view.metric].notna()]
+        shown = list(dict.fromkeys(c for c in (view.x, view.hue, view.facet) if c))
+        mixed = [c for c in groupings(measured) if c not in shown and c != view.metric and
+                 measured.groupby(shown, dropna=False)[c].nunique().max() > 1] if len(measured) else []
+        if mixed:
+            notes.append(f"{machine}: {', '.join(mixed)} also vary at each point (median and range shown): "
+                         "choose one as hue or facet")
+        parts.append(part.assign(machine=machine))
+    columns = list(dict.fromkeys(c for c in (view.facet, view.hue, view.x, view.metric, "machine") if c))
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    if view.log and len(table):
+        not_positive = int((table[view.metric] <= 0).sum())
+        if not_positive == len(table):
+            notes.append(f"no {view.metric} is above 0: drawn on a linear scale")
+        elif not_positive:
+            notes.append(f"{not_positive} rows with {view.metric} <= 0 are not on the log scale")
+    figure = plot(table, view)
+    caption = f"{plotting.label_for(view.metric)} against {plotting.label_for(view.x)}: {len(table)} rows"
+    return Rendered(figure, table, "; ".join([caption, *notes]))
+
+
+# --------------------------------------------------------------------------------------------------- environment
+def _machine_dir(index: pd.DataFrame, machine: str, study: str) -> Path | None:
+    rows = index[(index["machine"] == machine) & (index["study"] == study)]
+    return Path(rows["path"].iloc[0]).parent if len(rows) else None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed since it was listed
+        return 0.0
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # half-written or damaged: the next source is used
+    return data if isinstance(data, dict) else None
+
+
+def environment_summary(study_dir: str | Path | None) -> dict[str, str]:
+    """What a machine's results in ``study_dir`` were measured on: the :data:`ENVIRONMENT_FIELDS` that are
+    recorded, as text, plus ``source`` (where they were read). Sources, first found wins: ``environment.json``
+    in ``study_dir``, then in its machine's folder; the newest sweep record ``*.env.json`` in ``study_dir``; the
+    tables' own columns (``device_name``, else ``device``; ``torch_version``...). ``{"source": "nothing
+    recorded"}`` when there is none."""
+    if study_dir is None or not Path(study_dir).is_dir():
+        return {"source": "no results"}
+    study_dir = Path(study_dir)
+    records = sorted(study_dir.glob("*.env.json"), key=_mtime, reverse=True)
+    for path in [study_dir / "environment.json", study_dir.parent / "environment.json", *records]:
+        data = _read_json(path) if path.is_file() else None
+        if data:
+            out = {f: _text(data[f]) for f in ENVIRONMENT_FIELDS if data.get(f) not in (None, "", [])}
+            return {**out, "source": path.name}
+    out = {}
+    for csv in sorted(study_dir.glob("*.csv")):
+        try:
+            df = load_table(csv)
+        except (OSError, ValueError):
+            continue
+        for field in ENVIRONMENT_FIELDS:
+            column = "device" if field == "device_name" and "device_name" not in df and "device" in df else field
+            if field not in out and column in df and df[column].notna().any():
+                out[field] = _text(df[column].dropna().iloc[0])
+    return {**out, "source": "table columns" if out else "nothing recorded"}
+
+
+def _text(value) -> str:
+    """A recorded value as text: a list joined, a git commit shortened to 12 characters (as ``git log``)."""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)[:12] if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}", value) else str(value)
+
+
+def environment_table(index: pd.DataFrame, view: View) -> pd.DataFrame:
+    """The environment of each machine in ``view`` side by side: one row per field, one column per machine."""
+    summaries = {m: environment_summary(_machine_dir(index, m, view.study)) for m in view.machines}
+    fields = [f for f in (*ENVIRONMENT_FIELDS, "source") if any(f in s for s in summaries.values())]
+    return pd.DataFrame({m: [s.get(f, "") for f in fields] for m, s in summaries.items()}, index=fields)
+
+
+def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
+    """The study's claims (``claims.csv``) with each machine's ``ours`` and ``held`` beside the paper's."""
+    merged = None
+    for machine in view.machines:
+        folder = _machine_dir(index, machine, view.study)
+        path = folder / "claims.csv" if folder else None
+        if path is None or not path.is_file():
+            continue
+        try:
+            df = load_table(path)
+        except (OSError, ValueError):
+            continue
+        if not {"claim", "ours", "held"} <= set(df.columns):
+            continue
+        part = df[["claim", "paper", "ours", "held"] if "paper" in df else ["claim", "ours", "held"]]
+        part = part.rename(columns={"ours": f"ours ({machine})", "held": f"held ({machine})"})
+        merged = part if merged is None else merged.merge(part.drop(columns="paper", errors="ignore"), on="claim",
+                                                          how="outer")
+    return merged if merged is not None else pd.DataFrame(columns=["claim"])
+
+
+# ------------------------------------------------------------------------------------------------------ widgets
+def widgets_available() -> tuple[bool, str]:
+    """(True, "") where ipywidgets can be shown (ipywidgets installed, running in a Jupyter kernel); else False
+    and why."""
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError as exc:
+        return False, f"ipywidgets is not installed ({exc.name})"
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return False, "not running in a Jupyter kernel"
+    return True, ""
+
+
+class Explorer:
+    """The explorer's widgets (``.widget``, a VBox) wired to :func:`render`. Its dropdowns are attributes
+    (``study``, ``table``, ``metric``, ``x``, ``hue``, ``facet``, ``machine``, ``beside``; ``log`` a checkbox):
+    set one's ``.value`` and ``.view``, ``.rendered`` (figure, table, caption) and the shown image and HTML
+    follow. ``.error`` holds the last view that could not be drawn (it is also shown in the caption)."""
+
+    def __init__(self, root: str | Path | None = None):
+        import ipywidgets as w
+
+        self.root = Path(root) if root is not None else paths.figures_root()
+        self.index = find_tables(self.root)
+        self.rendered: Rendered | None = None
+        self.error: str | None = None
+        self._holding = False
+        plotting.set_theme()
+        view = first_view(self.index)
+        machines = list(dict.fromkeys(self.index["machine"]))
+        wide = {"layout": w.Layout(width="290px"), "style": {"description_width": "60px"}}
+        self.machine = w.Dropdown(description="machine", options=machines, value=view.machines[0], **wide)
+        self.beside = w.Dropdown(description="beside", options=[NONE] + machines,
+                                 value=view.machines[1] if len(view.machines) > 1 else NONE, **wide)
+        self.study = w.Dropdown(description="study", **wide)
+        self.table = w.Dropdown(description="table", **wide)
+        self.metric = w.Dropdown(description="metric", **wide)
+        self.x = w.Dropdown(description="x axis", **wide)
+        self.hue = w.Dropdown(description="hue", **wide)
+        self.facet = w.Dropdown(description="facet", **wide)
+        self.log = w.Checkbox(description="log scale (metric)", value=False, indent=False)
+        self.header = w.HTML()
+        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        self.caption = w.HTML()
+        self.table_html = w.HTML()
+        self.environment_html = w.HTML()
+        self.widget = w.VBox([
+            self.header,
+            w.HBox([w.VBox([self.machine, self.beside, self.study]), w.VBox([self.table, self.metric, self.x]),
+                    w.VBox([self.hue, self.facet, self.log])]),
+            self.image, self.caption, self.table_html, self.environment_html,
+        ])
+        self._choose(study=view.study, table=view.table)
+        for control in (self.machine, self.beside):
+            control.observe(self._on_machines, names="value")
+        self.study.observe(self._on_study, names="value")
+        self.table.observe(self._on_table, names="value")
+        for control in (self.metric, self.x, self.hue, self.facet, self.log):
+            control.observe(lambda change: self.refresh(), names="value")
+
+    # -- what a change of each dropdown does (nothing while the dropdowns are being filled)
+    def _on_machines(self, change) -> None:
+        if not self._holding:
+            self._choose(keep_columns=True)
+
+    def _on_study(self, change) -> None:
+        if not self._holding:
+            self._choose(study=change["new"])
+
+    def _on_table(self, change) -> None:
+        if not self._holding:
+            self._choose(study=self.study.value, table=change["new"])
+
+    # -- state
+    @property
+    def machines(self) -> tuple[str, ...]:
+        return (self.machine.value,) + ((self.beside.value,) if self.beside.value not in (NONE, self.machine.value)
+                                        else ())
+
+    @property
+    def view(self) -> View:
+        """The view the widgets show now."""
+        def chosen(control):
+            return None if control.value == NONE else control.value
+        return View(self.study.value, self.table.value, chosen(self.metric), chosen(self.x), chosen(self.hue),
+                    chosen(self.facet), self.machines, bool(self.log.value))
+
+    @property
+    def figure(self) -> Figure | None:
+        return self.rendered.figure if self.rendered else None
+
+    def _choose(self, study=None, table=None, keep_columns: bool = False) -> None:
+        """Fill the dropdowns that depend on the machines, study and table (``study``, ``table``: the new choice;
+        else the current one if the machines have it, else the first), then the column dropdowns with the table's
+        :func:`defaults` (with ``keep_columns``, the current columns where the table has them); then draw once."""
+        self._holding = True
+        try:
+            rows = self.index[self.index["machine"].isin(self.machines)]
+            study_names = list(dict.fromkeys(rows["study"]))
+            study = study if study in study_names else (self.study.value if self.study.value in study_names
+                                                        else study_names[0])
+            _set(self.study, study_names, study)
+            table_names = list(dict.fromkeys(rows.loc[rows["study"] == study, "table"]))
+            table = table if table in table_names else (self.table.value if self.table.value in table_names
+                                                        else table_names[0])
+            _set(self.table, table_names, table)
+            found = frames(self.index, study, table, self.machines)
+            df = pd.concat(found.values(), ignore_index=True) if found else pd.DataFrame()
+            picked = defaults(next(iter(found.values()))) if found else defaults(df)  # (not split by machine)
+            split = [NONE] + groupings(df)
+            for control, options, default in ((self.metric, metrics(df), picked["metric"]),
+                                              (self.x, x_axes(df), picked["x"]),
+                                              (self.hue, split, picked["hue"] or NONE),
+                                              (self.facet, split, picked["facet"] or NONE)):
+                _set(control, options, control.value if keep_columns else None, default)
+            paper = study_paper(study)
+            self.header.value = (f"<b>{study}</b>" + (f" reproduces {paper}" if paper else "") +
+                                 f" &nbsp;·&nbsp; results under <code>{self.root}</code>")
+        finally:
+            self._holding = False
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Draw the current view into the image, caption, table and environment widgets."""
+        if self._holding:
+            return
+        view = self.view
+        try:
+            rendered = render(view, self.index)
+            image = png(rendered.figure)
+        except Exception as exc:  # a view that cannot be drawn must not break the explorer: say why instead
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.rendered = None
+            self.image.value = b""  # (no plot of the view before left standing under this one's name)
+            self.table_html.value = self.environment_html.value = ""
+            self.caption.value = f"<span style='color:#b00'>cannot draw this view: {_html(self.error)}</span>"
+            return
+        self.error = None
+        self.rendered = rendered
+        self.image.value = image
+        self.caption.value = f"<i>{_html(rendered.caption)}</i>"
+        self.table_html.value = _frame_html(rendered.table, "Points plotted")
+        self.environment_html.value = (_frame_html(environment_table(self.index, view), "Environment", index=True)
+                                       + _frame_html(claims_side_by_side(self.index, view), "Claims"))
+
+    # -- display
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget where a frontend can show it; elsewhere (a notebook run by papermill or nbval, a static
+        render) a PNG of the current view and a line saying widgets were not shown."""
+        bundle = {"application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
+                                                                "model_id": self.widget.model_id},
+                  "text/plain": "cnnlab explorer (widgets not shown here: open the notebook in JupyterLab or "
+                                f"Colab to use it); the current view: {self.rendered.caption if self.rendered else ''}"}
+        if self.rendered is not None:
+            bundle["image/png"] = bytes(self.image.value)
+        return bundle
+
+
+def _set(dropdown, options: list, wanted, fallback=None) -> None:
+    """Give ``dropdown`` these options and the value ``wanted``, else ``fallback``, else the first option."""
+    options = list(options) or [NONE]
+    dropdown.options = options
+    dropdown.value = wanted if wanted in options else fallback if fallback in options else options[0]
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _frame_html(df: pd.DataFrame, title: str, index: bool = False, max_rows: int = 60) -> str:
+    if df.empty:
+        return ""
+    table = df.to_html(index=index, max_rows=max_rows, na_rep="", float_format=lambda v: f"{v:.4g}", border=0)
+    # (jp-RenderedHTMLCommon: JupyterLab's own table style; elsewhere an unknown class changes nothing)
+    return (f"<details open><summary><b>{title}</b> ({len(df)} rows)</summary>"
+            f"<div class='jp-RenderedHTMLCommon'>{table}</div></details>")
+
+
+def static_view(root: str | Path | None = None) -> Rendered:
+    """The explorer's first view drawn without widgets."""
+    index = find_tables(root)
+    return render(first_view(index), index)
+
+
+def show(root: str | Path | None = None) -> Explorer | None:
+    """Display the explorer over the results under ``root`` (default :func:`cnnlab.paths.figures_root`) and
+    return it. Without results, print what to do and return None; where widgets cannot be shown (no ipywidgets,
+    no Jupyter kernel), print why and display a static figure of the first view and its table (returns None)."""
+    from IPython.display import display
+
+    index = find_tables(root)
+    print(summary(index, root))
+    if index.empty:
+        return None
+    available, reason = widgets_available()
+    try:
+        if not available:
+            rendered = static_view(root)
+        else:
+            try:  # Colab shows ipywidgets 8 only through its custom widget manager
+                from google.colab import output
+
+                output.enable_custom_widget_manager()
+            except ImportError:
+                pass
+            explorer = Explorer(root)
+    except ValueError as exc:  # tables, but none to plot yet (a notebook is still writing them, say)
+        print(f"Nothing to plot yet: {exc}.")
+        return None
+    if not available:
+        print(f"Widgets are not available ({reason}): a static figure of the first view instead. "
+              f"{rendered.caption}")
+        display(rendered.figure)
+        display(rendered.table)
+        return None
+    display(explorer)
+    return explorer
+
+
+__all__ = ["ENVIRONMENT_FIELDS", "Explorer", "NONE", "Rendered", "THIS_COMPUTER", "View", "claims_side_by_side",
+           "defaults", "environment_summary", "environment_table", "find_tables", "first_view", "frames",
+           "groupings", "load_table", "metrics", "parameters", "plot", "png", "render", "select", "show",
+           "static_view", "study_paper", "summary", "widgets_available", "x_axes"]

@@ -1,0 +1,302 @@
+"""The explorer in a real browser: JupyterLab on 127.0.0.1 (a free port, a token) serving a copy of
+notebooks/explore.ipynb over a small results tree, headless Chromium driven by Selenium through the system's
+chromedriver. It opens the notebook, runs all cells from the Run menu, waits for the widgets, picks another metric
+in the metric dropdown, checks that the plot's pixels and the caption change, and saves a screenshot as
+build/explore-browser.png.
+
+Skipped, with the reason, where Chromium, chromedriver or Selenium is missing (`.ci/run` installs Chromium).
+Every process it starts (JupyterLab, its kernel, chromedriver, Chromium) is stopped at the end, pass or fail.
+It waits on conditions, never on fixed sleeps, with generous limits: it runs beside other tests on two cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from test_explore import write_figures_tree
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
+SCREENSHOT = ROOT / "build" / "explore-browser.png"
+TIMEOUT_S = 240  # JupyterLab's first page load and a kernel start on two busy cores
+
+
+def _browser() -> tuple[str | None, str | None, str]:
+    """(chromium, chromedriver, why the test cannot run: "" when it can). $CNNLAB_CHROMIUM and
+    $CNNLAB_CHROMEDRIVER name other binaries (a Chrome elsewhere); otherwise Debian's, found on PATH."""
+    def find(variable: str, names: tuple[str, ...]) -> str | None:
+        if os.environ.get(variable):
+            return shutil.which(os.environ[variable])
+        return next(filter(None, map(shutil.which, names)), None)
+
+    chromium = find("CNNLAB_CHROMIUM", ("chromium", "chromium-browser", "google-chrome"))
+    driver = find("CNNLAB_CHROMEDRIVER", ("chromedriver", "/usr/bin/chromedriver"))
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return chromium, driver, "Selenium is not installed (pip install -e '.[test]')"
+    if not chromium or not driver:
+        missing = " and ".join(n for n, path in (("Chromium", chromium), ("chromedriver", driver)) if not path)
+        return chromium, driver, (f"{missing} not found (Debian: apt-get install chromium chromium-driver, as "
+                                  ".ci/run does; or set CNNLAB_CHROMIUM / CNNLAB_CHROMEDRIVER)")
+    return chromium, driver, ""
+
+
+CHROMIUM, CHROMEDRIVER, MISSING = _browser()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(MISSING), reason=f"real-browser test skipped: {MISSING}")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, what: str, timeout: float = TIMEOUT_S, interval: float = 0.25, log: Path | None = None):
+    """Poll ``condition()`` until it returns something true and return that; AssertionError naming ``what`` (and
+    the tail of ``log``) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
+
+
+def stop_processes(processes: list[psutil.Process], timeout: float = 20) -> list[psutil.Process]:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds, each of ``processes`` still running; returns those that
+    survived both (none, normally)."""
+    alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in alive:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=timeout)
+    return alive
+
+
+def _family(pid: int) -> list[psutil.Process]:
+    try:
+        parent = psutil.Process(pid)
+        return [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab serving a copy of the explorer notebook, with CNNLAB_FIGURES_DIR on a small results tree and its
+    own config, settings and workspace folders (no user state, no news pop-up). Yields (base URL, token); stops
+    the server, its kernels and anything else it started."""
+    figures = write_figures_tree(tmp_path / "figures")
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)  # a copy: Lab saves outputs into what it opens
+    settings = tmp_path / "lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "CNNLAB_FIGURES_DIR": str(figures), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"), "OMP_NUM_THREADS": "1"}
+    env.pop("MPLBACKEND", None)  # the kernel's own (inline) backend, as a person's JupyterLab has
+    log = tmp_path / "jupyter.log"
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+               "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")  # CI and this machine run as root
+    with open(log, "w") as out:
+        server = subprocess.Popen(command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    seen: dict[int, psutil.Process] = {}
+
+    def up() -> bool:
+        assert server.poll() is None, f"jupyter lab exited with {server.returncode}:\n{log.read_text()[-3000:]}"
+        seen.update({p.pid: p for p in _family(server.pid)})
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, "JupyterLab to answer", log=log)
+        # The notebook's session and kernel started beforehand, as a notebook opened before would have them: Lab
+        # then attaches to it instead of asking, in a dialog, which kernel to start.
+        session = {"path": NOTEBOOK.name, "name": NOTEBOOK.name, "type": "notebook", "kernel": {"name": "python3"}}
+        request = urllib.request.Request(f"{url}/api/sessions", data=json.dumps(session).encode(), method="POST",
+                                         headers={"Authorization": f"token {token}",
+                                                  "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=60).close()
+        yield url, token, lambda: seen.update({p.pid: p for p in _family(server.pid)})
+    finally:
+        seen.update({p.pid: p for p in _family(server.pid)})  # the kernels are children of the server
+        try:  # the server's own shutdown stops its kernels cleanly
+            request = urllib.request.Request(f"{url}/api/shutdown", method="POST",
+                                             headers={"Authorization": f"token {token}"})
+            urllib.request.urlopen(request, timeout=10).close()
+        except OSError:
+            pass
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGTERM)
+        survivors = stop_processes(list(seen.values()))
+        server.wait(timeout=30)
+        assert not survivors, f"processes left running: {survivors}"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium through the system's chromedriver (a browser cannot be downloaded here). Quits it and
+    stops chromedriver and every Chromium process at the end."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--window-size=1400,2200", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(arg)
+    if os.geteuid() == 0:
+        options.add_argument("--no-sandbox")  # Chromium refuses to run as root inside its sandbox
+    service = Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(TIMEOUT_S)
+    family = _family(service.process.pid)
+    try:
+        yield driver
+    finally:
+        family += _family(service.process.pid)
+        try:
+            driver.quit()
+        finally:
+            survivors = stop_processes(family)
+            assert not survivors, f"browser processes left running: {survivors}"
+
+
+# JavaScript run in the page: the plot's pixels (the <img> drawn on a canvas), so that "the plot changed" means
+# the picture changed, not only its blob URL (a new one is made on every update).
+PIXELS_JS = """
+const img = document.querySelector('img.widget-image');
+if (!img || !img.complete || img.naturalWidth === 0) return null;
+const canvas = document.createElement('canvas');
+canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+canvas.getContext('2d').drawImage(img, 0, 0);
+return canvas.toDataURL('image/png');
+"""
+
+
+def _pixels(driver) -> str | None:
+    data = driver.execute_script(PIXELS_JS)
+    return hashlib.sha256(data.encode()).hexdigest() if data else None
+
+
+def _caption(driver) -> str:
+    texts = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.widget-html i')).map(e => e.textContent)")
+    return next((t for t in texts if " against " in t), "")
+
+
+def _kernel_ready(driver) -> bool:
+    """The notebook is open, its kernel connected and idle, and no dialog is in the way (a kernel chooser, should
+    Lab ask despite the running session, is answered with its default: this checkout's "python3")."""
+    from selenium.webdriver.common.by import By
+
+    for button in driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog .jp-Dialog-button.jp-mod-accept"):
+        if button.text.strip() == "Select":
+            button.click()
+            return False
+    if driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog"):
+        return False
+    return bool(driver.execute_script(
+        "const p = document.querySelector('.jp-NotebookPanel');"
+        "return p && p.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]') &&"
+        " !/No Kernel|Unknown/.test((p.querySelector('.jp-KernelName, .jp-Toolbar-kernelName') || {}).textContent"
+        " || 'No Kernel')"))
+
+
+def _dropdown(driver, label: str):
+    from selenium.webdriver.common.by import By
+
+    for box in driver.find_elements(By.CSS_SELECTOR, ".widget-dropdown"):
+        if box.find_element(By.CSS_SELECTOR, "label").text.strip() == label:
+            return box.find_element(By.CSS_SELECTOR, "select")
+    return None
+
+
+def test_explorer_in_jupyterlab_changes_the_plot_when_a_dropdown_changes(lab, browser):
+    url, token, note_processes = lab
+    try:
+        _open_run_and_change_the_metric(browser, url, token, note_processes)
+    except BaseException:
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOT.with_name("explore-browser-failed.png")))  # what the page showed
+        raise
+
+
+def _open_run_and_change_the_metric(browser, url: str, token: str, note_processes) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    started = time.monotonic()
+    browser.get(f"{url}/lab/tree/{NOTEBOOK.name}?token={token}")
+    wait_for(lambda: _kernel_ready(browser), "the notebook to open with an idle kernel")
+    note_processes()
+
+    # Run > Run All Cells, as a person would.
+    menu = wait_for(lambda: next((e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
+                                  if e.text.strip() == "Run"), None), "the Run menu")
+    menu.click()
+    wait_for(lambda: next((e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-item .lm-Menu-itemLabel")
+                           if e.text.strip() == "Run All Cells"), None), "Run All Cells in the Run menu").click()
+
+    first = wait_for(lambda: _pixels(browser), "the explorer's plot")
+    caption = wait_for(lambda: _caption(browser), "the explorer's caption")
+    assert "Latency median (ms) against Batch size: 14 rows" in caption, caption
+    # The last cell (the notebook's checks) prints the caption only when every cell before it ran without error.
+    wait_for(lambda: any("against Batch size" in e.text for e in browser.find_elements(
+        By.CSS_SELECTOR, ".jp-Cell:last-child .jp-OutputArea-output")), "the notebook's last cell to pass")
+    metric = wait_for(lambda: _dropdown(browser, "metric"), "the metric dropdown")
+    assert Select(metric).first_selected_option.text == "latency_ms_median"
+    ran_all = time.monotonic() - started
+
+    Select(metric).select_by_visible_text("throughput_items_per_s")
+    wait_for(lambda: "Throughput (items/s) against Batch size" in _caption(browser), "the caption to follow")
+    wait_for(lambda: (p := _pixels(browser)) and p != first, "the plot to change")
+    tables = browser.find_elements(By.CSS_SELECTOR, ".widget-html table")
+    assert "throughput_items_per_s" in tables[0].text and "latency_ms_median" not in tables[0].text
+    assert "Error displaying widget" not in browser.page_source
+
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", _dropdown(browser, "machine"))
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT)) and SCREENSHOT.stat().st_size > 10_000
+    print(f"browser test: notebook opened and run in {ran_all:.0f} s, plot changed "
+          f"{time.monotonic() - started - ran_all:.1f} s later; screenshot {SCREENSHOT}")
+    note_processes()

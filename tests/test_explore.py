@@ -1,0 +1,379 @@
+"""Tests for cnnlab.explore: tables found on every machine, column roles, the rows and the figure a view shows,
+each machine's environment, and the widgets driven without a browser (set a value, check the figure's data and
+the table change). tests/test_browser.py drives the same explorer in JupyterLab in a real browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from cnnlab import explore, paths, pipeline  # noqa: E402
+from cnnlab.explore import NONE, THIS_COMPUTER, View  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
+BATCH_SIZES = [1, 2, 4, 8]
+SCALE = {"resnet20": 1.0, "resnet56": 3.0}  # resnet56 is 3x slower than resnet20 at every batch size
+
+
+def latency(model: str, batch_size: int, speedup: float = 1.0) -> float:
+    """The latency (ms) the tree below records for a point."""
+    return SCALE[model] * (1 + batch_size) / speedup
+
+
+def write_figures_tree(root: Path) -> Path:
+    """A small results folder laid out as the notebooks write it: this computer's 01_batch_size (resnet20 and
+    resnet56 at batch sizes 1 to 8, resnet56's batch 8 out of memory; a sweep store with its ``.env.json``;
+    ``claims.csv``) and 03_amp_amc (model x variant, bars), and a reference machine "h100" with 01_batch_size (ten
+    times faster), an ``environment.json`` in its folder and its own ``claims.csv``. Returns ``root``."""
+
+    def batch_table(speedup: float, device_name: str) -> pd.DataFrame:
+        rows = [{"model": m, "batch_size": bs, "status": "ok", "point_time_s": 0.5,
+                 "latency_ms_median": latency(m, bs, speedup),
+                 "throughput_items_per_s": 1000 * bs / latency(m, bs, speedup),
+                 "peak_mem_alloc_mib": 10.0 * SCALE[m] * bs, "device_name": device_name, "error": None}
+                for m in SCALE for bs in BATCH_SIZES]
+        rows[-1].update(status="oom", latency_ms_median=None, throughput_items_per_s=None, peak_mem_alloc_mib=None,
+                        error="CUDA out of memory")
+        return pd.DataFrame(rows)
+
+    def claims(held: str) -> pd.DataFrame:
+        return pd.DataFrame([{"claim": "throughput rises with batch size", "paper": "Fig. 1", "ours": "x4",
+                              "held": held, "device": "cpu", "criterion": "best / batch-1 throughput > 2",
+                              "note": ""}])
+
+    here = root / "01_batch_size"
+    here.mkdir(parents=True)
+    batch_table(1.0, "AMD EPYC 9B14").to_csv(here / "batch_size_batch.csv", index=False)
+    batch_table(1.0, "AMD EPYC 9B14").to_csv(here / "sweep_batch_0a1b2c3d.csv", index=False)  # a sweep's store
+    (here / "sweep_batch_0a1b2c3d.csv.env.json").write_text(json.dumps(
+        {"device_name": "AMD EPYC 9B14", "cpu_model": "AMD EPYC 9B14", "torch_version": "2.13.0+cpu",
+         "cuda_version": None, "python_version": "3.11.7"}))
+    claims("yes").to_csv(here / "claims.csv", index=False)
+    (root / "03_amp_amc").mkdir()
+    pd.DataFrame([{"model": m, "variant": v, "status": "ok", "latency_ms_median": base * f, "device_name": "AMD EPYC"}
+                  for m, base in (("resnet20", 10.0), ("resnet32", 16.0))
+                  for v, f in (("fp32", 1.0), ("amp", 0.8), ("amp+amc", 0.6))]
+                 ).to_csv(root / "03_amp_amc" / "amp_amc.csv", index=False)
+    ref = root / "reference" / "h100"
+    (ref / "01_batch_size").mkdir(parents=True)
+    batch_table(10.0, "NVIDIA H100 80GB HBM3").to_csv(ref / "01_batch_size" / "batch_size_batch.csv", index=False)
+    claims("no").to_csv(ref / "01_batch_size" / "claims.csv", index=False)
+    (ref / "environment.json").write_text(json.dumps(
+        {"device_name": "NVIDIA H100 80GB HBM3", "cpu_model": "Intel Xeon Platinum 8480+",
+         "gpu_names": ["NVIDIA H100 80GB HBM3"], "torch_version": "2.11.0+cu128", "cuda_version": "12.8"}))
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    return write_figures_tree(tmp_path / "figures")
+
+
+@pytest.fixture
+def index(tree) -> pd.DataFrame:
+    return explore.find_tables(tree)
+
+
+def drawn_lines(ax) -> list[tuple[list, list]]:
+    """(x, y) of each data line seaborn drew on ``ax`` (its legend's handles are empty lines: left out)."""
+    return [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines if len(line.get_xdata())]
+
+
+def bar_heights(ax) -> list[list[float]]:
+    """The bar heights of each hue level on ``ax``."""
+    return [[bar.get_height() for bar in container] for container in ax.containers]
+
+
+BATCH_VIEW = View("01_batch_size", "batch_size_batch", "latency_ms_median", "batch_size", hue="model")
+
+
+# ------------------------------------------------------------------------------------------------ the pure part
+def test_find_tables_lists_every_machine_and_leaves_out_stores_and_claims(tree, index):
+    assert set(map(tuple, index[["machine", "study", "table"]].values)) == {
+        (THIS_COMPUTER, "01_batch_size", "batch_size_batch"), (THIS_COMPUTER, "03_amp_amc", "amp_amc"),
+        ("h100", "01_batch_size", "batch_size_batch")}
+    assert "2 tables of 2 studies" in explore.summary(index, tree) and "h100: 1 tables" in explore.summary(index, tree)
+
+
+def test_an_empty_or_missing_folder_has_no_tables_and_says_what_to_do(tmp_path):
+    for root in (tmp_path, tmp_path / "absent"):
+        index = explore.find_tables(root)
+        assert index.empty and list(index.columns) == ["machine", "study", "table", "path"]
+        assert "No result tables under" in explore.summary(index, root) and "make figures" in explore.summary(index)
+    with pytest.raises(ValueError, match="no result tables"):
+        explore.first_view(explore.find_tables(tmp_path))
+
+
+def test_figures_root_follows_the_environment(tree, monkeypatch):
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tree))
+    assert paths.figures_root() == tree and len(explore.find_tables()) == 3
+
+
+def test_column_roles_of_a_sweep_table(index):
+    df = explore.load_table(index["path"].iloc[0])
+    metrics = explore.metrics(df)
+    assert metrics[:2] == ["latency_ms_median", "throughput_items_per_s"] and "peak_mem_alloc_mib" in metrics
+    assert "point_time_s" not in metrics and "batch_size" in metrics  # bookkeeping out; a setting may be plotted
+    assert explore.x_axes(df)[0] == "batch_size"
+    assert explore.parameters(df) == ["model", "batch_size"]
+    groups = explore.groupings(df)
+    assert "model" in groups and "batch_size" in groups and "status" not in groups
+    assert "latency_ms_median" not in groups, "a measured value is not a category, even with few rows"
+    assert explore.defaults(df) == {"metric": "latency_ms_median", "x": "batch_size", "hue": "model", "facet": None}
+
+
+def test_select_keeps_the_rows_with_the_metric_and_the_columns_of_the_view(index):
+    df = explore.load_table(index["path"].iloc[0])
+    table = explore.select(df, BATCH_VIEW)
+    assert list(table.columns) == ["model", "batch_size", "latency_ms_median", "status"]
+    assert len(table) == 7 and (table["status"] == "ok").all()  # resnet56's batch 8 ran out of memory
+    assert table["latency_ms_median"].tolist() == [latency(m, bs) for m in SCALE for bs in BATCH_SIZES][:7]
+    with pytest.raises(ValueError, match="no column no_such_column"):
+        explore.select(df, View("01_batch_size", "batch_size_batch", "no_such_column", "batch_size"))
+
+
+def test_figure_draws_one_line_per_hue_with_the_tables_values(index):
+    rendered = explore.render(BATCH_VIEW, index)
+    (ax,) = rendered.figure.axes
+    assert drawn_lines(ax) == [(BATCH_SIZES, [latency("resnet20", bs) for bs in BATCH_SIZES]),
+                               (BATCH_SIZES[:3], [latency("resnet56", bs) for bs in BATCH_SIZES[:3]])]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "linear"  # batch sizes on a base-2 axis, as the papers
+    assert ax.get_xlabel() == "Batch size" and ax.get_ylabel() == "Latency median (ms)"
+    assert "1 of 8 rows have no latency_ms_median (status: oom 1)" in rendered.caption
+    assert [t.get_text() for t in rendered.figure.legends[0].get_texts()] == list(SCALE)
+
+
+def test_no_hue_over_several_rows_draws_their_median_and_says_what_varies(index):
+    rendered = explore.render(View("01_batch_size", "batch_size_batch", "peak_mem_alloc_mib", "batch_size"), index)
+    ((xs, ys),) = drawn_lines(rendered.figure.axes[0])
+    medians = [np.median([10.0 * k * bs for k in SCALE.values()]) for bs in BATCH_SIZES[:3]] + [10.0 * 8]
+    assert xs == BATCH_SIZES and ys == pytest.approx(medians)
+    assert "model also vary at each point" in rendered.caption
+
+
+def test_log_scale_and_facets(index):
+    view = View("01_batch_size", "batch_size_batch", "latency_ms_median", "batch_size", facet="model", log=True)
+    figure = explore.render(view, index).figure
+    assert [ax.get_title() for ax in figure.axes] == [f"{THIS_COMPUTER} · Model = {m}" for m in SCALE]
+    assert all(ax.get_yscale() == "log" for ax in figure.axes)
+    assert [len(drawn_lines(ax)[0][0]) for ax in figure.axes] == [4, 3]
+
+
+def test_a_log_scale_needs_a_positive_value(tree):
+    pd.DataFrame({"tile": [1, 2, 4], "status": "ok", "rel_error": [0.0, 0.0, 0.0]}).to_csv(
+        tree / "03_amp_amc" / "exact.csv", index=False)
+    rendered = explore.render(View("03_amp_amc", "exact", "rel_error", "tile", log=True), explore.find_tables(tree))
+    assert rendered.figure.axes[0].get_yscale() == "linear"
+    assert "no rel_error is above 0: drawn on a linear scale" in rendered.caption
+    with pytest.raises(ValueError, match="nothing to plot in exact: no column varies"):
+        explore.render(View("03_amp_amc", "exact", "rel_error", None), explore.find_tables(tree))
+
+
+def test_two_machines_side_by_side_share_the_y_axis(index):
+    view = View("01_batch_size", "batch_size_batch", "latency_ms_median", "batch_size", hue="model",
+                machines=(THIS_COMPUTER, "h100"))
+    rendered = explore.render(view, index)
+    here, h100 = rendered.figure.axes
+    assert [here.get_title(), h100.get_title()] == [THIS_COMPUTER, "h100"]
+    assert drawn_lines(h100)[0][1] == pytest.approx([latency("resnet20", bs, 10.0) for bs in BATCH_SIZES])
+    assert here.get_ylim() == h100.get_ylim(), "machines compare on one scale"
+    assert rendered.table.groupby("machine").size().to_dict() == {THIS_COMPUTER: 7, "h100": 7}
+
+
+def test_a_machine_without_the_table_gets_an_empty_panel_that_says_so(index):
+    view = View("03_amp_amc", "amp_amc", "latency_ms_median", "model", hue="variant", machines=(THIS_COMPUTER, "h100"))
+    rendered = explore.render(view, index)
+    assert "h100 has no readable table amp_amc of 03_amp_amc" in rendered.caption
+    empty = rendered.figure.axes[1]
+    assert not empty.containers and "no latency_ms_median" in empty.texts[0].get_text()
+
+
+def test_categorical_x_draws_bars_in_order(index):
+    view = View("03_amp_amc", "amp_amc", "latency_ms_median", "model", hue="variant")
+    ax = explore.render(view, index).figure.axes[0]
+    assert bar_heights(ax) == [pytest.approx([10.0 * f, 16.0 * f]) for f in (0.8, 0.6, 1.0)]  # amp, amp+amc, fp32
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["resnet20", "resnet32"]
+
+
+def test_first_view_puts_this_computer_beside_the_reference_on_a_table_both_have(index):
+    view = explore.first_view(index)
+    assert view.machines == (THIS_COMPUTER, "h100")
+    assert (view.study, view.table) == ("01_batch_size", "batch_size_batch")
+    assert (view.metric, view.x, view.hue) == ("latency_ms_median", "batch_size", "model")
+
+
+def test_a_table_being_written_is_skipped(tree):
+    (tree / "00_quickstart").mkdir()
+    (tree / "00_quickstart" / "quickstart_batch.csv").write_text("")  # a notebook has just opened it
+    index = explore.find_tables(tree)
+    assert explore.first_view(index).study == "01_batch_size"
+    view = View("00_quickstart", "quickstart_batch", "latency_ms_median", "batch_size")
+    assert explore.frames(index, "00_quickstart", "quickstart_batch", [THIS_COMPUTER]) == {}
+    assert "no readable table quickstart_batch" in explore.render(view, index).caption
+
+
+# --------------------------------------------------------------------------------------------------- environment
+def test_environment_from_environment_json_from_sweep_records_or_from_columns(tree, index):
+    summary = explore.environment_summary(tree / "reference" / "h100" / "01_batch_size")
+    assert summary["device_name"] == "NVIDIA H100 80GB HBM3" and summary["cuda_version"] == "12.8"
+    assert summary["gpu_names"] == "NVIDIA H100 80GB HBM3" and summary["source"] == "environment.json"
+    here = explore.environment_summary(tree / "01_batch_size")
+    assert here["torch_version"] == "2.13.0+cpu" and here["source"] == "sweep_batch_0a1b2c3d.csv.env.json"
+    assert "cuda_version" not in here, "a field recorded as missing is not shown as a value"
+    (tree / "01_batch_size" / "environment.json").write_text("{half a record")  # damaged: the next source
+    assert explore.environment_summary(tree / "01_batch_size")["source"] == "sweep_batch_0a1b2c3d.csv.env.json"
+    (tree / "01_batch_size" / "environment.json").write_text(json.dumps({"device_name": "written by save"}))
+    assert explore.environment_summary(tree / "01_batch_size")["device_name"] == "written by save"
+    columns_only = explore.environment_summary(tree / "03_amp_amc")
+    assert columns_only == {"device_name": "AMD EPYC", "source": "table columns"}
+    (tree / "empty").mkdir()
+    assert explore.environment_summary(tree / "empty") == {"source": "nothing recorded"}
+
+
+def test_environment_and_claims_side_by_side(index):
+    view = explore.first_view(index)
+    env = explore.environment_table(index, view)
+    assert list(env.columns) == [THIS_COMPUTER, "h100"]
+    assert env.loc["device_name"].tolist() == ["AMD EPYC 9B14", "NVIDIA H100 80GB HBM3"]
+    assert env.loc["cuda_version"].tolist() == ["", "12.8"]
+    claims = explore.claims_side_by_side(index, view)
+    assert claims[[f"held ({THIS_COMPUTER})", "held (h100)"]].values.tolist() == [["yes", "no"]]
+
+
+# -------------------------------------------------------------------------------------------------------- widgets
+def test_explorer_opens_on_the_first_view(tree):
+    ex = explore.Explorer(tree)
+    assert ex.error is None and ex.view == explore.first_view(explore.find_tables(tree))
+    assert bytes(ex.image.value)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(ex.study.options) == ["01_batch_size", "03_amp_amc"] and ex.beside.value == "h100"
+    assert "paper 001" in ex.header.value
+    assert "NVIDIA H100 80GB HBM3" in ex.environment_html.value and "AMD EPYC 9B14" in ex.environment_html.value
+    assert "throughput rises with batch size" in ex.environment_html.value
+
+
+def test_setting_widgets_changes_the_figure_and_the_table(tree):
+    ex = explore.Explorer(tree)
+    image = bytes(ex.image.value)
+    ex.metric.value = "throughput_items_per_s"
+    here = ex.figure.axes[0]
+    assert drawn_lines(here)[0][1] == pytest.approx([1000 * bs / latency("resnet20", bs) for bs in BATCH_SIZES])
+    assert here.get_ylabel() == "Throughput (items/s)"
+    assert "throughput_items_per_s" in ex.rendered.table.columns and "latency_ms_median" not in ex.rendered.table
+    assert "Throughput (items/s)" in ex.caption.value and "throughput_items_per_s" in ex.table_html.value
+    assert bytes(ex.image.value) != image
+
+    ex.beside.value = NONE
+    assert len(ex.figure.axes) == 1 and set(ex.rendered.table["machine"]) == {THIS_COMPUTER}
+    ex.hue.value = NONE
+    assert len(drawn_lines(ex.figure.axes[0])) == 1
+    ex.facet.value = "model"
+    assert len(ex.figure.axes) == 2
+    ex.log.value = True
+    assert all(ax.get_yscale() == "log" for ax in ex.figure.axes)
+    ex.machine.value = "h100"
+    assert set(ex.rendered.table["machine"]) == {"h100"} and ex.metric.value == "throughput_items_per_s", \
+        "another machine keeps the columns chosen"
+    assert list(ex.study.options) == ["01_batch_size"], "only the studies the machines shown have"
+    assert ex.error is None
+
+
+def test_another_study_brings_its_tables_and_defaults(tree):
+    ex = explore.Explorer(tree)
+    ex.beside.value = NONE
+    ex.study.value = "03_amp_amc"
+    assert list(ex.table.options) == ["amp_amc"]
+    assert (ex.metric.value, ex.x.value, ex.hue.value) == ("latency_ms_median", "model", "variant")
+    assert bar_heights(ex.figure.axes[0])[0] == pytest.approx([8.0, 12.8])
+    assert ex.error is None
+
+
+def test_a_view_that_cannot_be_drawn_says_why_and_the_explorer_goes_on(tree):
+    ex = explore.Explorer(tree)
+    ex.facet.options = [NONE, "missing_column"]  # a column the table does not have
+    ex.facet.value = "missing_column"
+    assert "missing_column" in ex.error and "cannot draw" in ex.caption.value
+    assert ex.rendered is None and bytes(ex.image.value) == b"" and ex.table_html.value == ""
+    ex.facet.value = NONE
+    assert ex.error is None and ex.rendered.table["machine"].nunique() == 2
+
+
+def test_display_bundle_has_the_widget_and_a_static_figure(tree):
+    ex = explore.Explorer(tree)
+    bundle = ex._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == ex.widget.model_id
+    assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n" and "widgets not shown here" in bundle["text/plain"]
+
+
+def test_show_without_a_kernel_prints_why_and_shows_a_static_figure(tree, capsys):
+    assert explore.widgets_available() == (False, "not running in a Jupyter kernel")
+    assert explore.show(tree) is None
+    out = capsys.readouterr().out
+    assert "Widgets are not available (not running in a Jupyter kernel)" in out and "Figure" in out
+
+
+def test_show_without_results_says_so(tmp_path, capsys):
+    assert explore.show(tmp_path) is None
+    assert "No result tables under" in capsys.readouterr().out
+    (tmp_path / "07_vgg_quantization").mkdir()
+    pd.DataFrame({"epoch": [1], "train_accuracy_pct": [40.0]}).to_csv(tmp_path / "07_vgg_quantization" / "t.csv")
+    assert explore.show(tmp_path) is None  # one epoch so far: nothing varies, nothing to plot
+    assert "Nothing to plot yet: no result table has a numeric metric that varies" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------------ notebook
+def test_explore_notebook_is_no_study_notebook_and_is_committed_without_outputs():
+    assert NOTEBOOK.exists()
+    assert "explore" not in [nb.stem for nb in pipeline.find_notebooks()], "make figures runs only the studies"
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+    assert any("explore.show()" in "".join(c["source"]) for c in code)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("results", ["none", "tree"])
+def test_explore_notebook_runs_headless(tmp_path, monkeypatch, results):
+    """As papermill and nbval run it: without results it says so; with results its output holds the widget and,
+    for a reader without widgets, a static figure."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = write_figures_tree(tmp_path / "figures") if results == "tree" else tmp_path / "figures"
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(root))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    bundles = [o["data"] for o in outputs if o.output_type == "display_data"]
+    if results == "none":
+        assert "No result tables under" in text and str(root) in text
+    else:
+        assert "this computer: 2 tables of 2 studies" in text
+        assert any("application/vnd.jupyter.widget-view+json" in b and "image/png" in b for b in bundles)
+
+
+def test_without_ipywidgets_show_draws_the_static_figure(tree):
+    """A Python without ipywidgets (blocked in a subprocess) still gets the first view, and is told why."""
+    import subprocess
+
+    code = ("import sys; sys.modules['ipywidgets'] = None\n"
+            "from cnnlab import explore\n"
+            "assert explore.show(sys.argv[1]) is None")
+    proc = subprocess.run([sys.executable, "-c", code, str(tree)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Widgets are not available (ipywidgets is not installed" in proc.stdout
+    assert "Latency median (ms) against Batch size" in proc.stdout
