@@ -33,7 +33,6 @@ from cnnlab import paths, plotting, studies
 
 THIS_COMPUTER = "this computer"
 NONE = "(none)"  # the dropdown entry for "no hue", "no facet", "no second machine"
-STUDY_DIR = re.compile(r"[0-9][0-9]_\w+")  # a notebook's stem, as pipeline.output_dir names the folders
 STORE = re.compile(r"_[0-9a-f]{8}$")  # a sweep's store (profiling.store_file): raw points, saved again as a table
 # Columns that record how a point was run, not what it measured or where: never offered as metric, x or hue.
 BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
@@ -53,13 +52,10 @@ def find_tables(root: str | Path | None = None) -> pd.DataFrame:
     e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores and ``claims.csv`` are left out
     (the stores' rows are saved again as the tables; claims are read by :func:`claims_side_by_side`)."""
     root = Path(root) if root is not None else paths.figures_root()
-    machines = {THIS_COMPUTER: root}
-    reference = root / "reference"
-    if reference.is_dir():
-        machines |= {d.name: d for d in sorted(reference.iterdir()) if d.is_dir()}
+    machines = {THIS_COMPUTER: root, **{d.name: d for d in paths.reference_roots(root)}}
     rows = []
     for machine, base in machines.items():
-        for study_dir in sorted(d for d in base.glob("*") if d.is_dir() and STUDY_DIR.fullmatch(d.name)):
+        for study_dir in paths.notebook_folders(base):
             for csv in sorted(study_dir.glob("*.csv")):
                 if csv.name != "claims.csv" and not STORE.search(csv.stem):
                     rows.append({"machine": machine, "study": study_dir.name, "table": csv.stem, "path": csv})
@@ -92,8 +88,7 @@ def _read_csv(path: str, mtime_ns: int) -> pd.DataFrame:
 
 def study_paper(study: str) -> str:
     """"01_batch_size" -> "paper 001: <title>", or "" for a folder that is not one of cnnlab's studies."""
-    name = study.split("_", 1)[1] if "_" in study else study
-    paper = studies.STUDY_PAPER.get(name)
+    paper = studies.paper_of(study)
     return f"paper {paper}: {studies.PAPERS[paper]}" if paper else ""
 
 

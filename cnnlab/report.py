@@ -36,7 +36,6 @@ import pandas as pd
 from cnnlab import claims as _claims
 from cnnlab import paths
 
-NOTEBOOK_FOLDER = re.compile(r"^\d\d_\w+$")
 THIS_MACHINE = "this machine"
 HELD_CLASS = {"yes": "yes", "no": "no", "n/a": "na"}
 # Environment fields shown for each machine, in this order (cnnlab.profiling.environment() writes them).
@@ -156,8 +155,7 @@ class Machine:
 
 
 def _notebook_folders(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and NOTEBOOK_FOLDER.match(p.name)) \
-        if root.is_dir() else []
+    return [p.name for p in paths.notebook_folders(root)]
 
 
 def find_machines(figures_root: Path) -> list[Machine]:
@@ -166,8 +164,7 @@ def find_machines(figures_root: Path) -> list[Machine]:
     found = []
     if _notebook_folders(figures_root):
         found.append(Machine(THIS_MACHINE, figures_root, _notebook_folders(figures_root)))
-    reference = figures_root / "reference"
-    for root in sorted(reference.iterdir()) if reference.is_dir() else []:
+    for root in paths.reference_roots(figures_root):
         if _notebook_folders(root):
             rendered = {p.stem: p for p in sorted((root / "notebooks").glob("*.html"))}
             found.append(Machine(root.name, root, _notebook_folders(root), rendered))
@@ -253,7 +250,7 @@ def _link(target: Path, base: Path) -> str:
 def _paper_of(notebook: str) -> tuple[str, str]:
     from cnnlab import studies
 
-    number = studies.STUDY_PAPER.get(notebook.split("_", 1)[1], "")
+    number = studies.paper_of(notebook) or ""
     return number, studies.PAPERS.get(number, "not one of the three papers")
 
 

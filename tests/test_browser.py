@@ -83,18 +83,13 @@ def stop_processes(processes: list[psutil.Process], timeout: float = 20) -> list
     """SIGTERM, then SIGKILL after ``timeout`` seconds, each of ``processes`` still running; returns those that
     survived both (none, normally)."""
     alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in alive:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=timeout)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=timeout)
+    for stop in (psutil.Process.terminate, psutil.Process.kill):
+        for p in alive:
+            try:
+                stop(p)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=timeout)
     return alive
 
 

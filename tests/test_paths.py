@@ -38,3 +38,12 @@ def test_an_installed_cnnlab_writes_under_the_working_directory(tmp_path):
     assert Path(figures) == work / "figures" / "00_quickstart" and Path(figures).is_dir()
     assert Path(data) == work / "data"
     assert not (site / "figures").exists() and not (site / "data").exists()
+
+
+def test_notebook_folders_and_reference_roots(tmp_path):
+    for folder in ("01_batch_size", "00_quickstart", "notebooks", "reference/h100/01_batch_size", "reference/a100"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "02_fp16.csv").write_text("")  # a file, not a folder
+    assert [p.name for p in paths.notebook_folders(tmp_path)] == ["00_quickstart", "01_batch_size"]
+    assert [p.name for p in paths.reference_roots(tmp_path)] == ["a100", "h100"]
+    assert paths.notebook_folders(tmp_path / "missing") == [] and paths.reference_roots(tmp_path / "missing") == []

@@ -178,3 +178,8 @@ def test_notebook_05_takes_the_readme_list_syntax_and_lone_values_through_paperm
 def test_every_study_names_its_paper():
     assert set(studies.STUDY_PAPER) == set(studies.STUDIES)
     assert set(studies.STUDY_PAPER.values()) <= set(studies.PAPERS)
+
+
+def test_paper_of_a_notebook_or_study_name():
+    assert studies.paper_of("05_ddp_scaling") == studies.paper_of("ddp_scaling") == "002"
+    assert studies.paper_of("01_batch_size") == "001" and studies.paper_of("99_unknown") is None

@@ -69,13 +69,34 @@ def peak_from_memory_events(events: Iterable) -> dict[str, int]:
     peaks = {"cpu_bytes": 0, "device_bytes": 0}
     live = {"cpu_bytes": 0, "device_bytes": 0}
     for event in mem:
-        kind = str(event.device_type())
-        side = "cpu_bytes" if kind in _CPU_TYPES else "device_bytes" if kind in _GPU_TYPES else None
+        side = _side(event)
         if side is None:
             continue
         live[side] += event.nbytes()
         peaks[side] = max(peaks[side], live[side])
     return peaks
+
+
+def allocated_from_memory_events(events: Iterable) -> dict[str, int]:
+    """Cumulative bytes allocated, per side, from the profiler's raw ``[memory]`` events (:func:`raw_events`): the
+    sum of every allocation's size, frees not subtracted. ``{"cpu_bytes": int, "device_bytes": int}``.
+
+    Paper 002's "maximum memory transfer" (its Fig. 10-15) is read as this: memory the allocator handed out while
+    training, which grows with the work done, where the peak of live bytes (:func:`peak_from_memory_events`) only
+    grows with the batch. The profiler's own "CPU Mem"/"CUDA Mem" columns attribute the same events to operators,
+    but net each operator's frees against its allocations."""
+    totals = {"cpu_bytes": 0, "device_bytes": 0}
+    for event in events:
+        side = _side(event) if event.name() == "[memory]" and event.nbytes() > 0 else None
+        if side is not None:
+            totals[side] += event.nbytes()
+    return totals
+
+
+def _side(event) -> str | None:
+    """Which total a ``[memory]`` event counts towards: "cpu_bytes", "device_bytes", or None (another device)."""
+    kind = str(event.device_type())
+    return "cpu_bytes" if kind in _CPU_TYPES else "device_bytes" if kind in _GPU_TYPES else None
 
 
 def cpu_peak_bytes(step: Callable[[], object]) -> int:

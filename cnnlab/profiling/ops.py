@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config
-from cnnlab.profiling.memory import _CPU_TYPES, _GPU_TYPES, MIB, peak_from_memory_events, raw_events
+from cnnlab.profiling.memory import MIB, allocated_from_memory_events, peak_from_memory_events, raw_events
 from cnnlab.profiling.quiet import quiet_profiler
 from cnnlab.profiling.traces import save_chrome_trace
 
@@ -132,25 +132,6 @@ def _schedule(warmup: int, active: int):
     from torch.profiler import schedule
 
     return schedule(wait=0, warmup=warmup, active=active, repeat=1)
-
-
-def allocated_from_memory_events(events) -> dict[str, int]:
-    """Cumulative bytes allocated, per side, from the profiler's raw ``[memory]`` events (:func:`raw_events`): the
-    sum of every allocation's size, frees not subtracted. ``{"cpu_bytes": int, "device_bytes": int}``.
-
-    Paper 002's "maximum memory transfer" (its Fig. 10-15) is read as this: memory the allocator handed out while
-    training, which grows with the work done, where the peak of live bytes (:func:`peak_from_memory_events`) only
-    grows with the batch. The profiler's own "CPU Mem"/"CUDA Mem" columns attribute the same events to operators,
-    but net each operator's frees against its allocations."""
-    totals = {"cpu_bytes": 0, "device_bytes": 0}
-    for event in events:
-        if event.name() != "[memory]" or event.nbytes() <= 0:
-            continue
-        kind = str(event.device_type())
-        side = "cpu_bytes" if kind in _CPU_TYPES else "device_bytes" if kind in _GPU_TYPES else None
-        if side is not None:
-            totals[side] += event.nbytes()
-    return totals
 
 
 def _is_harness(name: str) -> bool:

@@ -40,6 +40,12 @@ STUDY_PAPER = {"quickstart": "001", "batch_size": "001", "fp16": "001", "amp_amc
                "ddp_scaling": "002", "lstm_pruning": "003", "vgg_quantization": "003", "validation_li2016": "001"}
 
 
+def paper_of(notebook: str) -> str | None:
+    """The paper (a key of :data:`PAPERS`) a notebook or its results folder reproduces: "01_batch_size" or
+    "batch_size" -> "001"; None for a name that is not one of the studies."""
+    return STUDY_PAPER.get(notebook.split("_", 1)[1] if notebook[:2].isdigit() and "_" in notebook else notebook)
+
+
 def load(name: str) -> ModuleType:
     """The study module ``cnnlab.studies.<name>``, checked against the contract (ValueError naming what is
     missing)."""
@@ -178,5 +184,5 @@ def check_results(df: pd.DataFrame) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "check_parameters", "check_results", "combine", "load", "save", "signature_problems",
+__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "check_parameters", "check_results", "combine", "load", "paper_of", "save", "signature_problems",
            "tables"]
