@@ -533,3 +533,34 @@ def test_spatial_tiling_errors(resnet20):
     train_mode = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3)], 8)  # modules default to train mode
     with pytest.raises(ValueError, match="eval mode"):
         train_mode(torch.randn(1, 3, 16, 16))
+
+
+def test_interpreter_scalar_compat_squeezes_scalars_for_older_interpreters(monkeypatch):
+    """Triton 3.4-3.6's interpreter gives a scalar argument (a 1-element array) to ``range`` through ``int(array)``,
+    which numpy 2.4 refuses; cnnlab's compat wraps such an interpreter so the index comes from the squeezed array.
+    A stand-in with 3.6's code checks the wrap, on whatever triton and numpy are installed."""
+    pytest.importorskip("triton")
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from cnnlab.kernels import triton_conv
+
+    class Scope:
+        def set_attr(self, obj, name, value):
+            setattr(obj, name, value)
+
+    def old_patch_lang_tensor(tensor, scope):  # the line of triton 3.6's interpreter.py
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    class Handle:
+        data = np.array([7], dtype=np.int32)
+
+    class Tensor:
+        handle = Handle()
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", old_patch_lang_tensor)
+    triton_conv._interpreter_scalar_compat()
+    triton_conv._interpreter_scalar_compat()  # idempotent: wraps once
+    assert interpreter._patch_lang_tensor is not old_patch_lang_tensor
+    interpreter._patch_lang_tensor(Tensor, Scope())
+    assert list(range(Tensor())) == list(range(7))

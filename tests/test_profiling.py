@@ -1134,3 +1134,58 @@ def test_memory_snapshot_stops_recording_when_the_function_raises(tmp_path, monk
     with pytest.raises(ZeroDivisionError):
         traces._record_cuda(lambda: 1 / 0, tmp_path / "b.pickle", dev, 10)
     assert log == [("record", "all"), ("record", None)]
+
+
+def _cuda_step_events(shape: str):
+    """One profiled CUDA step as torch's ``FunctionEvent``s, shaped like torch 2.13's (with ``activity_type``) or
+    like torch 2.8-2.11's (without it): host ops and runtime calls, one kernel, one copy, one memset, and the device
+    copies of two ``record_function`` ranges (user annotations on the GPU timeline: not work)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    def event(i, name, start, end, device=DeviceType.CPU, annotation=False, activity=None):
+        e = FunctionEvent(id=i, name=name, thread=0, start_us=start, end_us=end, device_type=device,
+                          is_user_annotation=annotation, use_device="cuda")
+        if shape == "2.13":
+            e.activity_type = activity
+        elif hasattr(e, "activity_type"):
+            del e.activity_type  # torch 2.11's FunctionEvent has no such attribute
+        return e
+
+    gpu = DeviceType.CUDA
+    return [
+        event(1, "cnnlab::iteration", 0, 100, annotation=True, activity="user_annotation"),
+        event(2, "aten::conv2d", 5, 60, activity="cpu_op"),
+        event(3, "cudaLaunchKernel", 10, 15, activity="cuda_runtime"),
+        event(4, "cudaMemcpyAsync", 20, 25, activity="cuda_runtime"),
+        event(5, "cudaStreamSynchronize", 26, 50, activity="cuda_runtime"),
+        event(6, "cnnlab::iteration", 0, 100, device=gpu, annotation=True, activity="gpu_user_annotation"),
+        event(7, "ProfilerStep#1", 0, 100, device=gpu, annotation=True, activity="gpu_user_annotation"),
+        event(8, "implicit_gemm_kernel", 12, 40, device=gpu, activity="kernel"),
+        event(9, "Memcpy HtoD (Pageable -> Device)", 21, 30, device=gpu, activity="gpu_memcpy"),
+        event(10, "Memset (Device)", 41, 42, device=gpu, activity="gpu_memset"),
+    ]
+
+
+@pytest.mark.parametrize("shape", ["2.11", "2.13"])
+def test_breakdown_is_the_same_from_torch_2_11_and_2_13_profiler_events(shape, monkeypatch):
+    """Device copies of record_function ranges are neither kernels nor device time, whether or not the events carry
+    torch 2.13's ``activity_type`` (torch 2.11's do not): one kernel launch of 28 us, one 9 us copy, one memset."""
+    from cnnlab.profiling import ops
+
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
+    events = _cuda_step_events(shape)
+    kernels, operators = ops._kernels_table(events), ops._operators_table(events, True)
+    summary = ops._summary(events, kernels, operators, None, torch.device("cuda"), 1, False)
+    assert sorted(kernels["kind"]) == ["gpu_memcpy", "gpu_memset", "kernel"]
+    assert summary["kernel_launches"] == 1 and summary["kernel_time_total_ms"] == pytest.approx(0.028)
+    assert summary["device_time_total_ms"] == pytest.approx(0.038)
+    assert summary["memcpy_htod_count"] == 1 and summary["sync_calls"] == 1
+    assert dict(zip(operators["name"], operators["kind"])) == {
+        "aten::conv2d": "cpu_op", "cudaLaunchKernel": "cuda_runtime", "cudaMemcpyAsync": "cuda_runtime",
+        "cudaStreamSynchronize": "cuda_runtime"}
+    other = _cuda_step_events("2.13" if shape == "2.11" else "2.11")
+    other_kernels = ops._kernels_table(other)
+    pd.testing.assert_frame_equal(kernels, other_kernels)
+    assert ops._summary(other, other_kernels, ops._operators_table(other, True), None, torch.device("cuda"), 1,
+                        False) == summary

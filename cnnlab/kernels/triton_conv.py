@@ -196,11 +196,39 @@ def _kernel_for(x: torch.Tensor):
     global _INTERPRETED_KERNEL
     from triton.runtime.interpreter import InterpretedFunction
 
-    if x.is_cuda or isinstance(_KERNEL, InterpretedFunction):
+    if x.is_cuda:
+        return _KERNEL
+    _interpreter_scalar_compat()
+    if isinstance(_KERNEL, InterpretedFunction):
         return _KERNEL
     if _INTERPRETED_KERNEL is None:
         _INTERPRETED_KERNEL = InterpretedFunction(_conv2d_tile_kernel)
     return _INTERPRETED_KERNEL
+
+
+def _interpreter_scalar_compat() -> None:
+    """Let Triton 3.4-3.6's interpreter take a runtime scalar as a loop bound under numpy 2.4.
+
+    The interpreter holds a kernel's scalar arguments as 1-element arrays and gives them to ``range`` through
+    ``int(array)``, which numpy 2.4 refuses for arrays of one dimension ("only 0-dimensional arrays can be
+    converted to Python scalars"): our kernel's ``range(0, KH * KW * num_ci_blocks)`` then fails. Triton 3.7
+    squeezes the array first; on older interpreters we wrap their tensor patching to do the same. Compiled (GPU)
+    kernels never pass here. Idempotent; does nothing where the interpreter already squeezes.
+    """
+    import inspect
+
+    from triton.runtime import interpreter
+
+    patch = interpreter._patch_lang_tensor
+    if getattr(patch, "_cnnlab_scalar_compat", False) or "int(self.handle.data)" not in inspect.getsource(patch):
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patched._cnnlab_scalar_compat = True
+    interpreter._patch_lang_tensor = patched
 
 
 @dataclass(frozen=True)

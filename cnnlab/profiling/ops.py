@@ -50,10 +50,21 @@ class OpsProfile:
 
 
 def _kind(event) -> str:
-    kind = getattr(event, "activity_type", None)
-    if kind:
-        return str(kind)
-    return "memory" if event.name == "[memory]" else "cpu_op"
+    """What a host-side event is, read the same way on every supported torch.
+
+    torch 2.13's ``FunctionEvent`` has ``activity_type``; torch 2.8-2.11's has not, only ``device_type`` and
+    ``is_user_annotation`` (which both have), so those and the event's name decide: "memory" (allocator events),
+    "user_annotation" (``record_function`` ranges), "cuda_runtime" / "cuda_driver" (CUDA API calls) or "cpu_op".
+    """
+    if event.name == "[memory]":
+        return "memory"
+    if event.is_user_annotation:
+        return "user_annotation"
+    if event.name.startswith("cuda"):
+        return "cuda_runtime"
+    if event.name.startswith("cu") and event.name[2:3].isupper():  # cuLaunchKernel, cuMemcpyHtoDAsync, ...
+        return "cuda_driver"
+    return "cpu_op"
 
 
 def profile_ops(
@@ -189,14 +200,22 @@ def _kernels_table(events) -> pd.DataFrame:
     return table.sort_values("device_time_total_us", ascending=False, ignore_index=True)[columns]
 
 
+# Kineto's names for CUDA synchronisation activities on the device timeline (recorded only when enabled).
+_DEVICE_SYNC_NAMES = ("Event Sync", "Stream Sync", "Context Sync", "Stream Wait Event")
+
+
 def _device_kind(event) -> str:
-    kind = getattr(event, "activity_type", None)
-    if kind:
-        return str(kind)
+    """What a device-side event is, read the same way on every supported torch (see :func:`_kind`):
+    "gpu_user_annotation" (the device copy of a ``record_function`` range: not work), "gpu_memcpy", "gpu_memset",
+    "cuda_sync" or "kernel"."""
+    if event.is_user_annotation:
+        return "gpu_user_annotation"
     if event.name.startswith("Memcpy"):
         return "gpu_memcpy"
     if event.name.startswith("Memset"):
         return "gpu_memset"
+    if event.name in _DEVICE_SYNC_NAMES:
+        return "cuda_sync"
     return "kernel"
 
 
