@@ -40,6 +40,22 @@ def _quiet(*loggers: str):
             logger.setLevel(level)
 
 
+def int8_unavailable() -> str | None:
+    """Why int8 quantization cannot run here (torchao missing, or too old to have the PT2E flow), or None."""
+    try:
+        _torchao()
+    except ImportError as exc:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("torchao")
+        except metadata.PackageNotFoundError:
+            return "torchao is not installed: int8 needs pip install 'cnnlab[int8]' (torchao>=0.13)"
+        return (f"torchao {version} has no PT2E flow (torchao.quantization.pt2e, from torchao 0.13; {exc}): "
+                "upgrade it knowingly, e.g. cnnlab.install.dependencies(extras=('int8',), upgrade=('torchao',))")
+    return None
+
+
 def _torchao():
     # A CPU torch cannot load torchao's CUDA-only extensions, torchao registers an Enum with torch's
     # pytree and defines TorchScript methods, both deprecated in 2.13: only warnings at import, silenced.
@@ -188,8 +204,14 @@ def lower_for_cpu(quantized: torch.fx.GraphModule, example_inputs: tuple) -> tor
                 graph.erase_node(node)
         graph.lint()
         lowered.recompile()
+        inputs = {node.name: node.meta.get("val") for node in graph.nodes if node.op == "placeholder"}
         freezing_passes(lowered, example_inputs)
         constant_fold(lowered)
+        # torch 2.8's freezing passes propagate the example's shapes into the inputs' metadata, from which the
+        # module's input check reads them: the batch would be pinned to the example's. Keep the symbolic ones.
+        for node in lowered.graph.nodes:
+            if node.op == "placeholder" and inputs.get(node.name) is not None:
+                node.meta["val"] = inputs[node.name]
     return lowered
 
 

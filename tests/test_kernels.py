@@ -238,14 +238,15 @@ def test_gpu_kernel_compiles_for_h100_without_spills():
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     # Register allocation is the compiler's: with the locked Triton (3.7.1) nothing spills; Triton 3.6.0 (the lent
-    # GPU machine's) reaches 255 registers and spills 8 bytes per thread at fp32 tiles 32 and 64 (measured), a
-    # couple of registers, not the accumulator. Any other Triton may spill at most that much again.
+    # GPU machine's) reaches 255 registers and spills 8 bytes per thread at fp32 tiles 32 and 64, Triton 3.4.0
+    # (torch 2.8's, the oldest supported) 64 bytes (both measured): 16 registers at most, not the 64x64 fp32
+    # accumulator (128 per thread). Any other Triton may spill at most 64 bytes.
     import triton
     import lockfile
 
     locked = lockfile.read_lock().get("triton") == triton.__version__
     for row in rows:
-        assert row["spill_bytes"] <= (0 if locked else 16), (triton.__version__, row)
+        assert row["spill_bytes"] <= (0 if locked else 64), (triton.__version__, row)
         assert 0 < row["registers_per_thread"] <= 255, row
     assert rows[1]["shared_mem_bytes"] >= rows[0]["shared_mem_bytes"] > 0
 

@@ -141,3 +141,27 @@ def test_private_inductor_functions_are_where_lower_for_cpu_expects_them():
     is_cia_op, constant_fold, freezing_passes = quantize._inductor_internals()
     assert all(callable(f) for f in (is_cia_op, constant_fold, freezing_passes))
     assert is_cia_op(torch.ops.aten.linear.default) and not is_cia_op(torch.ops.aten.mm.default)
+
+
+def test_int8_unavailable_names_the_missing_or_too_old_torchao(monkeypatch):
+    """Colab ships torchao 0.10, which has no torchao.quantization.pt2e: int8 is skipped with a reason that names
+    the version and how to upgrade; without torchao the reason says which extra installs it; else None."""
+    from importlib import metadata
+
+    from cnnlab import quantize
+
+    assert quantize.int8_unavailable() is None  # the locked torchao has the PT2E flow
+
+    def no_pt2e():
+        raise ImportError("No module named 'torchao.quantization.pt2e'")
+
+    monkeypatch.setattr(quantize, "_torchao", no_pt2e)
+    monkeypatch.setattr(metadata, "version", lambda name: "0.10.0")
+    reason = quantize.int8_unavailable()
+    assert "torchao 0.10.0" in reason and "upgrade=('torchao',)" in reason
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", absent)
+    assert "cnnlab[int8]" in quantize.int8_unavailable()

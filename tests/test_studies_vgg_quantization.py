@@ -5,6 +5,7 @@ the claims, and the stores (a run with other settings never returns another run'
 import itertools
 import math
 import time
+import weakref
 
 import cnnlab  # noqa: F401
 import pandas as pd
@@ -104,7 +105,8 @@ def test_compiled_inference_matches_eager(parts):
 
 
 FIRST_CALL_S = 0.3
-CALLED, BATCHES = set(), []  # modules (by id) that have run once; batch sizes of every eager call
+# modules that have run once (weakly held: a copy may reuse a collected copy's id()); batch sizes of every eager call
+CALLED, BATCHES = weakref.WeakSet(), []
 
 
 class SlowFirstCall(torch.nn.Module):
@@ -117,8 +119,8 @@ class SlowFirstCall(torch.nn.Module):
         self.fc = torch.nn.Linear(4, 3)
 
     def forward(self, x):
-        if id(self) not in CALLED:
-            CALLED.add(id(self))
+        if self not in CALLED:
+            CALLED.add(self)
             time.sleep(FIRST_CALL_S)
         BATCHES.append(x.shape[0])
         return self.fc(x)

@@ -223,9 +223,13 @@ def _interpreter_scalar_compat() -> None:
     if getattr(patch, "_cnnlab_scalar_compat", False) or "int(self.handle.data)" not in inspect.getsource(patch):
         return
 
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    def patched(tensor, scope=None):  # Triton 3.4 passes no scope and sets the attribute directly
+        if scope is None:
+            patch(tensor)
+            tensor.__index__ = lambda self: int(self.handle.data.squeeze())
+        else:
+            patch(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
     patched._cnnlab_scalar_compat = True
     interpreter._patch_lang_tensor = patched

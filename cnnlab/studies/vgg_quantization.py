@@ -230,8 +230,13 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     def store(name):
         return None if store_dir is None else Path(store_dir) / f"{name}.csv"
 
-    def run(fn, grid, name):
-        return sweep(fn, grid, store(name), settings=settings, desc=name, progress=progress)
+    def run(fn, grid, name, skip=None):
+        return sweep(fn, grid, store(name), settings=settings, desc=name, progress=progress, skip=skip)
+
+    int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
+
+    def no_int8(precision):
+        return int8_reason if precision == "int8" else None
 
     def train_epoch(net, loader):  # SGD, lr 1e-3, momentum 0.9: only the time matters
         fit(net, loader, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), epochs=1, device=dev)
@@ -249,11 +254,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     fp32 = copy.deepcopy(model).cpu().eval()
     prepared = functools.cache(lambda: _quantize(fp32, train_set, cfg))  # only when an int8 point is measured
     int8 = run(lambda precision: _int8_row(precision, fp32, prepared, test_loader, x_cpu, cfg),
-               {"precision": PRECISIONS}, "int8")
+               {"precision": PRECISIONS}, "int8", skip=no_int8)
     int8["size_ratio_vs_fp32"] = _relative(int8, "precision", "fp32", "export_size_mb")
     int8["speedup_vs_fp32"] = 1 / _relative(int8, "precision", "fp32")
     calls = {"fp32": (lambda: net(x), dev), "int8": (lambda: prepared().lowered(x_cpu), torch.device("cpu"))}
-    ops = run(lambda precision: _profile_rows(*calls[precision], cfg), {"precision": PRECISIONS}, "inference_profile")
+    ops = run(lambda precision: _profile_rows(*calls[precision], cfg), {"precision": PRECISIONS}, "inference_profile",
+              skip=no_int8)
     with torch.inference_mode():
         reference = net(x)
     compiled = run(lambda method: time_inference(method, net, test_loader, x, reference, warmup=cfg.warmup,
