@@ -1,12 +1,16 @@
 # cnnlab: `make figures` runs every notebook and writes figures/; `make test` runs the tests and notebooks.
 # `make setup` installs the exact set in requirements.lock (a pip constraints file) and checks it; pyproject.toml
 # only declares the ranges cnnlab works with (so `pip install` beside a runtime's own torch keeps that torch).
-# TORCH=cpu (default) installs torch 2.13.0+cpu, never the multi-GB CUDA build; TORCH=cuda installs PyPI's
-# CUDA build. TORCH_INDEX=<url> adds a package index for torch (e.g. PyTorch's CPU wheel index elsewhere).
+# TORCH=cpu (default) installs torch and torchvision 2.13.0+cpu / 0.28.0+cpu from PyTorch's CPU wheel index
+# (TORCH_INDEX); where that index cannot be reached it says so and falls back, within seconds, to a torch+cpu that
+# pip's own configuration offers, else to PyPI's torch (the CUDA build, which runs on a CPU too; gigabytes).
+# TORCH=cuda installs PyPI's CUDA build directly.
 SHELL := /bin/bash
 PYTHON ?= python3
 TORCH ?= cpu
-TORCH_INDEX ?=
+TORCH_VERSION := 2.13.0
+TORCHVISION_VERSION := 0.28.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PRESET ?= quick
 NB ?=
 JOBS ?= 2
@@ -15,11 +19,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 LOCK := requirements.lock
 
-ifeq ($(TORCH),cpu)
-TORCH_REQ := torch==2.13.0+cpu
-else ifeq ($(TORCH),cuda)
-TORCH_REQ := torch==2.13.0
-else
+ifeq ($(filter $(TORCH),cpu cuda),)
 $(error TORCH must be cpu or cuda, got '$(TORCH)')
 endif
 
@@ -29,7 +29,7 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup test test-unit margins lock-cuda-check figures report lab clean
+.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report lab clean
 
 setup: $(STAMP)
 
@@ -38,12 +38,35 @@ $(STAMP): pyproject.toml $(LOCK)
 	@start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install --quiet --upgrade pip 2>/dev/null || true; \
-	$(PY) -m pip install --quiet -c $(LOCK) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_REQ)" && \
-	$(PY) -m pip install --quiet -c $(LOCK) -e ".[notebooks,test]" && \
+	$(MAKE) --no-print-directory torch TORCH_PY=$(PY) && \
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[lab,int8,test]" && \
 	$(PY) tests/lockfile.py && \
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (cnnlab)" >/dev/null && \
 	$(PY) -c "import cnnlab, torch, torchvision; print('cnnlab', cnnlab.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| CUDA', torch.cuda.is_available())" && \
+	{ $(PY) -c "import torchvision" 2>/dev/null || echo "setup: note: a plain 'import torchvision' fails in this venv (PyPI's CUDA-linked torchvision beside a CPU torch); importing cnnlab first makes it work"; } && \
 	touch $(STAMP) && echo "setup took $$(( $$(date +%s) - start )) s"
+
+# torch and torchvision into the Python $(TORCH_PY), before anything that requires them (see the top of this file).
+# PyPI's torchvision is CUDA-linked: beside a CPU torch a plain `import torchvision` fails until cnnlab is imported
+# (cnnlab registers the missing operator schemas), so the CPU index's torchvision+cpu is preferred.
+TORCH_PY ?= $(PY)
+TORCH_PIP = $(TORCH_PY) -m pip install --quiet -c $(LOCK)
+PROBE_INDEX = $(TORCH_PY) -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)"
+torch:
+	@if [ "$(TORCH)" = cuda ]; then \
+	  echo "setup: torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION) from PyPI, the CUDA build (Linux: about 0.9 GB for torch and 3 GB of NVIDIA libraries)"; \
+	  $(TORCH_PIP) torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION); \
+	elif $(PROBE_INDEX) "$(TORCH_INDEX)" 2>/dev/null; then \
+	  echo "setup: torch $(TORCH_VERSION)+cpu and torchvision $(TORCHVISION_VERSION)+cpu from $(TORCH_INDEX) (about 0.2 GB)"; \
+	  $(TORCH_PIP) --extra-index-url "$(TORCH_INDEX)" torch==$(TORCH_VERSION)+cpu torchvision==$(TORCHVISION_VERSION)+cpu; \
+	elif echo "setup: PyTorch's CPU index $(TORCH_INDEX) cannot be reached (5 s); trying pip's configured sources for torch $(TORCH_VERSION)+cpu" && \
+	     $(TORCH_PIP) torch==$(TORCH_VERSION)+cpu 2>/dev/null; then \
+	  echo "setup: torch $(TORCH_VERSION)+cpu found; torchvision $(TORCHVISION_VERSION) from PyPI (CUDA-linked: import cnnlab before torchvision)"; \
+	  $(TORCH_PIP) torchvision==$(TORCHVISION_VERSION); \
+	else \
+	  echo "setup: no torch $(TORCH_VERSION)+cpu there either: installing PyPI's torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION), the CUDA build, which runs on a CPU too (Linux: about 0.9 GB for torch and 3 GB of NVIDIA libraries, a few minutes). To avoid it, name a reachable CPU index: make setup TORCH_INDEX=<url>"; \
+	  $(TORCH_PIP) torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION); \
+	fi
 
 # Unit tests, then every notebook through nbval with the quick preset, on $(JOBS) processes of one thread
 # each (two workers of two threads on two cores make every timing meaningless).
@@ -86,6 +109,43 @@ lock-cuda-check: $(STAMP)
 	  v = {i['metadata']['name'].lower(): i['metadata']['version'] for i in r}; \
 	  print('resolved', len(v), 'packages with the CUDA build: torch', v['torch'], '| triton', v['triton'], \
 	        '| nvidia-cudnn-cu13', v.get('nvidia-cudnn-cu13'))"
+
+# Would installing cnnlab replace anything in Colab's GPU runtime? pip's resolver (dry run, PyPI only) in a Python
+# 3.13 venv whose metadata stands in for Colab's packages (tests/data/colab-gpu-pip-freeze.txt): prints what it
+# would add and replace, fails on any replacement. Then every declared requirement, extras included, resolved to
+# wheels for Python 3.13 (Colab's). Needs the registry; downloads only what pip reads; a few seconds to a minute.
+runtime-check: $(STAMP)
+	$(PY) tests/runtime_resolve.py
+	@$(PY) tests/oldest.py --requirements > build/requirements-all.txt
+	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PY) -m pip install --dry-run --quiet \
+	  --ignore-installed --only-binary=:all: $(MANYLINUX) --implementation cp --python-version 3.13 \
+	  --target build/py313-check --index-url https://pypi.org/simple --report build/py313-report.json \
+	  -r build/requirements-all.txt
+	@$(PY) -c "import json; r = json.load(open('build/py313-report.json'))['install']; \
+	  v = {i['metadata']['name'].lower(): i['metadata']['version'] for i in r}; \
+	  print('Python 3.13: every declared requirement resolves to wheels,', len(v), 'packages: torch', v['torch'], \
+	        '| numpy', v['numpy'], '| pandas', v['pandas'], '| triton', v['triton'], '| torchao', v['torchao'])"
+
+# The oldest supported set, really run: a venv (build/venv-oldest) with every lower bound of pyproject.toml
+# (tests/oldest.py; torch 2.8.0 is PyPI's CUDA build, which runs on a CPU: about 4 GB downloaded, ~7 GB on disk),
+# the unit tests and notebook 04 there; then the kernel tests and notebook 04 again with the lock's numpy (the
+# oldest Triton beside the newest numpy), and the explorer's tests with Colab's ipywidgets 7.7.1. Not in CI.
+OLDEST := build/venv-oldest
+test-oldest: $(STAMP)
+	rm -rf $(OLDEST) && $(PYTHON) -m venv $(OLDEST) && mkdir -p build
+	$(PY) tests/oldest.py > build/oldest-constraints.txt
+	$(OLDEST)/bin/python -m pip install --quiet -c build/oldest-constraints.txt -e ".[lab,int8,test]"
+	$(OLDEST)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@$(OLDEST)/bin/python -c "import torch, torchvision, triton, numpy, torchao, ipywidgets; print('oldest set: torch', \
+	  torch.__version__, '| torchvision', torchvision.__version__, '| triton', triton.__version__, '| numpy', \
+	  numpy.__version__, '| torchao', torchao.__version__, '| ipywidgets', ipywidgets.__version__)"
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -n $(JOBS) --dist loadfile -q \
+	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks/04_tiling.ipynb
+	$(OLDEST)/bin/python -m pip install --quiet "numpy==$$(grep -oP '^numpy==\K\S+' $(LOCK))"
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q --nbval-lax --nbval-current-env \
+	  tests/test_kernels.py notebooks/04_tiling.ipynb
+	$(OLDEST)/bin/python -m pip install --quiet "ipywidgets==$$($(PY) -c 'import sys; sys.path[:0] = ["tests"]; import oldest; print(oldest.COLAB_IPYWIDGETS)')"
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q tests/test_explore.py
 
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
 # NB=01 runs one notebook, PRESET=paper changes the preset, P="repeats=3 models=['resnet20']" sets notebook

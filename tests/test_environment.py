@@ -25,10 +25,41 @@ LINUX = dict(default_environment(), platform_system="Linux", sys_platform="linux
 
 
 def _project_requirements() -> list[Requirement]:
+    """Every requirement of pyproject.toml, extras included (an extra's ``cnnlab[...]`` reference left out)."""
     reqs = list(PROJECT["dependencies"])
     for extra in PROJECT["optional-dependencies"].values():
         reqs += extra
-    return [Requirement(r) for r in reqs]
+    return [r for r in map(Requirement, reqs) if canonicalize_name(r.name) != "cnnlab"]
+
+
+def _as_metadata() -> list[str]:
+    """pyproject.toml's requirements as a wheel's metadata lists them (each extra's with ``extra == "<name>"``)."""
+    lines = list(PROJECT["dependencies"])
+    for name, reqs in PROJECT["optional-dependencies"].items():
+        for text in reqs:
+            req = Requirement(text)
+            marker = f"({req.marker}) and " if req.marker else ""
+            req.marker = None
+            lines.append(f'{req}; {marker}extra == "{name}"')
+    return lines
+
+
+def test_colab_gpu_runtime_meets_every_requirement_of_a_notebook_install():
+    """Offline: Colab's GPU runtime (tests/data/colab-gpu-pip-freeze.txt, a copy of googlecolab/backend-info's of
+    2026-08-19: torch 2.11.0, ipywidgets 7.7.1, ipykernel 6.17.1, torchao 0.10.0) already meets every requirement of
+    cnnlab and its ``notebooks`` extra, as the notebooks' install cell reads them (cnnlab.install), so installing
+    there replaces nothing. Only the ``int8`` extra asks for more (torchao's PT2E flow), and only when asked."""
+    from runtime_resolve import read_freeze
+
+    from cnnlab import install
+
+    freeze = read_freeze()
+    assert freeze["torch"].startswith("2.11.0") and freeze["ipywidgets"] == "7.7.1"
+    plan = install.plan(install.requirements(("notebooks",), _as_metadata()), freeze.get)
+    assert plan.outside == [] and plan.missing == [], (plan.outside, plan.missing)
+    assert "torch" in plan.met and "ipywidgets" in plan.met and "triton" in plan.met
+    int8 = install.plan(install.requirements(("int8",), _as_metadata()), freeze.get)
+    assert [(r.name, v) for r, v in int8.outside] == [("torchao", "0.10.0")]
 
 
 def _public(version: str) -> Version:

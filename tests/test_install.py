@@ -1,0 +1,113 @@
+"""cnnlab.install: the notebooks' one install cell, installing only what a runtime lacks and replacing nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cnnlab import install
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRES = [  # as a wheel's metadata lists them
+    "numpy>=1.26",
+    "torch>=2.8",
+    "ipywidgets>=7.7; extra == \"notebooks\"",
+    "triton>=3.4; platform_system == \"Linux\" and extra == \"notebooks\"",
+    "torchao>=0.13; extra == \"int8\"",
+    "jupyterlab>=4.2; extra == \"lab\"",
+    "cnnlab[notebooks]; extra == \"lab\"",
+]
+
+
+def test_every_notebook_starts_with_the_shared_install_cell():
+    """One install cell for all notebooks (07 also says whether its int8 part can run): a copy that drifts fails."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        assert "".join(first["source"]) == install.cell_for(path.stem), (
+            f"{path.name}: its first code cell is not cnnlab.install.cell_for({path.stem!r}); paste that text")
+    assert install.REPOSITORY in install.CELL and "--no-deps" in install.CELL
+
+
+def test_requirements_take_the_base_set_and_the_asked_extras_with_their_self_references():
+    names = lambda extras: sorted(r.name for r in install.requirements(extras, REQUIRES))  # noqa: E731
+    assert names(()) == ["numpy", "torch"]
+    linux = sys.platform.startswith("linux")
+    assert names(("notebooks",)) == sorted(["numpy", "torch", "ipywidgets"] + (["triton"] if linux else []))
+    assert "ipywidgets" in names(("lab",)) and "jupyterlab" in names(("lab",))  # cnnlab[notebooks] expanded
+    assert "torchao" not in names(("notebooks",))
+
+
+def test_plan_sorts_requirements_by_what_is_installed():
+    installed = {"numpy": "2.1.3", "torch": "2.11.0+cu128", "torchao": "0.10.0"}
+    plan = install.plan(install.requirements(("notebooks", "int8"), REQUIRES), installed.get)
+    assert plan.met == ["numpy", "torch"]  # a local version label meets >=2.8
+    assert [str(r) for r, v in plan.outside] == ["torchao>=0.13"]
+    assert "ipywidgets" in [r.name for r in plan.missing]
+
+
+def _fake_pip(report_rows, calls):
+    def run(cmd):
+        calls.append(cmd)
+        report = cmd[cmd.index("--report") + 1]
+        Path(report).write_text(json.dumps({"install": [{"metadata": {"name": n, "version": v}}
+                                                        for n, v in report_rows]}))
+        return SimpleNamespace(returncode=0)
+    return run
+
+
+def test_dependencies_install_only_the_missing_and_pin_every_installed_package(capsys, monkeypatch):
+    """A runtime with an old torchao and no ipywidgets: ipywidgets is installed, torchao kept and said so, and pip
+    gets every installed distribution as a constraint (it may add, never replace)."""
+    versions = {"numpy": "2.1.3", "torch": "2.11.0", "torchao": "0.10.0", "triton": "3.6.0"}
+    monkeypatch.setattr(install, "installed_version", versions.get)
+    calls = []
+    got = install.dependencies(("notebooks", "int8"), requires=REQUIRES,
+                               run=_fake_pip([("ipywidgets", "8.1.9"), ("comm", "0.2.3")], calls))
+    out = capsys.readouterr().out
+    assert got == ["ipywidgets==8.1.9", "comm==0.2.3"]
+    cmd = calls[0]
+    assert cmd[-1:] == ["ipywidgets>=7.7"] and "torchao>=0.13" not in cmd
+    assert "kept torchao 0.10.0" in out and "no restart needed" in out
+    constraints = cmd[cmd.index("-c") + 1]
+    assert constraints.endswith("installed.txt")  # written from pins(): every distribution of this venv
+
+
+def test_pins_hold_every_installed_distribution_but_the_ones_upgraded():
+    lines = install.pins()
+    assert any(line.startswith("numpy==") for line in lines) and any(line.startswith("torch==") for line in lines)
+    assert not any(line.startswith("torchao==") for line in install.pins(skip=("torchao",)))
+    assert not any(line.startswith("cnnlab==") for line in lines)
+
+
+def test_an_asked_upgrade_is_installed_and_a_changed_imported_package_needs_a_restart(capsys, monkeypatch):
+    monkeypatch.setattr(install, "installed_version", {"numpy": "2.1.3", "torch": "2.11.0", "torchao": "0.10.0"}.get)
+    calls = []
+    install.dependencies(("int8",), upgrade=("torchao",), requires=REQUIRES,
+                         run=_fake_pip([("torchao", "0.18.0"), ("numpy", "2.4.6")], calls))
+    assert "torchao>=0.13" in calls[0]
+    assert "restart the runtime" in capsys.readouterr().out  # numpy is imported in this process
+
+
+def test_torch_is_never_installed_or_upgraded(capsys, monkeypatch):
+    monkeypatch.setattr(install, "installed_version", {"numpy": "2.1.3"}.get)
+    calls = []
+    install.dependencies((), requires=REQUIRES, run=_fake_pip([], calls))
+    assert calls == [] and "cnnlab does not install it" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="never installs or replaces torch"):
+        install.dependencies((), upgrade=("torch",), requires=REQUIRES, run=_fake_pip([], calls))
+
+
+def test_check_says_how_to_get_an_optional_part(capsys, monkeypatch):
+    real = install.requirements
+    monkeypatch.setattr(install, "requirements", lambda extras, requires=None: real(extras, REQUIRES))
+    monkeypatch.setattr(install, "installed_version", {"numpy": "2.1.3", "torch": "2.11", "torchao": "0.10.0"}.get)
+    assert install.check("int8") is False
+    out = capsys.readouterr().out
+    assert "torchao 0.10.0 installed (needs torchao>=0.13)" in out and "upgrade=('torchao',)" in out
+    monkeypatch.setattr(install, "installed_version", {"numpy": "2.1.3", "torch": "2.11", "torchao": "0.18.0"}.get)
+    assert install.check("int8") is True
