@@ -1,4 +1,4 @@
-"""Make ``import torchvision`` work beside a CPU-only torch.
+"""Version-independent paths through torch: ``import torchvision`` beside a CPU-only torch, and TF32's two APIs.
 
 PyPI's torchvision 0.28 wheel is linked against CUDA. Beside the CPU build of torch 2.13 its compiled
 extension (``torchvision/_C.so``) cannot load, and ``import torchvision`` then fails inside
@@ -62,3 +62,28 @@ def patch_torchvision() -> str:
         _library.define(schema)
     torchvision_status = "schemas registered"
     return torchvision_status
+
+
+# TF32 has two APIs: the legacy ``allow_tf32`` flags (every supported torch) and ``fp32_precision`` (torch 2.9+,
+# hierarchical: "none" defers to the parent). Once anyone sets the new one, reading a legacy flag raises, so cnnlab
+# reads and writes through the new API where torch has it, the legacy flags elsewhere.
+TF32_API = {"matmul": ("cuda", "matmul"), "conv": ("cudnn", "conv")}
+
+
+def tf32_leaf(kind: str):
+    """torch.backends' ``fp32_precision`` object for ``kind``, or None where this torch has only the legacy flags."""
+    backend, op = TF32_API[kind]
+    leaf = getattr(getattr(torch.backends, backend), op, None)
+    return leaf if leaf is not None and hasattr(leaf, "fp32_precision") else None
+
+
+def tf32_enabled(kind: str) -> bool:
+    """Whether TF32 is on for CUDA ``kind`` ("matmul": cuBLAS, "conv": cuDNN convolutions), however it was set."""
+    leaf = tf32_leaf(kind)
+    if leaf is not None:
+        backend = getattr(torch.backends, TF32_API[kind][0])
+        for value in (leaf.fp32_precision, getattr(backend, "fp32_precision", "none"),
+                      getattr(torch.backends, "fp32_precision", "none")):
+            if value != "none":
+                return value == "tf32"
+    return bool((torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn).allow_tf32)

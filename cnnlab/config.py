@@ -22,6 +22,8 @@ from types import SimpleNamespace
 
 import torch
 
+from cnnlab._compat import TF32_API, tf32_enabled, tf32_leaf  # noqa: F401  (tf32_enabled: config's API too)
+
 PRESETS = ("quick", "standard", "paper")
 
 # Canonical name -> dtype. Aliases below map the spellings the papers and notebooks use.
@@ -271,8 +273,20 @@ def tf32(enabled: bool):
     """TF32 for CUDA matmuls and cuDNN convolutions on (``True``) or off inside the block, restored after.
 
     On Ampere and newer GPUs TF32 rounds fp32 operands to a 10-bit mantissa; a table that compares convolution
-    strategies must say which setting it ran under.
+    strategies must say which setting it ran under. Uses torch's ``fp32_precision`` API where it exists (a caller
+    may have set it: the legacy flags would then raise when read), else the legacy ``allow_tf32`` flags.
     """
+    leaves = [tf32_leaf(kind) for kind in TF32_API]
+    if all(leaf is not None for leaf in leaves):
+        before = [leaf.fp32_precision for leaf in leaves]
+        for leaf in leaves:
+            leaf.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            for leaf, value in zip(leaves, before):
+                leaf.fp32_precision = value
+        return
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled)
     try:

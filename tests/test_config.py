@@ -79,3 +79,31 @@ def test_relative_error_and_output_tolerance():
     assert config.relative_error(ref, ref) == 0.0
     assert abs(config.relative_error(ref + torch.tensor([0.0, 0.2, 0.0]), ref) - 0.01) < 1e-6
     assert config.output_tolerance("cpu") == 1e-3
+
+
+def test_tf32_works_whichever_api_the_caller_used():
+    """torch 2.9+ has a second TF32 API (fp32_precision); once a caller sets it, reading the legacy allow_tf32 flags
+    raises. cnnlab reads and sets TF32 through the API this torch has, and restores the caller's setting."""
+    import torch
+
+    from cnnlab import config
+
+    leaves = [config.tf32_leaf(kind) for kind in config.TF32_API]
+    if any(leaf is None for leaf in leaves):  # torch 2.8: only the legacy flags
+        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        with config.tf32(True):
+            assert config.tf32_enabled("matmul") and config.tf32_enabled("conv")
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+        return
+    saved = [leaf.fp32_precision for leaf in leaves]
+    try:
+        torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = "tf32", "ieee"
+        assert config.tf32_enabled("matmul") and not config.tf32_enabled("conv")
+        with config.tf32(False):
+            assert not config.tf32_enabled("matmul") and not config.tf32_enabled("conv")
+        with config.tf32(True):
+            assert config.tf32_enabled("conv")
+        assert (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision) == ("tf32", "ieee")
+    finally:
+        for leaf, value in zip(leaves, saved):
+            leaf.fp32_precision = value

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from cnnlab._compat import tf32_enabled
+
 try:  # Triton ships with torch on Linux; keep the module importable where it does not.
     import triton
     import triton.language as tl
@@ -421,7 +423,7 @@ def tiled_conv2d(
     wp = pack_weight(weight) if packed_weight is None else packed_weight
     if tuple(wp.shape) != (kh, kw, c_in, c_out):
         raise ValueError(f"packed_weight must have shape {(kh, kw, c_in, c_out)}, got {tuple(wp.shape)}")
-    tf32 = x.is_cuda and x.dtype == torch.float32 and torch.backends.cudnn.allow_tf32
+    tf32 = x.is_cuda and x.dtype == torch.float32 and tf32_enabled("conv")
     tiles_h, tiles_w = math.ceil(oh / cfg.tile_h), math.ceil(ow / cfg.tile_w)
     grid = (n * tiles_h * tiles_w, math.ceil(c_out / cfg.block_co))
     with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():

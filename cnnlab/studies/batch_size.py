@@ -199,7 +199,7 @@ def roofline(batch: pd.DataFrame) -> pd.DataFrame:
                      **achieved(cost, best["latency_ms_median"] / 1e3), **device_peaks(dev),
                      "device_name": best["device_name"],
                      # PyTorch runs fp32 convolutions on tensor cores in TF32 when cuDNN allows it (default)
-                     "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if dev.type == "cuda" else None})
+                     "cudnn_allow_tf32": config.tf32_enabled("conv") if dev.type == "cuda" else None})
     return pd.DataFrame(rows)
 
 

@@ -200,7 +200,7 @@ def check_triton(cfg, store: Path | None = None, progress: bool = False, *, laye
         out = torch.full_like(ref, math.nan)
         seconds = wall_time(lambda: tiled_conv2d(x, w, b, stride, 1, _px(tile), out=out), device=dev).seconds
         # On a GPU fp32 products may use TF32 tensor cores (exactly when cuDNN is allowed to): 10-bit mantissa.
-        tf32 = dev == "cuda" and torch.backends.cudnn.allow_tf32
+        tf32 = dev == "cuda" and config.tf32_enabled("conv")
         tolerance = 1e-2 if tf32 else 2e-5
         err = (out - ref).abs().max().item()  # NaN if any element was not written
         rel = err / max(ref.abs().max().item(), 1e-6)
@@ -209,7 +209,7 @@ def check_triton(cfg, store: Path | None = None, progress: bool = False, *, laye
                 "passed": bool(rel <= tolerance), "check_s": seconds}
 
     settings = dict(check_size=cfg.check_size, batch_size=batch_size, layers=layers, device=dev,
-                    tf32=torch.backends.cudnn.allow_tf32)
+                    tf32=config.tf32_enabled("conv"))
     return sweep(point, {"tile": [_label(t) for t in cfg.tile_sizes], "layer": list(layers)}, store,
                  settings=settings, skip=lambda tile, layer: reason, desc="tiling: Triton check", progress=progress)
 
