@@ -54,7 +54,7 @@ TORCH_PIP = $(TORCH_PY) -m pip install --quiet -c $(LOCK)
 PROBE_INDEX = $(TORCH_PY) -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)"
 torch:
 	@if [ "$(TORCH)" = cuda ]; then \
-	  echo "setup: torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION) from PyPI, the CUDA build (Linux: about 0.9 GB for torch and 3 GB of NVIDIA libraries)"; \
+	  echo "setup: torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION) from PyPI, the CUDA build (Linux: 5.4 GB in the venv, 2.7 GB of it NVIDIA libraries)"; \
 	  $(TORCH_PIP) torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION); \
 	elif $(PROBE_INDEX) "$(TORCH_INDEX)" 2>/dev/null; then \
 	  echo "setup: torch $(TORCH_VERSION)+cpu and torchvision $(TORCHVISION_VERSION)+cpu from $(TORCH_INDEX) (about 0.2 GB)"; \
@@ -64,7 +64,7 @@ torch:
 	  echo "setup: torch $(TORCH_VERSION)+cpu found; torchvision $(TORCHVISION_VERSION) from PyPI (CUDA-linked: import cnnlab before torchvision)"; \
 	  $(TORCH_PIP) torchvision==$(TORCHVISION_VERSION); \
 	else \
-	  echo "setup: no torch $(TORCH_VERSION)+cpu there either: installing PyPI's torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION), the CUDA build, which runs on a CPU too (Linux: about 0.9 GB for torch and 3 GB of NVIDIA libraries, a few minutes). To avoid it, name a reachable CPU index: make setup TORCH_INDEX=<url>"; \
+	  echo "setup: no torch $(TORCH_VERSION)+cpu there either: installing PyPI's torch $(TORCH_VERSION) and torchvision $(TORCHVISION_VERSION), the CUDA build, which runs on a CPU too (Linux: 5.4 GB in the venv, 2.7 GB of it NVIDIA libraries; two minutes on a fast link). To avoid it, name a reachable CPU index: make setup TORCH_INDEX=<url>"; \
 	  $(TORCH_PIP) torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION); \
 	fi
 

@@ -140,6 +140,11 @@ def test_setup_venv_holds_exactly_the_lock():
 
 
 def test_makefile_installs_from_the_lock_and_cpu_default_never_pulls_cuda_torch():
+    """The CPU default asks for the +cpu builds (PyTorch's CPU index first); torch's versions are the lock's; every
+    install goes through the lock; the index probe gives up within seconds."""
     makefile = (ROOT / "Makefile").read_text()
-    assert "TORCH ?= cpu" in makefile and "torch==2.13.0+cpu" in makefile
+    assert "TORCH ?= cpu" in makefile and "TORCH_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
+    assert f"TORCH_VERSION := {LOCK['torch']}" in makefile and f"TORCHVISION_VERSION := {LOCK['torchvision']}" in makefile
+    assert "torch==$(TORCH_VERSION)+cpu torchvision==$(TORCHVISION_VERSION)+cpu" in makefile
+    assert "timeout=5" in makefile
     assert makefile.count("-c $(LOCK)") == 2 and "LOCK := requirements.lock" in makefile
