@@ -65,10 +65,31 @@ class Plan:
     met: list[str] = field(default_factory=list)
 
 
+def declared() -> list[str]:
+    """cnnlab's requirements as a wheel's metadata lists them (an extra's with ``extra == "<name>"``): from the
+    checkout's pyproject.toml when cnnlab runs from one (its metadata may be older, or absent), else installed."""
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    if not os.path.exists(pyproject):
+        return metadata.requires("cnnlab") or []
+    import tomllib
+
+    with open(pyproject, "rb") as f:
+        project = tomllib.load(f)["project"]
+    lines = list(project["dependencies"])
+    for extra, reqs in project.get("optional-dependencies", {}).items():
+        for text in reqs:
+            req = Requirement(text)
+            marker = f"({req.marker}) and " if req.marker else ""
+            req.marker = None
+            lines.append(f'{req}; {marker}extra == "{extra}"')
+    return lines
+
+
 def requirements(extras: tuple[str, ...] = ("notebooks",), requires: list[str] | None = None) -> list[Requirement]:
-    """cnnlab's requirements for this Python and platform, with those of ``extras`` (self-references expanded)."""
+    """cnnlab's requirements for this Python and platform, with those of ``extras`` (self-references expanded);
+    ``requires`` defaults to :func:`declared`."""
     if requires is None:
-        requires = metadata.requires("cnnlab") or []
+        requires = declared()
     chosen, seen, todo = [], set(), [""] + list(extras)
     while todo:
         extra = todo.pop(0)

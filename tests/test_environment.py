@@ -32,18 +32,6 @@ def _project_requirements() -> list[Requirement]:
     return [r for r in map(Requirement, reqs) if canonicalize_name(r.name) != "cnnlab"]
 
 
-def _as_metadata() -> list[str]:
-    """pyproject.toml's requirements as a wheel's metadata lists them (each extra's with ``extra == "<name>"``)."""
-    lines = list(PROJECT["dependencies"])
-    for name, reqs in PROJECT["optional-dependencies"].items():
-        for text in reqs:
-            req = Requirement(text)
-            marker = f"({req.marker}) and " if req.marker else ""
-            req.marker = None
-            lines.append(f'{req}; {marker}extra == "{name}"')
-    return lines
-
-
 def test_colab_gpu_runtime_meets_every_requirement_of_a_notebook_install():
     """Offline: Colab's GPU runtime (tests/data/colab-gpu-pip-freeze.txt, a copy of googlecolab/backend-info's of
     2026-08-19: torch 2.11.0, ipywidgets 7.7.1, ipykernel 6.17.1, torchao 0.10.0) already meets every requirement of
@@ -55,10 +43,10 @@ def test_colab_gpu_runtime_meets_every_requirement_of_a_notebook_install():
 
     freeze = read_freeze()
     assert freeze["torch"].startswith("2.11.0") and freeze["ipywidgets"] == "7.7.1"
-    plan = install.plan(install.requirements(("notebooks",), _as_metadata()), freeze.get)
+    plan = install.plan(install.requirements(("notebooks",), install.declared()), freeze.get)
     assert plan.outside == [] and plan.missing == [], (plan.outside, plan.missing)
     assert "torch" in plan.met and "ipywidgets" in plan.met and "triton" in plan.met
-    int8 = install.plan(install.requirements(("int8",), _as_metadata()), freeze.get)
+    int8 = install.plan(install.requirements(("int8",), install.declared()), freeze.get)
     assert [(r.name, v) for r, v in int8.outside] == [("torchao", "0.10.0")]
 
 

@@ -111,3 +111,16 @@ def test_check_says_how_to_get_an_optional_part(capsys, monkeypatch):
     assert "torchao 0.10.0 installed (needs torchao>=0.13)" in out and "upgrade=('torchao',)" in out
     monkeypatch.setattr(install, "installed_version", {"numpy": "2.1.3", "torch": "2.11", "torchao": "0.18.0"}.get)
     assert install.check("int8") is True
+
+
+def test_declared_reads_the_checkouts_pyproject_with_each_extra_marked():
+    """From a checkout the requirements come from pyproject.toml (installed metadata may be older or absent, as when
+    cnnlab runs from a source tree on PYTHONPATH), in the form a wheel's metadata has."""
+    import tomllib
+
+    lines = install.declared()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert lines[:len(project["dependencies"])] == project["dependencies"]
+    assert 'torchao>=0.13; extra == "int8"' in lines
+    assert 'triton>=3.4; (platform_system == "Linux") and extra == "notebooks"' in lines
+    assert [r.name for r in install.requirements(("int8",)) if r.name == "torchao"] == ["torchao"]
