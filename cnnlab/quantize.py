@@ -56,6 +56,17 @@ def int8_unavailable() -> str | None:
     return None
 
 
+def _torchao_version_has_pt2e() -> bool:
+    """Whether the installed torchao is one with the PT2E flow (0.13 and newer); False without torchao."""
+    from importlib import metadata
+
+    try:
+        major, minor = (int(p) for p in metadata.version("torchao").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (0, 13)
+
+
 def _torchao():
     # A CPU torch cannot load torchao's CUDA-only extensions, torchao registers an Enum with torch's
     # pytree and defines TorchScript methods, both deprecated in 2.13: only warnings at import, silenced.
