@@ -64,7 +64,7 @@ ROW_FIELDS = (
     "cuda_missing_reason", "calls_total", "conv_calls", "kernel_launches", "max_cpu_mem_mib",
     "max_cpu_mem_mib_per_rank", "max_gpu_mem_mib", "max_gpu_mem_mib_per_rank", "max_gpu_mem_missing_reason",
     "cpu_mem_allocated_mib", "gpu_mem_allocated_mib", "max_rss_mib", "torch_threads_per_rank", "final_loss",
-    "params_identical", "status", "error",
+    "params_identical", "status", "error", "note",
 )
 
 
@@ -310,7 +310,7 @@ def merge(ranks: list[dict], config: dict) -> dict:
         "torch_threads_per_rank": ranks[0]["torch_threads"],
         "final_loss": ranks[0]["final_loss"],
         "params_identical": len(digests) == 1,
-        "status": "ok", "error": None,
+        "status": "ok", "error": None, "note": None,
     }
     assert tuple(row) == ROW_FIELDS, "merge() and ROW_FIELDS disagree"
     return row
@@ -322,8 +322,28 @@ def _write_json(path: Path, obj) -> None:
     tmp.replace(path)  # readers never see a half-written file
 
 
+def _die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent dies (nothing elsewhere).
+
+    torchrun starts each worker in its own session, so a torchrun killed outright (SIGKILL: no chance to stop its
+    workers) would leave them running as orphans that load the CPU and write into the next run's folder."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), sig)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun (not a test calling main() in its own process)
+        _die_with_parent()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rank = int(os.environ.get("RANK", "-1"))
@@ -349,6 +369,10 @@ def main(argv=None) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    if os.environ.get("CNNLAB_DDP_ABORT_AT_EXIT_RANK") == str(rank):
+        # fault injection for tests: a rank that dies at shutdown after row.json was written (seen on a loaded
+        # 2-core machine: "terminate called without an active exception", SIGABRT)
+        os.abort()
     return 0
 
 
@@ -385,7 +409,8 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     args += ["--save-params"] if save_params else []
     args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
     # python -m torch.distributed.run is the torchrun command, without relying on PATH.
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+    cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
            f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
                PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])))
@@ -393,12 +418,17 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
 
     def run() -> str | None:  # why the launch failed, None if it did not
         with open(log, "w") as out:
+            # Its own session: a Ctrl-C in the caller's terminal does not reach it, so that the finally below
+            # decides; and SIGTERM when the caller dies outright (papermill killed: no finally runs), on which
+            # torchrun stops its workers (see _DIE_WITH_PARENT).
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
                                     start_new_session=True)
             try:
                 code = proc.wait(timeout=timeout_s)
                 return None if code == 0 else _failure_reason(run_dir, log, code)
             except subprocess.TimeoutExpired:
+                pass
+            finally:  # any exit (a timeout, KeyboardInterrupt, an exception): no torchrun or worker outlives it
                 _kill_tree(proc)
         # only a timeout gets here
         reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
@@ -407,8 +437,12 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
 
     launched = wall_time(run)
     reason, row_path = launched.result, run_dir / "row.json"
-    if reason is None and row_path.exists():
-        row = json.loads(row_path.read_text())
+    row = _read_row(row_path)
+    if row is not None:
+        # Rank 0 writes row.json only after every rank's metrics reached it: a rank that died after that (at
+        # shutdown, say) took nothing from the result, so it is kept, and says what happened.
+        if reason is not None:
+            row["note"] = f"kept: row.json was complete when the launch then failed at shutdown: {reason}"
     else:
         row = failed_row(reason or "torchrun exited with code 0 but rank 0 wrote no row.json",
                          world_size=world_size, batch_size_per_rank=batch_size_per_rank,
@@ -418,6 +452,20 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     return row
 
 
+# Runs torchrun (argv[2:]) in place of itself after asking Linux for SIGTERM when the launcher (pid argv[1]) dies.
+# A small exec'ing script rather than Popen's preexec_fn, which can deadlock in a multi-threaded caller (a Jupyter
+# kernel). The request survives exec; elsewhere than Linux it is skipped.
+_DIE_WITH_PARENT = """import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):  # the launcher died before the request took effect
+    sys.exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
 def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device,
                synthetic=False, stem=None, status: str = "error") -> dict:
     """A row with every field of :data:`ROW_FIELDS`: the configuration, NaN metrics, the reason."""
@@ -425,8 +473,20 @@ def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, m
     row.update(model=model, stem=stem, dataset=dataset, data_source="synthetic" if synthetic else "real",
                backend="nccl" if device == "cuda" else "gloo", device=device, world_size=world_size,
                batch_size_per_rank=batch_size_per_rank, global_batch_size=batch_size_per_rank * world_size,
-               data_fraction=data_fraction, epochs=epochs, status=status, error=reason,
+               data_fraction=data_fraction, epochs=epochs, status=status, error=reason, note=None,
                cuda_missing_reason=reason, max_gpu_mem_missing_reason=reason)
+    return row
+
+
+def _read_row(path: Path) -> dict | None:
+    """The merged row rank 0 wrote (all of :data:`ROW_FIELDS`, status ok), or None if there is none."""
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(row, dict) or row.get("status") != "ok" or not set(ROW_FIELDS) - {"note"} <= set(row):
+        return None
+    row.setdefault("note", None)
     return row
 
 
@@ -447,11 +507,23 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL torchrun and its workers. torchrun starts each worker in its own session, so killing
-    torchrun's process group alone would leave the workers running: kill every descendant's group."""
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _kill_tree(proc: subprocess.Popen, wait_s: float = 30.0) -> None:
+    """SIGKILL torchrun and its workers and wait until they are gone. torchrun starts each worker in its own
+    session, so killing torchrun's process group alone would leave the workers running: kill every descendant's
+    group. A no-op for a torchrun that exited by itself (its workers have exited before it)."""
+    if proc.poll() is not None:
+        return
     own = os.getpgrp()
-    for pid in [proc.pid] + _descendants(proc.pid):
+    pids = [proc.pid] + _descendants(proc.pid)
+    for pid in pids:
         try:
             group = os.getpgid(pid)
             if group != own:
@@ -461,6 +533,11 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     proc.wait()
+    # the workers are not our children (init reaps them): wait until none runs, so a next launch starts on idle
+    # cores and nothing writes into this run's folder any more
+    deadline = time.monotonic() + wait_s
+    while any(_alive(pid) for pid in pids[1:]) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
@@ -491,4 +568,12 @@ def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
     return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:])
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        # Every file is written and the process group destroyed: leave without running C++ static destructors,
+        # the usual site of "terminate called without an active exception" (a library's std::thread still
+        # joinable at exit), which on a loaded 2-core machine turned finished ranks into SIGABRTs.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -181,3 +181,60 @@ def test_two_torchrun_nodes_meet_at_a_c10d_rendezvous_and_train_one_model(tmp_pa
     for name in params[0]:
         assert torch.equal(params[0][name], params[1][name]), name
     assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_a_rank_that_dies_at_shutdown_after_row_json_is_kept_with_a_note(tmp_path, monkeypatch):
+    # What notebook 05 met on 2 cores: row.json written (every rank's metrics merged), then SIGABRT at exit.
+    monkeypatch.setenv("CNNLAB_DDP_ABORT_AT_EXIT_RANK", "1")
+    row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, **TINY)
+    assert row["status"] == "ok", row["error"]
+    assert row["note"].startswith("kept: row.json was complete") and "SIGABRT" in row["note"], row["note"]
+    assert row["wall_time_s"] > 0 and row["world_size"] == 2 and row["error"] is None
+
+
+def _wait_for_processes(text: str, count: int, timeout_s: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = _processes_mentioning(text)
+        if len(found) >= count:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} processes mentioning {text} after {timeout_s} s")
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, monkeypatch):
+    import signal
+    import threading
+
+    monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")  # the launch runs until it is interrupted
+
+    def interrupt():  # Ctrl-C once torchrun and both workers run
+        _wait_for_processes(str(tmp_path), 3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=120, **TINY)
+    assert _processes_mentioning(str(tmp_path)) == []  # launch() waited until every one was gone
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path):
+    # papermill killed: the launcher gets no chance to clean up, so torchrun and its workers must stop by themselves
+    code = ("import sys; from cnnlab import ddp; ddp.launch(world_size=2, out_dir=sys.argv[1], timeout_s=300, "
+            "model='lenet5', dataset='digits', data_fraction=0.05, batch_size_per_rank=8, device='cpu')")
+    env = dict(os.environ, CNNLAB_DDP_HANG_RANK="0", OMP_NUM_THREADS="1")
+    launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, cwd=ddp.CHECKOUT)
+    try:
+        _wait_for_processes(str(tmp_path), 4)  # the launcher, torchrun, two workers
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 60
+        while _processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _processes_mentioning(str(tmp_path))
+    finally:
+        for pid in _processes_mentioning(str(tmp_path)):  # leave nothing behind if the test fails
+            os.kill(pid, 9)
+    assert left == []
