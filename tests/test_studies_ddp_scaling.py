@@ -209,6 +209,23 @@ def test_claims_say_what_failed_and_what_cannot_be_judged_on_a_cpu():
     assert memory.held is True and "1.67" in memory.criterion and "CPU run" in memory.note
 
 
+def test_claims_name_the_grid_points_they_were_not_judged_on():
+    # notebook 05 on 2 cores: a world_size=2 point failed and the claims read "fell in 3 of 3" as if complete
+    df = paper_like()
+    lost = (df["data_fraction"] == 1.0) & (df["batch_size_per_rank"] == 512) & (df["world_size"] == 2)
+    df.loc[lost, "status"] = "error"
+    df.loc[lost, ["cpu_total_ms", "cuda_total_ms", "calls_total", "gpu_mem_allocated_mib"]] = math.nan
+    df["note"] = None
+    kept = (df["data_fraction"] == 0.5) & (df["batch_size_per_rank"] == 128) & (df["world_size"] == 2)
+    df.loc[kept, "note"] = "kept: row.json was complete when the launch then failed at shutdown: rank 1 was killed"
+    checks = judged(df)
+    for check in checks.values():
+        assert check.ours.endswith("; 1 of 8 grid points missing, not judged: f=1 b=512 w=2 (error)"), check.ours
+        assert "f=0.5 b=128 w=2: kept: row.json was complete" in check.note, check.note
+    assert checks[CLAIMS["cpu_procs"]].ours.startswith("fell in 3 of 3 comparisons; 1 of 8")  # the one lost: 1 of 4
+    assert "missing" not in "".join(c.ours for c in judged(paper_like()).values())  # a full grid says nothing
+
+
 def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
     monkeypatch.setattr(ddp, "launch", fake_launch([], fail_world=2))
     cfg = ddp_scaling.configure("quick", batch_sizes=[32, 128], world_sizes=[1, 2])

@@ -215,7 +215,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     the number of calls falls with batch size at every fraction and process count. Memory "transfer" is judged on
     the bytes allocated per epoch (cumulative): CPU within ``CPU_MEMORY_SPREAD`` (largest / smallest per data
     fraction), GPU falling from 1 process to the most. A claim holds when every comparison does ("<": a tie is a
-    comparison that did not fall).
+    comparison that did not fall). Grid points that did not run (an error, a timeout, skipped) are named in every
+    claim's ``ours``.
     """
     ok, device = df[df["status"] == "ok"], str(device)
     large = ok[ok["data_fraction"] >= 0.5]
@@ -266,6 +267,28 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         criterion="gpu_mem_allocated_mib (cumulative bytes allocated per epoch, largest rank) at the most GPUs < at "
                   "1 GPU, for every data fraction and batch size per GPU; held when every comparison falls",
         note=f"{peaks} (a peak cannot fall at a fixed batch per GPU)" if peaks else ""))
+    return _say_what_is_missing(checks, df)
+
+
+def _point(row) -> str:
+    return f"f={row['data_fraction']:g} b={row['batch_size_per_rank']:g} w={row['world_size']:g}"
+
+
+def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
+    """``checks`` with every grid point that is not ``ok`` named in ``ours`` (a claim judged on fewer points than the
+    grid must say so: "fell in 3 of 3 comparisons" reads as complete), and every ok point kept with a note (a rank
+    that died at shutdown after its row was complete) named in ``note``."""
+    missing = df[df["status"] != "ok"]
+    if len(missing):
+        points = ", ".join(f"{_point(r)} ({r['status']})" for _, r in missing.iterrows())
+        gap = f"{len(missing)} of {len(df)} grid points missing, not judged: {points}"
+        for check in checks:
+            check.ours = f"{check.ours}; {gap}"
+    noted = df[(df["status"] == "ok") & df["note"].notna()] if "note" in df else df.iloc[:0]
+    if len(noted):
+        kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in noted.iterrows())
+        for check in checks:
+            check.note = "; ".join(filter(None, [check.note, kept]))
     return checks
 
 
