@@ -8,8 +8,9 @@
   ValueError naming the parameter and its valid values, not halfway through a sweep, and every table spells a
   setting the same way: :func:`dtype_name`, :func:`autocast_name`, :func:`memory_format_name`,
   :func:`resolve_device` (the one device resolver).
-- Parameter checks that name the parameter: :func:`positive_int`, :func:`as_list`, :func:`batch_sizes`,
-  :func:`image_models`, :func:`threads`.
+- Parameter checks that name the parameter, the bad value and the valid range: :func:`positive_int`,
+  :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`as_list`,
+  :func:`image_models`, :func:`threads` (bools, NaN and inf are never numbers here; every range has an upper bound).
 - Backend switches as context managers that restore the previous state: :func:`tf32`, :func:`cudnn_benchmark`.
 """
 
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import math
+import numbers
 import os
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from cnnlab._compat import TF32_API, tf32_enabled, tf32_leaf  # noqa: F401  (tf32_enabled: config's API too)
@@ -138,14 +142,48 @@ def resolve_device(device: str | torch.device | None = "auto", *, parameter: str
     return dev
 
 
-def positive_int(value, *, parameter: str, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``; ValueError naming the parameter otherwise (bools rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int) and not (hasattr(value, "__index__")):
-        raise ValueError(f"{parameter}={value!r} must be an integer >= {minimum}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{parameter}={value!r} must be an integer >= {minimum}")
-    return value
+# Upper bounds of the shared checks: far above any run of the studies, low enough that a slip (an extra zero, a
+# papermill text that became a huge number) fails in configure, not hours into a sweep or out of memory.
+MAX_COUNT = 1_000_000  # repeats, images, epochs, vocabulary size, ...
+MAX_BATCH_SIZE = 65_536  # 2**16: 32x the largest batch in the three papers (2048 per GPU, paper 002)
+MAX_NUM_WORKERS = 64  # DataLoader worker processes
+
+
+def cores() -> int:
+    """CPU cores this process may run on: its affinity mask where the OS has one (a container's or a job's share),
+    else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def positive_int(value, *, parameter: str, minimum: int = 1, maximum: int = MAX_COUNT, bound: str = "") -> int:
+    """``value`` as an int from ``minimum`` to ``maximum``; ValueError naming the parameter, the value and the range
+    otherwise. Bools (``True`` is 1 to Python, a slip here), floats (4.0, NaN, inf) and text are rejected.
+    ``bound`` says where the maximum comes from ("the CPU cores present")."""
+    if _is_bool(value) or not (isinstance(value, int) or hasattr(value, "__index__")) or \
+            not minimum <= int(value) <= maximum:
+        raise ValueError(f"{parameter}={value!r} must be an integer >= {minimum} and <= {maximum}"
+                         + (f" ({bound})" if bound else ""))
+    return int(value)
+
+
+def number(value, *, parameter: str, low: float, high: float, low_open: bool = True, high_open: bool = False
+           ) -> float:
+    """``value`` as a finite float in the range from ``low`` to ``high`` (open at ``low`` and closed at ``high`` by
+    default: ``(0, 1]``); ValueError naming the parameter, the value and the range otherwise (bools, NaN, inf and
+    text rejected: ``lr=inf`` would train to chance accuracy and only then fail)."""
+    ok = isinstance(value, numbers.Real) and not _is_bool(value) and math.isfinite(value) and \
+        (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+    if not ok:
+        raise ValueError(f"{parameter}={value!r} is not valid; valid: a finite number in "
+                         f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}")
+    return float(value)
 
 
 def as_list(value) -> list:
@@ -161,23 +199,35 @@ def as_list(value) -> list:
     return [value]
 
 
-def positive_ints(value, *, parameter: str, minimum: int = 1, example: str = "[1, 2, 4, 8]") -> list[int]:
-    """``value`` (a list, a lone value or a list spelt as text) as a sorted, duplicate-free list of ints >=
-    ``minimum``; ValueError naming ``parameter`` otherwise."""
+def positive_ints(value, *, parameter: str, minimum: int = 1, maximum: int = MAX_COUNT, bound: str = "",
+                  example: str = "[1, 2, 4, 8]") -> list[int]:
+    """``value`` (a list, a lone value or a list spelt as text) as a sorted, duplicate-free list of ints from
+    ``minimum`` to ``maximum``; ValueError naming ``parameter`` otherwise."""
     values = as_list(value)
+    valid = f"integers >= {minimum} and <= {maximum}" + (f" ({bound})" if bound else "")
     if not values:
-        raise ValueError(f"{parameter} is empty; valid: a list of integers >= {minimum}, e.g. {example}")
+        raise ValueError(f"{parameter} is empty; valid: a list of {valid}, e.g. {example}")
     for v in values:
         try:
-            positive_int(v, parameter=parameter, minimum=minimum)
+            positive_int(v, parameter=parameter, minimum=minimum, maximum=maximum)
         except ValueError:
-            raise ValueError(f"{parameter}: {v!r} is not valid; valid: integers >= {minimum}, e.g. {example}") from None
+            raise ValueError(f"{parameter}: {v!r} is not valid; valid: {valid}, e.g. {example}") from None
     return sorted({int(v) for v in values})
 
 
 def batch_sizes(value, parameter: str = "batch_sizes") -> list[int]:
-    """``value`` as a non-empty, sorted, duplicate-free list of batch sizes (ints >= 1)."""
-    return positive_ints(value, parameter=parameter)
+    """``value`` as a non-empty, sorted, duplicate-free list of batch sizes (ints from 1 to :data:`MAX_BATCH_SIZE`)."""
+    return positive_ints(value, parameter=parameter, maximum=MAX_BATCH_SIZE)
+
+
+def batch_size(value, parameter: str = "batch_size") -> int:
+    """``value`` as one batch size (an int from 1 to :data:`MAX_BATCH_SIZE`)."""
+    return positive_int(value, parameter=parameter, maximum=MAX_BATCH_SIZE)
+
+
+def num_workers(value, parameter: str = "num_workers") -> list[int]:
+    """``value`` as a sorted list of DataLoader worker counts (ints from 0 to :data:`MAX_NUM_WORKERS`)."""
+    return positive_ints(value, parameter=parameter, minimum=0, maximum=MAX_NUM_WORKERS, example="[0, 2]")
 
 
 def image_models() -> list[str]:
@@ -212,9 +262,11 @@ def threads(value, parameter: str = "threads") -> int | None:
     Why a parameter: on a shared or small CPU, more OpenMP threads than free cores spin-wait on each other
     and inflate small-batch times by 10-100x (seen on a loaded 2-core machine: LeNet-5 at batch 1 took
     50 ms instead of 0.2 ms), so the quick preset, which CI runs two notebooks at a time, uses one thread.
-    Every measured row records the thread count it ran with (``cpu_threads``).
+    Every measured row records the thread count it ran with (``cpu_threads``). At most :func:`cores`: more would
+    only be that spin-waiting.
     """
-    return None if value is None else positive_int(value, parameter=parameter)
+    return None if value is None else positive_int(value, parameter=parameter, maximum=cores(),
+                                                   bound="the CPU cores present")
 
 
 def set_threads(value: int | None) -> int:

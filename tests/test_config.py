@@ -107,3 +107,39 @@ def test_tf32_works_whichever_api_the_caller_used():
     finally:
         for leaf, value in zip(leaves, saved):
             leaf.fp32_precision = value
+
+
+@pytest.mark.parametrize("bad", [True, False, 2.0, float("nan"), float("inf"), "4", None, 0, 1_000_001])
+def test_positive_int_rejects_bools_floats_and_out_of_range_naming_the_parameter_and_the_range(bad):
+    with pytest.raises(ValueError, match=rf"repeats={bad!r} must be an integer >= 1 and <= 1000000".replace("(", r"\(")):
+        config.positive_int(bad, parameter="repeats")
+    assert config.positive_int(7, parameter="repeats") == 7 and config.positive_int(10**6, parameter="r") == 10**6
+
+
+def test_number_accepts_finite_values_in_range_only():
+    assert config.number(0.1, parameter="lr", low=0, high=10) == 0.1 and config.number(1, parameter="f", low=0,
+                                                                                       high=1) == 1.0
+    for bad in (float("inf"), float("nan"), True, 0, 0.0, -1e-3, 10.5, "0.1", None):
+        with pytest.raises(ValueError, match=r"lr=.* is not valid; valid: a finite number in \(0, 10\]"):
+            config.number(bad, parameter="lr", low=0, high=10)
+    with pytest.raises(ValueError, match=r"valid: a finite number in \[0, 1\)"):
+        config.number(1.0, parameter="ratio", low=0, high=1, low_open=False, high_open=True)
+    assert config.number(0, parameter="ratio", low=0, high=1, low_open=False, high_open=True) == 0.0
+
+
+def test_counts_batch_sizes_workers_and_threads_have_upper_bounds():
+    assert config.batch_sizes([1, 65536]) == [1, 65536] and config.batch_size(2048) == 2048
+    with pytest.raises(ValueError, match="batch_sizes: 65537 is not valid; valid: integers >= 1 and <= 65536"):
+        config.batch_sizes([8, 65537])
+    with pytest.raises(ValueError, match="batch_sizes: True is not valid"):
+        config.batch_sizes([True])
+    with pytest.raises(ValueError, match=r"batch_size=100000 must be an integer >= 1 and <= 65536"):
+        config.batch_size(100_000)
+    assert config.num_workers("[0, 4]") == [0, 4]
+    with pytest.raises(ValueError, match="num_workers: 65 is not valid; valid: integers >= 0 and <= 64"):
+        config.num_workers([0, 65])
+    cores = config.cores()
+    assert cores >= 1 and config.threads(cores) == cores
+    with pytest.raises(ValueError, match=rf"threads={cores + 1} must be an integer >= 1 and <= {cores} "
+                                         r"\(the CPU cores present\)"):
+        config.threads(cores + 1)
