@@ -9,7 +9,7 @@
   setting the same way: :func:`dtype_name`, :func:`autocast_name`, :func:`memory_format_name`,
   :func:`resolve_device` (the one device resolver).
 - Parameter checks that name the parameter, the bad value and the valid range: :func:`positive_int`,
-  :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`as_list`,
+  :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`boolean`, :func:`as_list`,
   :func:`image_models`, :func:`threads` (bools, NaN and inf are never numbers here; every range has an upper bound).
 - Backend switches as context managers that restore the previous state: :func:`tf32`, :func:`cudnn_benchmark`.
 """
@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from cnnlab._compat import TF32_API, tf32_enabled, tf32_leaf  # noqa: F401  (tf32_enabled: config's API too)
+from cnnlab._compat import TF32_API, set_tf32, tf32_enabled, tf32_leaf  # noqa: F401  (re-exported: config's API)
 
 PRESETS = ("quick", "standard", "paper")
 
@@ -249,6 +249,14 @@ def models_list(value, parameter: str = "models", *, valid: list[str] | None = N
     return names
 
 
+def boolean(value, *, parameter: str) -> bool:
+    """``value`` if it is True or False (not 1, 0 or "True": ``1 in (False, True)`` holds in Python); ValueError
+    naming ``parameter`` otherwise."""
+    if not _is_bool(value):
+        raise ValueError(f"{parameter}={value!r} is not valid; valid: True, False")
+    return bool(value)
+
+
 def one_of(value, valid, *, parameter: str):
     """``value`` if it is in ``valid``; ValueError naming ``parameter`` and the valid values otherwise."""
     if value not in valid:
@@ -325,26 +333,17 @@ def tf32(enabled: bool):
     """TF32 for CUDA matmuls and cuDNN convolutions on (``True``) or off inside the block, restored after.
 
     On Ampere and newer GPUs TF32 rounds fp32 operands to a 10-bit mantissa; a table that compares convolution
-    strategies must say which setting it ran under. Uses torch's ``fp32_precision`` API where it exists (a caller
-    may have set it: the legacy flags would then raise when read), else the legacy ``allow_tf32`` flags.
+    strategies must say which setting it ran under. Works whichever of torch's two TF32 APIs a caller used (see
+    ``cnnlab._compat``): the setting is read through the newer where it exists and always set so both agree.
     """
-    leaves = [tf32_leaf(kind) for kind in TF32_API]
-    if all(leaf is not None for leaf in leaves):
-        before = [leaf.fp32_precision for leaf in leaves]
-        for leaf in leaves:
-            leaf.fp32_precision = "tf32" if enabled else "ieee"
-        try:
-            yield
-        finally:
-            for leaf, value in zip(leaves, before):
-                leaf.fp32_precision = value
-        return
-    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled)
+    before = {kind: tf32_enabled(kind) for kind in TF32_API}
+    for kind in TF32_API:
+        set_tf32(kind, enabled)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        for kind, value in before.items():
+            set_tf32(kind, value)
 
 
 # ------------------------------------------------------------------------------------------------ numerics

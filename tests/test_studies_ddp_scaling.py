@@ -45,13 +45,13 @@ def test_study_follows_the_contract():
 
 
 def test_configure_checks_every_parameter_and_reads_papermill_text():
-    cfg = ddp_scaling.configure("paper", device="cpu")
+    cfg = ddp_scaling.configure("paper", device="cpu", oversubscribe=True)  # 4 processes, on any CPU
     assert (cfg.device, cfg.world_sizes, cfg.data_fractions) == ("cpu", [1, 2, 4], [1.0, 0.5, 0.1])
     assert ddp_scaling.configure("quick", world_sizes="[2, 1]").world_sizes == [1, 2]  # papermill -p text
     assert ddp_scaling.configure("quick", world_sizes=2, batch_sizes=16, data_fractions=0.5).world_sizes == [2]
     assert ddp_scaling.configure("quick", data_fractions="[1, 0.5]").data_fractions == [1.0, 0.5]
     # the stem is explicit wherever the model has one: the paper's torchvision (ImageNet) stem unless asked otherwise
-    assert ddp_scaling.configure("paper", device="cpu").stem == "imagenet"
+    assert ddp_scaling.configure("paper", device="cpu", oversubscribe=True).stem == "imagenet"
     assert ddp_scaling.configure("quick", model="resnet152").stem == "imagenet"
     assert ddp_scaling.configure("quick", model="resnet152", stem="cifar").stem == "cifar"
     assert ddp_scaling.configure("quick").stem is None  # LeNet-5 has no stem option
@@ -68,6 +68,31 @@ def test_configure_checks_every_parameter_and_reads_papermill_text():
         with pytest.raises(ValueError, match="CUDA is not available"):
             ddp_scaling.configure("quick", device="cuda")
         assert ddp_scaling.configure("quick", device="auto").device == "cpu"
+
+
+def test_configure_rejects_values_that_would_fail_late_or_start_too_many_processes(monkeypatch):
+    monkeypatch.setattr(ddp_scaling.config, "cores", lambda: 2)
+    for name, bad, message in [
+            ("timeout_s", float("inf"), r"timeout_s=inf is not valid; valid: a finite number in \(0, 604800\]"),
+            ("timeout_s", float("nan"), "timeout_s=nan is not valid"),
+            ("timeout_s", True, "timeout_s=True is not valid"),
+            ("world_sizes", [1000], r"world_sizes: 1000 is not valid; valid: integers >= 1 and <= 2 \(the 2 CPU "
+                                    r"cores present; oversubscribe=True allows up to 64\)"),
+            ("world_sizes", [1, True], "world_sizes: True is not valid"),
+            ("threads_per_rank", 3, r"threads_per_rank=3 must be an integer >= 1 and <= 2 \(the 2 CPU cores"),
+            ("batch_sizes", [10**6], "batch_sizes: 1000000 is not valid; valid: integers >= 1 and <= 65536"),
+            ("data_fractions", [float("nan")], "data_fractions=nan is not valid; valid: a finite number in \\(0, 1\\]"),
+            ("data_fractions", [True], "data_fractions=True is not valid"),
+            ("data_fractions", [], "data_fractions is empty"),
+            ("epochs", 2.0, "epochs=2.0 must be an integer"),
+            ("synthetic", 1, "synthetic=1 is not valid; valid: True, False"),
+            ("oversubscribe", "yes", "oversubscribe='yes' is not valid; valid: True, False")]:
+        with pytest.raises(ValueError, match=message):
+            ddp_scaling.configure("quick", device="cpu", **{name: bad})
+    # asked otherwise: more processes than cores, up to a stated bound
+    assert ddp_scaling.configure("quick", device="cpu", world_sizes=[1, 4], oversubscribe=True).world_sizes == [1, 4]
+    with pytest.raises(ValueError, match="world_sizes: 1000 is not valid; valid: integers >= 1 and <= 64"):
+        ddp_scaling.configure("quick", device="cpu", world_sizes=[1000], oversubscribe=True)
 
 
 def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, monkeypatch):
@@ -98,7 +123,8 @@ def test_points_that_need_more_gpus_than_present_are_skipped(monkeypatch):
     calls = []
     monkeypatch.setattr(ddp, "launch", fake_launch(calls))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2, 4])
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2, 4],
+                                oversubscribe=True)  # (4 CPU processes: on any CPU)
     cfg.device = "cuda"  # as configure makes it on a machine with CUDA
     df = ddp_scaling.measure(cfg, None, progress=False)
     assert df["status"].tolist() == ["ok", "skipped", "skipped"] and len(calls) == 1

@@ -28,6 +28,12 @@ from cnnlab import config, ddp, plotting
 from cnnlab.claims import Claim
 from cnnlab.profiling import store_file, sweep
 
+# Four threads per process on a GPU run (data loading, the optimizer), never more than the cores present (Colab's
+# free GPU runtime has two).
+_THREADS = min(4, config.cores())
+MAX_WORLD_SIZE = 64  # processes of one standalone launch (one machine), whatever is present
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week per configuration
+
 # The grid parameter "batch size" is the batch of each process (the paper's DataLoader batch_size in
 # every process, sec. 3.2); the global batch is batch_size_per_rank x world_size.
 PRESETS = {
@@ -35,17 +41,18 @@ PRESETS = {
     # (1437 images), batch sizes of 32 and 128.
     "quick": dict(model="lenet5", stem=None, dataset="digits", synthetic=False, data_fractions=[1.0, 0.5],
                   batch_sizes=[32, 128], world_sizes=[1, 2], epochs=1, profile_steps=3, device="cpu",
-                  threads_per_rank=1, timeout_s=180),
+                  threads_per_rank=1, timeout_s=180, oversubscribe=False),
     # One Colab GPU: the paper's model and data, a smaller grid; world sizes above the GPU count are skipped.
     "standard": dict(model="resnet152", stem="imagenet", dataset="cifar100", synthetic=False,
                      data_fractions=[0.5, 0.1], batch_sizes=[128, 512], world_sizes=[1, 2], epochs=1, profile_steps=5,
-                     device="auto", threads_per_rank=4, timeout_s=1800),
+                     device="auto", threads_per_rank=_THREADS, timeout_s=1800, oversubscribe=False),
     # The paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100, which
     # is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
     # paper does not give the epoch count: one epoch, timed whole; 10 steps of it profiled.
     "paper": dict(model="resnet152", stem="imagenet", dataset="cifar100", synthetic=False,
                   data_fractions=[1.0, 0.5, 0.1], batch_sizes=[128, 512, 1024, 2048], world_sizes=[1, 2, 4],
-                  epochs=1, profile_steps=10, device="auto", threads_per_rank=4, timeout_s=3600),
+                  epochs=1, profile_steps=10, device="auto", threads_per_rank=_THREADS, timeout_s=3600,
+                  oversubscribe=False),
 }
 DEVICES = ("auto", "cpu", "cuda")
 GRID = {"data_fraction": "data_fractions", "batch_size_per_rank": "batch_sizes", "world_size": "world_sizes"}
@@ -81,22 +88,32 @@ def configure(preset: str | None = None, **overrides):
     if default_stem is not None:  # always explicit where there is one: the results say which stem ran
         cfg.stem = config.one_of(cfg.stem or default_stem, resnet_imagenet.STEMS, parameter="stem")
     config.one_of(cfg.dataset, data.names(), parameter="dataset")
-    config.one_of(cfg.synthetic, (False, True), parameter="synthetic")
+    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
     fractions = config.as_list(cfg.data_fractions)
-    if not fractions or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1
-                                for f in fractions):
-        raise ValueError(f"data_fractions={cfg.data_fractions!r} is not valid; valid: a non-empty list of "
-                         f"fractions in (0, 1], e.g. [1.0, 0.5, 0.1]")
-    cfg.data_fractions = list(dict.fromkeys(float(f) for f in fractions))
+    if not fractions:
+        raise ValueError("data_fractions is empty; valid: a non-empty list of fractions in (0, 1], e.g. [1.0, 0.5]")
+    cfg.data_fractions = list(dict.fromkeys(config.number(f, parameter="data_fractions", low=0, high=1)
+                                            for f in fractions))
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.world_sizes = config.positive_ints(cfg.world_sizes, parameter="world_sizes", example="[1, 2, 4]")
     cfg.epochs = config.positive_int(cfg.epochs, parameter="epochs")
     cfg.profile_steps = config.positive_int(cfg.profile_steps, parameter="profile_steps")
-    cfg.threads_per_rank = config.positive_int(cfg.threads_per_rank, parameter="threads_per_rank")
-    if isinstance(cfg.timeout_s, bool) or not isinstance(cfg.timeout_s, (int, float)) or not cfg.timeout_s > 0:
-        raise ValueError(f"timeout_s={cfg.timeout_s!r} is not valid; valid: a positive number of seconds")
+    cfg.timeout_s = config.number(cfg.timeout_s, parameter="timeout_s", low=0, high=MAX_TIMEOUT_S)
+    cfg.oversubscribe = config.boolean(cfg.oversubscribe, parameter="oversubscribe")
     config.one_of(cfg.device, DEVICES, parameter="device")
     cfg.device = config.resolve_device(cfg.device).type
+    # Every process of a CPU run needs a core of its own, and each of its threads too: more would measure the
+    # cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On CUDA a
+    # world size above the GPUs present is a skipped point (see measure): no process starts.
+    cores, over = config.cores(), cfg.oversubscribe
+    on_cpu = cfg.device == "cpu" and not over
+    cfg.world_sizes = config.positive_ints(
+        cfg.world_sizes, parameter="world_sizes", maximum=cores if on_cpu else MAX_WORLD_SIZE, example="[1, 2, 4]",
+        bound=f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}" if on_cpu else
+        "one machine's processes")
+    cfg.threads_per_rank = config.positive_int(
+        cfg.threads_per_rank, parameter="threads_per_rank", maximum=MAX_WORLD_SIZE if over else cores,
+        bound="oversubscribe=True" if over else f"the {cores} CPU cores present; oversubscribe=True allows up to "
+                                                f"{MAX_WORLD_SIZE}")
     return cfg
 
 
@@ -121,7 +138,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     def skip(world_size, **_):
         return f"needs {world_size} GPUs, {gpus} present" if gpus is not None and world_size > gpus else None
 
-    settings = {k: v for k, v in vars(cfg).items() if k not in GRID.values()}
+    # oversubscribe only permits a grid, it changes no measurement: not in the store's key
+    settings = {k: v for k, v in vars(cfg).items() if k not in (*GRID.values(), "oversubscribe")}
     store = None if store_dir is None else Path(store_dir) / "ddp_runs.csv"
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
         runs = Path(tmp) if store is None else Path(store_dir) / "runs" / store_file(store, settings).stem
@@ -138,7 +156,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         df = sweep(point, {name: getattr(cfg, values) for name, values in GRID.items()}, store, settings=settings,
                    skip=skip, retry_errors=True, desc="ddp configurations", progress=progress)
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
-    text = ("data_source", "error", "cuda_missing_reason", "max_gpu_mem_missing_reason")
+    text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason")
     df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran
     # A point that did not run is stored as its parameters + error: fill in what the configuration says.
     df["error"] = df["error"].map(lambda e: e.removeprefix("LaunchFailed: ") if isinstance(e, str) else None)
