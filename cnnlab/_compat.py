@@ -65,8 +65,9 @@ def patch_torchvision() -> str:
 
 
 # TF32 has two APIs: the legacy ``allow_tf32`` flags (every supported torch) and ``fp32_precision`` (torch 2.9+,
-# hierarchical: "none" defers to the parent). Once anyone sets the new one, reading a legacy flag raises, so cnnlab
-# reads and writes through the new API where torch has it, the legacy flags elsewhere.
+# hierarchical: "none" defers to the parent). In torch 2.13 the legacy setters update both states, the new setter
+# only its own, and reading a legacy flag raises when the two disagree (a caller set only the new API). So cnnlab
+# sets TF32 through the legacy setters (consistent everywhere) and reads it through the new API where torch has it.
 TF32_API = {"matmul": ("cuda", "matmul"), "conv": ("cudnn", "conv")}
 
 
@@ -75,6 +76,10 @@ def tf32_leaf(kind: str):
     backend, op = TF32_API[kind]
     leaf = getattr(getattr(torch.backends, backend), op, None)
     return leaf if leaf is not None and hasattr(leaf, "fp32_precision") else None
+
+
+def _legacy(kind: str):
+    return torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
 
 
 def tf32_enabled(kind: str) -> bool:
@@ -86,4 +91,12 @@ def tf32_enabled(kind: str) -> bool:
                       getattr(torch.backends, "fp32_precision", "none")):
             if value != "none":
                 return value == "tf32"
-    return bool((torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn).allow_tf32)
+    try:
+        return bool(_legacy(kind).allow_tf32)
+    except RuntimeError:  # the two states disagree and the new one says "none" all the way up: torch's default
+        return False
+
+
+def set_tf32(kind: str, enabled: bool) -> None:
+    """Turn TF32 on or off for ``kind`` through the legacy setter, which keeps both of torch's states in step."""
+    setattr(_legacy(kind), "allow_tf32", bool(enabled))
