@@ -240,6 +240,7 @@ def test_the_papers_accuracies_are_where_its_log_puts_them():
     assert vq.PAPER["fp32_acc"] == 65.11 and "int8_acc" not in vq.PAPER
 
 
+@pytest.mark.skipif(quantize.int8_unavailable() is not None, reason=str(quantize.int8_unavailable()))
 def test_other_settings_never_return_stored_rows_and_a_rerun_resumes(tmp_path, monkeypatch):
     """Stores keyed by the settings: another setting (repeats) measures every sweep again and returns only its own
     rows; the first configuration again measures nothing and returns its stored rows."""
