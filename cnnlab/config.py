@@ -146,7 +146,7 @@ def resolve_device(device: str | torch.device | None = "auto", *, parameter: str
 # papermill text that became a huge number) fails in configure, not hours into a sweep or out of memory.
 MAX_COUNT = 1_000_000  # repeats, images, epochs, vocabulary size, ...
 MAX_BATCH_SIZE = 65_536  # 2**16: 32x the largest batch in the three papers (2048 per GPU, paper 002)
-MAX_NUM_WORKERS = 64  # DataLoader worker processes
+MAX_NUM_WORKERS = 128  # DataLoader worker processes (the sweeps skip those above the cores present)
 
 
 def cores() -> int:

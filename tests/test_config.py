@@ -138,8 +138,8 @@ def test_counts_batch_sizes_workers_and_threads_have_upper_bounds():
     with pytest.raises(ValueError, match=r"batch_size=100000 must be an integer >= 1 and <= 65536"):
         config.batch_size(100_000)
     assert config.num_workers("[0, 4]") == [0, 4]
-    with pytest.raises(ValueError, match="num_workers: 65 is not valid; valid: integers >= 0 and <= 64"):
-        config.num_workers([0, 65])
+    with pytest.raises(ValueError, match="num_workers: 129 is not valid; valid: integers >= 0 and <= 128"):
+        config.num_workers([0, 129])
     cores = config.cores()
     assert cores >= 1 and config.threads(cores) == cores
     with pytest.raises(ValueError, match=rf"threads={cores + 1} must be an integer >= 1 and <= {cores} "

@@ -47,6 +47,7 @@ MODEL_SETTINGS = ("synthetic", "vocab_size", "seq_len", "train_size", "test_size
 _EVERY = dict(num_layers=2, num_workers=[0, 1, 2, 4, 8], methods=list(prune.METHODS), finetune_epochs=1, device=None)
 _IMDB = dict(synthetic=False, seq_len=256, train_size=None, test_size=None, epochs=4, lr=1e-3, profile_iterations=5,
              ratios=[round(0.1 * k, 1) for k in range(1, 10)], threads=None, **_EVERY)
+MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it only diverges
 PRESETS = {
     # CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%), one
     # intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
@@ -66,24 +67,28 @@ PRESETS = {
 def configure(preset: str | None = None, **overrides):
     """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``)."""
     cfg = config.configure(preset, PRESETS, **overrides)
-    if not isinstance(cfg.synthetic, bool):
-        raise ValueError(f"synthetic={cfg.synthetic!r} must be True or False")
-    for name in ("vocab_size", "seq_len", "embed_dim", "hidden_size", "num_layers", "epochs", "batch_size",
-                 "finetune_epochs", "profile_iterations", "repeats", "timing_rounds", "warmup", "train_size",
-                 "test_size"):
-        if getattr(cfg, name) is not None or name not in ("train_size", "test_size"):
-            config.positive_int(getattr(cfg, name), parameter=name, minimum=0 if name == "warmup" else 1)
-    for name, high in (("lr", float("inf")), ("sweep_fraction", 1)):
-        if isinstance(getattr(cfg, name), bool) or not isinstance(getattr(cfg, name), (int, float)) \
-                or not 0 < getattr(cfg, name) <= high:
-            raise ValueError(f"{name}={getattr(cfg, name)!r} must be a number in (0, {high}]")
+    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
+    for name in ("vocab_size", "seq_len", "embed_dim", "hidden_size", "num_layers", "epochs", "finetune_epochs",
+                 "profile_iterations", "repeats", "timing_rounds", "warmup", "train_size", "test_size"):
+        if getattr(cfg, name) is not None or name not in ("train_size", "test_size"):  # None: the whole split
+            setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name,
+                                                   minimum=0 if name == "warmup" else 1))
+    cfg.batch_size = config.batch_size(cfg.batch_size)
+    # Adam's step size: an lr of inf or 1e9 trains to chance accuracy and would only fail at the claims
+    cfg.lr = config.number(cfg.lr, parameter="lr", low=0, high=MAX_LR)
+    cfg.sweep_fraction = config.number(cfg.sweep_fraction, parameter="sweep_fraction", low=0, high=1)
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.num_workers = config.positive_ints(cfg.num_workers, parameter="num_workers", minimum=0, example="[0, 1, 2]")
-    cfg.ratios = sorted(prune.check_amount(r) for r in config.as_list(cfg.ratios))
-    if not cfg.ratios or cfg.ratios[0] <= 0:
-        raise ValueError(f"ratios={cfg.ratios!r}: give pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]")
-    cfg.methods = [prune.check_method(m) for m in config.as_list(cfg.methods)]
-    cfg.chosen_ratio = prune.check_amount(cfg.chosen_ratio)
+    cfg.num_workers = config.num_workers(cfg.num_workers)
+    ratios = config.as_list(cfg.ratios)
+    if not ratios:
+        raise ValueError("ratios is empty; valid: pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]")
+    cfg.ratios = sorted(config.number(r, parameter="ratios", low=0, high=1, high_open=True) for r in ratios)
+    methods = config.as_list(cfg.methods)
+    if not methods:  # nothing to prune: the study would train, measure nothing it claims about, then fail
+        raise ValueError(f"methods is empty; valid: a list of {', '.join(prune.METHODS)}")
+    cfg.methods = list(dict.fromkeys(prune.check_method(m) for m in methods))
+    cfg.chosen_ratio = config.number(cfg.chosen_ratio, parameter="chosen_ratio", low=0, high=1, low_open=False,
+                                     high_open=True)
     if round(cfg.chosen_ratio * cfg.hidden_size) >= cfg.hidden_size:
         raise ValueError(f"chosen_ratio={cfg.chosen_ratio} would remove all {cfg.hidden_size} hidden units")
     cfg.threads = config.threads(cfg.threads)
