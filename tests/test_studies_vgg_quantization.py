@@ -64,6 +64,23 @@ def test_configure_adds_eager_and_names_bad_parameters(cfg):
             vq.configure("quick", **{**TINY, **bad})
 
 
+def test_configure_rejects_bools_and_non_finite_numbers_before_any_work():
+    # 07 accepted lr=True and loader_fraction=True (bools are ints to Python) and lr=inf
+    for bad, match in ((dict(lr=True), r"lr=True is not valid; valid: a finite number in \(0, 1\]"),
+                       (dict(lr=float("inf")), "lr=inf is not valid"), (dict(lr=float("nan")), "lr=nan is not valid"),
+                       (dict(loader_fraction=True), r"loader_fraction=True is not valid; valid: a finite number in "
+                                                    r"\(0, 1\]"),
+                       (dict(synthetic=1), "synthetic=1 is not valid; valid: True, False"),
+                       (dict(pin_memory=[0]), "pin_memory=0 is not valid"),
+                       (dict(batch_size=True), "batch_size=True must be an integer"),
+                       (dict(latency_batch_size=10**5), r"latency_batch_size=100000 must be an integer >= 1 and <= 65536"),
+                       (dict(epochs=float("inf")), "epochs=inf must be an integer"),
+                       (dict(num_workers=[1000]), "num_workers: 1000 is not valid; valid: integers >= 0 and <= 128"),
+                       (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores")):
+        with pytest.raises(ValueError, match=match):
+            vq.configure("quick", **{**TINY, **bad})
+
+
 def test_without_torchao_pt2e_the_int8_rows_are_skipped_with_the_reason(cfg, tmp_path, monkeypatch):
     """Colab's torchao 0.10 has no PT2E flow: the int8 and int8-profile rows are skipped, saying why; fp32 is measured
     and nothing tries to quantize."""

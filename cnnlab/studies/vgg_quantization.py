@@ -43,6 +43,7 @@ ACCURACY_PP = 1.0  # "keeps accuracy" / "slightly" (greater): at most 1 percenta
 LITTLE_CHANGE = 0.2  # "little to no change" in time: within 20% (the workbook's bound for "little"/"slight")
 GRID = ("num_workers", "pin_memory", "loader_batch_size", "methods")  # grid axes, not settings of a store
 
+MAX_LR = 1.0  # SGD's learning rate: kuangliu's recipe starts at 0.1; inf or 1e9 would train to chance accuracy
 PRESETS = {
     # CPU smoke run: one epoch on the real, offline `digits` set (about 98% test accuracy), tiny loader subset,
     # one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
@@ -70,17 +71,19 @@ def configure(preset: str | None = None, **overrides) -> SimpleNamespace:
     starts with ``eager``, the baseline of the speed-ups."""
     cfg = config.configure(preset, PRESETS, **overrides)
     for name, valid in (("dataset", [n for n in data.names() if data.info(n).input_shape == (3, 32, 32)]),
-                        ("synthetic", (True, False)), ("augment", (True, False)), ("schedule", SCHEDULES)):
+                        ("schedule", SCHEDULES)):
         config.one_of(getattr(cfg, name), valid, parameter=name)
-    for name in ("epochs", "batch_size", "loader_batch_size", "calibration_batches", "latency_batch_size",
-                 "repeats", "profile_iterations", "top_ops", "warmup"):
+    for name in ("synthetic", "augment"):  # True/False only: 1 == True would pass a plain membership test
+        setattr(cfg, name, config.boolean(getattr(cfg, name), parameter=name))
+    for name in ("epochs", "calibration_batches", "repeats", "profile_iterations", "top_ops", "warmup"):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=int(name != "warmup")))
-    for name, top in (("lr", float("inf")), ("loader_fraction", 1.0)):
-        if not isinstance(getattr(cfg, name), (int, float)) or not 0 < getattr(cfg, name) <= top:
-            raise ValueError(f"{name}={getattr(cfg, name)!r} is not valid; valid: a number in (0, {top}]")
-    cfg.num_workers = config.positive_ints(cfg.num_workers, parameter="num_workers", minimum=0, example="[0, 2]")
+    for name in ("batch_size", "loader_batch_size", "latency_batch_size"):
+        setattr(cfg, name, config.batch_size(getattr(cfg, name), parameter=name))
+    cfg.lr = config.number(cfg.lr, parameter="lr", low=0, high=MAX_LR)
+    cfg.loader_fraction = config.number(cfg.loader_fraction, parameter="loader_fraction", low=0, high=1)
+    cfg.num_workers = config.num_workers(cfg.num_workers)
     pins = config.as_list(cfg.pin_memory) or [None]  # an empty list fails as a missing value
-    cfg.pin_memory = [config.one_of(p, (False, True), parameter="pin_memory") for p in pins]
+    cfg.pin_memory = [config.boolean(p, parameter="pin_memory") for p in pins]
     methods = [config.one_of(m, METHODS, parameter="methods") for m in config.as_list(cfg.methods)]
     cfg.methods = ["eager", *(m for m in dict.fromkeys(methods) if m != "eager")]
     cfg.threads = config.threads(cfg.threads)
