@@ -393,6 +393,8 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     metrics, ``status="error"`` and the reason in ``error``; it never raises for a failed run and never
     hangs. ``--standalone`` picks a free port, so launches can run side by side.
     """
+    # inf would reach Popen.wait as an OverflowError naming nothing; 0 would kill every launch at once
+    timeout_s = config.number(timeout_s, parameter="timeout_s", low=0, high=7 * 24 * 3600.0)
     device = config.resolve_device(device).type
     run_dir = Path(out_dir) / (f"{model}{'_' + stem if stem else ''}_{dataset}_w{world_size}_b{batch_size_per_rank}"
                                f"_f{data_fraction:g}_e{epochs}_{device}")

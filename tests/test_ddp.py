@@ -76,6 +76,13 @@ def test_a_crashing_rank_is_recorded_as_failed_within_the_timeout(tmp_path):
     assert set(ROW_FIELDS) <= set(row) and math.isnan(row["wall_time_s"])
 
 
+def test_launch_rejects_a_timeout_that_is_not_a_finite_number_of_seconds(tmp_path):
+    for bad in (float("inf"), float("nan"), 0, True):
+        with pytest.raises(ValueError, match=r"timeout_s=.* is not valid; valid: a finite number in \(0, 604800\]"):
+            ddp.launch(world_size=1, out_dir=tmp_path, timeout_s=bad, **TINY)
+    assert not any(tmp_path.iterdir())  # nothing launched
+
+
 def test_a_sigkilled_rank_is_recorded_with_the_signal(tmp_path, monkeypatch):
     monkeypatch.setenv("CNNLAB_DDP_KILL_RANK", "1")
     row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, **TINY)
