@@ -163,3 +163,15 @@ def test_figure_has_time_and_memory_panels_with_percentages(measured):
     labels = [t.get_text() for t in bottom.texts]
     assert len(labels) == 3 and all(label.endswith("%") for label in labels)  # no label on the fp32 bars
     plt.close(figs["03_fig5_time_memory"])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_size=10**6), r"batch_size: 1000000 is not valid; valid: integers >= 1 and <= 65536"),
+    (dict(batch_size=True), "batch_size: True is not valid"),
+    (dict(repeats=float("inf")), "repeats=inf must be an integer"),
+    (dict(warmup=True), "warmup=True must be an integer"),
+    (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores present\)"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        aa.configure("quick", **bad)

@@ -339,3 +339,15 @@ def test_no_traces_in_the_quick_preset(measured):
     df, _, _ = measured
     assert studies.tables(df)["breakdown"]["trace_file"].isna().all()
     assert "memory_snapshots" not in set(df["experiment"])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_sizes=[1, 10**6]), r"batch_sizes: 1000000 is not valid; valid: integers >= 1 and <= 65536"),
+    (dict(images=10**7), r"images=10000000 must be an integer >= 1 and <= 1000000"),
+    (dict(min_repeats=float("nan")), "min_repeats=nan must be an integer"),
+    (dict(save_traces=1), "save_traces=1 is not valid; valid: True, False"),
+    (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores present\)"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bs.configure("quick", **bad)

@@ -199,3 +199,15 @@ def test_figures(measured):
     assert fig4.axes[0].texts[0].get_text() == f"{fp32_acc:.2f}"  # values written on the bars
     for fig in figs.values():
         plt.close(fig)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(eval_batch_size=10**6), r"eval_batch_size=1000000 must be an integer >= 1 and <= 65536"),
+    (dict(batch_sizes=[True]), "batch_sizes: True is not valid"),
+    (dict(repeats=float("inf")), "repeats=inf must be an integer"),
+    (dict(synthetic=0), "synthetic=0 is not valid; valid: True, False"),
+    (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores present\)"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        pr.configure("quick", **bad)

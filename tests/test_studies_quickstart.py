@@ -62,3 +62,13 @@ def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):
     off = studies.tables(quickstart.measure(quickstart.configure("quick", batch_sizes=[1], repeats=2),
                                             tmp_path / "off", progress=False))["operators"]
     assert off["trace_file"].isna().all() and not (tmp_path / "off" / "traces").exists()
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_sizes=[10**6]), r"batch_sizes: 1000000 is not valid; valid: integers >= 1 and <= 65536"),
+    (dict(repeats=True), "repeats=True must be an integer"),
+    (dict(save_traces=1), "save_traces=1 is not valid; valid: True, False"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        quickstart.configure("quick", **bad)

@@ -253,3 +253,14 @@ def test_presets_follow_the_paper_where_it_speaks():
 def test_triton_is_never_timed_on_a_cpu():
     reason, detail = triton_conv.triton_untimed_reason("cpu")
     assert reason == triton_conv.TRITON_CPU_REASON and "interpreter" in detail
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(image_size=10**5), r"image_size=100000 must be an integer >= 32 and <= 2048"),
+    (dict(batch_size=10**6), r"batch_size=1000000 must be an integer >= 1 and <= 65536"),
+    (dict(repeats=float("inf")), "repeats=inf must be an integer"),
+    (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores present\)"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        tiling.configure("quick", **bad)

@@ -310,3 +310,15 @@ def test_presets():
     assert study.configure("quick", strategies="[\"opt\", \"gemm\"]").strategies == ["gemm", "opt"]  # papermill text
     for name in ("standard", "paper"):
         assert study.PRESETS[name]["vgg_image_size"] == 224 and study.PRESETS[name]["strategies"] == ALL
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(vgg_image_size=10**5), r"vgg_image_size=100000 must be an integer >= 32 and <= 2048"),
+    (dict(batch_size=True), "batch_size=True must be an integer"),
+    (dict(min_time_s=float("inf")), "min_time_s=inf"),
+    (dict(tf32=1), "tf32=1 is not valid; valid: True, False"),
+    (dict(threads=10**4), r"threads=10000 must be an integer >= 1 and <= \d+ \(the CPU cores present\)"),
+])
+def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
+    with pytest.raises(ValueError, match=match):
+        study.configure("quick", **bad)

@@ -65,7 +65,7 @@ def configure(preset: str | None = None, **overrides):
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
-    cfg.save_traces = config.one_of(cfg.save_traces, (True, False), parameter="save_traces")
+    cfg.save_traces = config.boolean(cfg.save_traces, parameter="save_traces")
     cfg.threads = config.threads(cfg.threads)
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg

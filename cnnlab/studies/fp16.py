@@ -67,8 +67,7 @@ def configure(preset: str | None = None, **overrides):
     if not isinstance(cfg.recipe, train.Recipe) and cfg.recipe not in train.RECIPES:
         raise ValueError(f"recipe={cfg.recipe!r} is not valid; valid: {', '.join(train.RECIPES)} "
                          "(or a cnnlab.train.Recipe)")
-    if not isinstance(cfg.synthetic, bool):
-        raise ValueError(f"synthetic={cfg.synthetic!r} is not valid; valid: True, False")
+    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
     cfg.device = str(config.resolve_device(cfg.device))
     names = [config.one_of(n, PRECISIONS, parameter="precisions") for n in config.as_list(cfg.precisions)]
     cfg.precisions = list(dict.fromkeys(("autocast-fp16" if cfg.device.startswith("cuda") else "autocast-bf16")
@@ -78,8 +77,9 @@ def configure(preset: str | None = None, **overrides):
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     cfg.cpu_fp16_batch_sizes = config.batch_sizes(cfg.cpu_fp16_batch_sizes, "cpu_fp16_batch_sizes") \
         if cfg.cpu_fp16_batch_sizes else []
-    for name, minimum in (("warmup", 0), ("repeats", 1), ("eval_batch_size", 1)):
+    for name, minimum in (("warmup", 0), ("repeats", 1)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.eval_batch_size = config.batch_size(cfg.eval_batch_size, parameter="eval_batch_size")
     cfg.threads = config.threads(cfg.threads)
     return cfg
 

@@ -38,7 +38,7 @@ def configure(preset: str | None = None, **overrides):
     cfg.model_name = cfg.model_name[0]
     cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
     cfg.repeats = config.positive_int(cfg.repeats, parameter="repeats")
-    cfg.save_traces = config.one_of(cfg.save_traces, (True, False), parameter="save_traces")
+    cfg.save_traces = config.boolean(cfg.save_traces, parameter="save_traces")
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg
 

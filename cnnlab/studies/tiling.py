@@ -41,6 +41,7 @@ TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, a
 PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
 PAPER_BATCH_SIZE = 8
 PAPER_IMAGE_SIZE = 224  # Mini-ImageNet, 3x224x224 (Sec. III-B)
+MAX_IMAGE_SIZE = 2048  # pixels a side: 9x the paper's 224; a larger image is a slip, not a study
 UNTILS = ("layer1", "layer2", "layer3")  # how much of the CIFAR ResNet runs spatially tiled
 DATA_SOURCE = "synthetic"
 # ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
@@ -89,8 +90,10 @@ def configure(preset: str | None = None, **overrides):
         config.one_of(method, TILED_METHODS, parameter="methods")
     config.one_of(cfg.until, UNTILS, parameter="until")
     config.one_of(cfg.spatial_mode, spatial_tiling.MODES, parameter="spatial_mode")
-    for name, minimum in (("image_size", 32), ("batch_size", 1), ("check_size", 8), ("warmup", 0), ("repeats", 1)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    for name, minimum, maximum in (("image_size", 32, MAX_IMAGE_SIZE), ("check_size", 8, MAX_IMAGE_SIZE),
+                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT)):
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum, maximum=maximum))
+    cfg.batch_size = config.batch_size(cfg.batch_size)
     cfg.threads = config.threads(cfg.threads)
     cfg.device = str(config.resolve_device(cfg.device))
     return cfg

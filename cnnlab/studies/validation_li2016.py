@@ -64,6 +64,7 @@ BEST_TOLERANCE = 0.10  # best may be this much slower than the fastest single ke
 MAGNITUDE_FACTOR = 2.0
 
 # tf32=False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row).
+MAX_IMAGE_SIZE = 2048  # VGG's input, pixels a side: 9x the paper's 224; larger is a slip, not a study
 _ALL = dict(networks=list(NETWORKS), strategies=list(STRATEGIES + OPTIONAL), vgg_model="vgg16", tf32=False,
             device=None)
 PRESETS = {
@@ -100,10 +101,11 @@ def configure(preset: str | None = None, **overrides):
         raise ValueError(f"strategies={cfg.strategies!r} must include {BASELINE!r} (cuDNN-MM, the baseline every "
                          f"speed-up is relative to); valid: {', '.join(order)}")
     cfg.vgg_model = config.one_of(cfg.vgg_model, VGG_MODELS, parameter="vgg_model")
-    cfg.tf32 = config.one_of(cfg.tf32, (True, False), parameter="tf32")
-    for name, minimum in (("batch_size", 1), ("vgg_image_size", 32), ("best_repeats", 1), ("warmup", 0),
-                          ("repeats", 1)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
+    cfg.tf32 = config.boolean(cfg.tf32, parameter="tf32")
+    for name, minimum, maximum in (("vgg_image_size", 32, MAX_IMAGE_SIZE), ("best_repeats", 1, config.MAX_COUNT),
+                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT)):
+        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum, maximum=maximum))
+    cfg.batch_size = config.batch_size(cfg.batch_size)
     if type(cfg.min_time_s) not in (int, float) or not 0 <= cfg.min_time_s <= 600:  # type(): no bools
         raise ValueError(f"min_time_s={cfg.min_time_s!r} must be a number of seconds from 0 to 600")
     cfg.min_time_s = float(cfg.min_time_s)
