@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import hashlib
 import json
 import math
@@ -367,6 +368,12 @@ def main(argv=None) -> int:
             "traceback": traceback.format_exc()})
         raise
     finally:
+        # DDP's reducer (reachable from the model's gradient hooks, and from reference cycles) holds the Gloo process
+        # group and its worker threads: free it now, while the interpreter is whole, not during its finalization,
+        # where a still-joinable C++ thread ends the process with "terminate called without an active exception"
+        # (pytorch/pytorch#190489, #179291).
+        metrics = model = gathered = None  # noqa: F841
+        gc.collect()
         if dist.is_initialized():
             dist.destroy_process_group()
     if os.environ.get("CNNLAB_DDP_ABORT_AT_EXIT_RANK") == str(rank):
