@@ -398,7 +398,11 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     fails (a rank raises, runs out of memory, the process group cannot form) or does not finish within
     ``timeout_s`` seconds (then torchrun and every worker are killed) returns the same fields with NaN
     metrics, ``status="error"`` and the reason in ``error``; it never raises for a failed run and never
-    hangs. ``--standalone`` picks a free port, so launches can run side by side.
+    hangs. A launch that fails after rank 0 wrote ``row.json`` (every rank's metrics merged: a rank that then dies
+    at shutdown) keeps that row, ``status="ok"``, with what happened in ``note`` (None otherwise). On any exit of
+    this function (a timeout, Ctrl-C, an exception) torchrun and its workers are killed and waited for; if the
+    calling process is killed outright, torchrun gets SIGTERM and its workers stop with it (Linux).
+    ``--standalone`` picks a free port, so launches can run side by side.
     """
     # inf would reach Popen.wait as an OverflowError naming nothing; 0 would kill every launch at once
     timeout_s = config.number(timeout_s, parameter="timeout_s", low=0, high=7 * 24 * 3600.0)

@@ -75,7 +75,8 @@ CPU_MEMORY_SPREAD = 1.25 / 0.75
 
 def configure(preset: str | None = None, **overrides):
     """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); ``cfg.device`` is
-    "cpu" or "cuda" (``device="auto"``: CUDA when available)."""
+    "cpu" or "cuda" (``device="auto"``: CUDA when available). On a CPU, world sizes and threads_per_rank are at most
+    the cores present unless ``oversubscribe=True`` (then at most :data:`MAX_WORLD_SIZE`)."""
     from cnnlab import data, models
     from cnnlab.models import resnet_imagenet
 
