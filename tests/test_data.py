@@ -15,19 +15,29 @@ from cnnlab import data
 from cnnlab.data import images as image_data
 
 
-def _fake_cifar_archive(n_per_batch=4) -> bytes:
-    """A tarball in CIFAR-10's python layout (5 train batches, 1 test batch), tiny."""
+def _fake_cifar_archive(n_per_batch=4, replace=None) -> bytes:
+    """A tarball in CIFAR-10's python layout (5 train batches, 1 test batch), tiny; ``replace`` maps a batch
+    name to the bytes to store instead of that batch."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
             rng = np.random.default_rng(len(name))
             batch = {b"data": rng.integers(0, 256, (n_per_batch, 3072), dtype=np.uint8),
                      b"labels": rng.integers(0, 10, n_per_batch).tolist()}
-            payload = pickle.dumps(batch)
+            payload = (replace or {}).get(name, pickle.dumps(batch))
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(payload)
             tar.addfile(info, io.BytesIO(payload))
     return buf.getvalue()
+
+
+def _fake_cifar_meta(url, archive: bytes) -> dict:
+    """CIFAR-10's table entry pointing at ``archive``, with the MD5s of its batch files (the published ones
+    cannot match fake data)."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        md5s = {member.name.split("/")[-1]: hashlib.md5(tar.extractfile(member).read()).hexdigest()
+                for member in tar.getmembers()}
+    return dict(image_data.CIFAR_ARCHIVES["cifar10"], url=url, md5=hashlib.md5(archive).hexdigest(), files_md5=md5s)
 
 
 @pytest.fixture
@@ -76,7 +86,7 @@ def test_download_verifies_checksum_and_keeps_nothing_on_mismatch(tmp_path, serv
 
 def test_real_cifar_loader_downloads_extracts_and_reads(tmp_path, serve, monkeypatch):
     archive = _fake_cifar_archive(n_per_batch=4)
-    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url=serve(archive), md5=hashlib.md5(archive).hexdigest())
+    meta = _fake_cifar_meta(serve(archive), archive)
     monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
     train = data.load("cifar10", "train", root=tmp_path)
     test = data.load("cifar10", "test", root=tmp_path)
@@ -185,7 +195,7 @@ def test_truncated_archive_is_named_and_download_false_stays_offline(tmp_path, m
 
 def test_damaged_extracted_folder_names_the_file_and_the_remedy(tmp_path, serve, monkeypatch):
     archive = _fake_cifar_archive(n_per_batch=4)
-    meta = dict(image_data.CIFAR_ARCHIVES["cifar10"], url=serve(archive), md5=hashlib.md5(archive).hexdigest())
+    meta = _fake_cifar_meta(serve(archive), archive)
     monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
     data.load("cifar10", "test", root=tmp_path)
     batch = tmp_path / "cifar-10-batches-py" / "test_batch"
@@ -219,3 +229,111 @@ def test_unwritable_imdb_token_cache_is_a_warning_and_the_data_is_returned(tmp_p
         train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
     assert len(train) == 2 and train.data_source == "real"
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob("imdb_*.pt"))
+
+
+class _Planted:
+    """Unpickling this creates ``marker``: a stand-in for a planted file that runs a command when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_planted_cifar_batch_is_refused_before_it_is_unpickled(tmp_path, serve, monkeypatch):
+    archive = _fake_cifar_archive()
+    meta = _fake_cifar_meta(serve(archive), archive)
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+    data.load("cifar10", "test", root=tmp_path / "root")
+    marker = tmp_path / "unpickled"
+    batch = tmp_path / "root" / "cifar-10-batches-py" / "test_batch"
+    batch.write_bytes(pickle.dumps(_Planted(marker)))
+    pickle.loads(pickle.dumps(_Planted(tmp_path / "probe")))  # the plant works when unpickled
+    assert (tmp_path / "probe").exists()
+    with pytest.raises(data.DamagedFileError) as err:
+        data.load("cifar10", "test", root=tmp_path / "root")
+    assert not marker.exists()  # refused before unpickling
+    message = str(err.value)
+    assert str(batch) in message and meta["files_md5"]["test_batch"] in message and "delete the folder" in message
+
+
+def test_published_cifar_md5s_are_torchvisions():
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    # read torchvision/datasets/cifar.py as text (cnnlab never imports torchvision.datasets): train_list,
+    # test_list and meta of CIFAR10 and CIFAR100, whose file names do not overlap
+    source = (Path(importlib.util.find_spec("torchvision").origin).parent / "datasets" / "cifar.py").read_text()
+    published = dict(re.findall(r'\["([\w.]+)", "([0-9a-f]{32})"\]', source))
+    published.update(re.findall(r'"filename": "([\w.]+)",\s*"key": "\w+",\s*"md5": "([0-9a-f]{32})"', source))
+    ours = {**image_data.CIFAR_ARCHIVES["cifar10"]["files_md5"], **image_data.CIFAR_ARCHIVES["cifar100"]["files_md5"]}
+    assert len(published) == 10 and ours == published
+    for meta in image_data.CIFAR_ARCHIVES.values():
+        assert set(meta["train"]) | set(meta["test"]) <= set(meta["files_md5"])  # every file read has a checksum
+
+
+@pytest.mark.parametrize("labels, expected", [([1, 2, 3], "3 labels for 4 images"),
+                                              ([1, 2, 57, 3], "label 57 .*outside 0..9")])
+def test_misaligned_or_out_of_range_cifar_labels_are_refused(tmp_path, serve, monkeypatch, labels, expected):
+    bad = pickle.dumps({b"data": np.zeros((4, 3072), dtype=np.uint8), b"labels": labels})
+    archive = _fake_cifar_archive(replace={"test_batch": bad})
+    monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", _fake_cifar_meta(serve(archive), archive))
+    with pytest.raises(data.DamagedFileError, match=expected) as err:
+        data.load("cifar10", "test", root=tmp_path)
+    assert str(tmp_path / "cifar-10-batches-py" / "test_batch") in str(err.value)
+    assert len(data.load("cifar10", "train", root=tmp_path)) == 20  # the good batches still load
+
+
+def _full_disk_save(obj, path, *args, **kwargs):
+    """torch.save on a full disk: part of the file is written, then torch's RuntimeError (not an OSError)."""
+    with open(path, "wb") as f:
+        f.write(b"PK\x03\x04 partial")
+    raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+
+def test_full_disk_imdb_token_cache_is_a_warning_and_leaves_no_part_file(tmp_path, monkeypatch):
+    from cnnlab.data import text
+
+    for split in ("train", "test"):
+        for label, words in (("neg", "bad awful"), ("pos", "good great")):
+            folder = tmp_path / "aclImdb" / split / label
+            folder.mkdir(parents=True)
+            (folder / "0_1.txt").write_text(f"a {words} film")
+    monkeypatch.setattr(text.torch, "save", _full_disk_save)
+    with pytest.warns(UserWarning, match=r"imdb_v50_l8\.pt.*unexpected pos.*free") as record:
+        train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    assert str(tmp_path / "imdb_v50_l8.pt") in str(record[0].message)
+    assert len(train) == 2 and train.data_source == "real"
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob("imdb_*.pt"))
+
+
+def test_imdb_review_with_a_bad_byte_is_named(tmp_path):
+    for split in ("train", "test"):
+        for label in ("neg", "pos"):
+            folder = tmp_path / "aclImdb" / split / label
+            folder.mkdir(parents=True)
+            (folder / "0_1.txt").write_text("a fine film")
+    bad = tmp_path / "aclImdb" / "test" / "pos" / "0_1.txt"
+    bad.write_bytes(b"a fine \xff film")
+    with pytest.raises(data.DamagedFileError, match="not UTF-8") as err:
+        data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    assert str(bad) in str(err.value) and "aclImdb" in str(err.value)
+
+
+def test_truncated_jpeg_in_mini_imagenet_is_named(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "mini_imagenet" / "test" / "n01"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (64, 64), (200, 10, 10)).save(folder / "a.jpg")
+    Image.effect_noise((256, 256), 60).convert("RGB").save(folder / "b.jpg")
+    bad = folder / "b.jpg"
+    bad.write_bytes(bad.read_bytes()[:2000])  # cut short, as an interrupted copy leaves it
+    dataset = data.load("mini_imagenet", "test", root=tmp_path)
+    image, label = dataset[0]
+    assert image.shape == (3, 224, 224) and label == 0
+    with pytest.raises(data.DamagedFileError) as err:
+        dataset[1]
+    assert str(bad) in str(err.value) and "delete it" in str(err.value)

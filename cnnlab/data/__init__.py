@@ -95,10 +95,23 @@ def _load_image_folder(split: str, *, root=None):
 
     tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
                              transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
-    dataset = datasets.ImageFolder(folder, transform=tf)
+    dataset = datasets.ImageFolder(folder, transform=tf, loader=_open_image)
     dataset.data_source, dataset.name, dataset.input_shape = "real", "mini_imagenet", (3, 224, 224)
     dataset.num_classes = len(dataset.classes)
     return dataset
+
+
+def _open_image(path: str):
+    """The image at ``path`` as an RGB PIL image; a file PIL cannot decode (truncated, not an image) raises
+    :class:`DamagedFileError` naming it, where torchvision's own loader names no file."""
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except (OSError, SyntaxError, ValueError) as err:  # PIL raises all three for broken files
+        raise DamagedFileError(f"{path} cannot be read as an image ({type(err).__name__}: {err}); it is truncated "
+                               "or damaged: replace it with a good copy or delete it") from err
 
 
 def subset(dataset, fraction: float, *, seed: int = 0):

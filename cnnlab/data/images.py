@@ -10,21 +10,35 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import data_root, download, extract, read_or_explain
+from cnnlab.data.storage import data_root, download, extract, read_or_explain, verify_md5
 
 # Per-channel statistics of the CIFAR training sets (the usual values, e.g. kuangliu/pytorch-cifar).
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 
+# files_md5: the published MD5 of every extracted file, copied from torchvision 0.28's
+# torchvision/datasets/cifar.py (train_list, test_list, meta; cnnlab does not import torchvision.datasets). An
+# extracted batch is a pickle, and unpickling runs code, so each is checked against this table before it is read:
+# the archive's MD5 proves only what was downloaded, not what is in the folder now.
 CIFAR_ARCHIVES = {
     "cifar10": dict(url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
                     file="cifar-10-python.tar.gz", md5="c58f30108f718f92721af3b95e74349a",
                     folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)],
-                    test=["test_batch"], label_key=b"labels", num_classes=10),
+                    test=["test_batch"], label_key=b"labels", num_classes=10,
+                    files_md5={"data_batch_1": "c99cafc152244af753f735de768cd75f",
+                               "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+                               "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+                               "data_batch_4": "634d18415352ddfa80567beed471001a",
+                               "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+                               "test_batch": "40351d587109b95175f43aff81a1287e",
+                               "batches.meta": "5ff9c542aee3614f3951f8cda6e48888"}),
     "cifar100": dict(url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
                      file="cifar-100-python.tar.gz", md5="eb9058c3a382ffc7106e4002c42a8d85",
                      folder="cifar-100-python", train=["train"], test=["test"],
-                     label_key=b"fine_labels", num_classes=100),
+                     label_key=b"fine_labels", num_classes=100,
+                     files_md5={"train": "16019d7e3df5f24257cddd939b257f8d",
+                                "test": "f0ef6b0ae62326f3e7ffdfab6717acfc",
+                                "meta": "7973b15100ade9c7d40fb424638fde48"}),
 }
 
 
@@ -60,19 +74,33 @@ class ImageTensorDataset(Dataset):
         return (image - self.mean) / self.std, self.labels[index]
 
 
-def _read_cifar_batches(folder: Path, files: list[str], label_key: bytes):
+def _read_cifar_batches(folder: Path, files: list[str], *, label_key: bytes, num_classes: int,
+                        files_md5: dict[str, str]):
+    """The images (uint8 tensor (N, 3, 32, 32)) and labels (int64 tensor (N,)) of the batch ``files`` in
+    ``folder``, each file's MD5 checked against ``files_md5`` before it is unpickled and its labels checked
+    against its images (one per image, each in 0..num_classes-1); a file that fails is named."""
+    remedy = f"delete the folder {folder} (cnnlab extracts it again from the verified archive)"
+
     def read(path):
         with open(path, "rb") as f:
             batch = pickle.load(f, encoding="bytes")
-        return batch, np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(batch[label_key], dtype=np.int64).reshape(-1)
+        # checked here, not trusted: a short list would pair images with the wrong labels silently
+        if len(labels) != len(data):
+            raise ValueError(f"{len(labels)} labels for {len(data)} images")
+        bad = labels[(labels < 0) | (labels >= num_classes)]
+        if len(bad):
+            raise ValueError(f"label {bad[0]} is outside 0..{num_classes - 1}")
+        return data, labels
 
     images, labels = [], []
     for name in files:
-        batch, data = read_or_explain(folder / name, read,
-                                      remedy=f"delete the folder {folder} (cnnlab extracts it again from the archive)")
+        verify_md5(folder / name, files_md5.get(name), remedy=remedy)
+        data, batch_labels = read_or_explain(folder / name, read, remedy=remedy)
         images.append(data)
-        labels.extend(batch[label_key])
-    return torch.from_numpy(np.concatenate(images)), torch.tensor(labels)
+        labels.append(batch_labels)
+    return torch.from_numpy(np.concatenate(images)), torch.from_numpy(np.concatenate(labels))
 
 
 def load_cifar(name: str, split: str, *, root=None, download_ok: bool = True, augment: bool = False):
@@ -85,7 +113,8 @@ def load_cifar(name: str, split: str, *, root=None, download_ok: bool = True, au
         download(meta["url"], archive, meta["md5"], dataset=name, network=download_ok,
                  expected=f"{meta['file']}, which unpacks to {meta['folder']}/")
         extract(archive, root, meta["folder"])
-    images, labels = _read_cifar_batches(folder, meta[split], meta["label_key"])
+    images, labels = _read_cifar_batches(folder, meta[split], label_key=meta["label_key"],
+                                         num_classes=meta["num_classes"], files_md5=meta["files_md5"])
     mean, std = (CIFAR10_MEAN, CIFAR10_STD) if name == "cifar10" else (CIFAR100_MEAN, CIFAR100_STD)
     return ImageTensorDataset(images, labels, mean=mean, std=std, num_classes=meta["num_classes"],
                               data_source="real", name=name, augment=augment)

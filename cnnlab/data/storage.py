@@ -10,6 +10,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 CONNECT_TIMEOUT_S = 5.0  # an offline machine must fail fast, not hang
@@ -40,6 +41,57 @@ def md5sum(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def verify_md5(path: Path, md5: str | None, *, remedy: str) -> None:
+    """Return None if ``path``'s MD5 is ``md5``; else raise :class:`DamagedFileError` naming the file, both
+    checksums and ``remedy``. A file with no published checksum (``md5`` None) is refused too: this is the check
+    that runs before a file is unpickled, and an unknown file is exactly what must not be unpickled."""
+    got = read_or_explain(path, md5sum, remedy=remedy)
+    if md5 is None:
+        raise DamagedFileError(f"{path} has no published md5 to check it against, so cnnlab does not unpickle it: "
+                               f"{remedy}")
+    if got != md5:
+        raise DamagedFileError(f"{path} has md5 {got}, not the published {md5}: it is damaged or was replaced, so "
+                               f"cnnlab does not unpickle it: {remedy}")
+
+
+def free_space(path: Path) -> str:
+    """The free space on the file system that holds ``path`` (or its nearest existing parent), as text such as
+    "12.5 MiB free on /data" (KiB below 1 MiB); "free space unknown" where it cannot be read."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "free space unknown"
+    amount = f"{free / 2**20:.1f} MiB" if free >= 2**20 else f"{free / 2**10:.0f} KiB"
+    return f"{amount} free on {folder}"
+
+
+def save_or_warn(obj, path: Path, *, failure: str, consequence: str) -> bool:
+    """``torch.save(obj, path)`` through ``path.part`` and a rename; return True if saved.
+
+    Where it cannot be written (a full disk, a read-only folder) warn "``failure`` ``path`` (the error, the free
+    space): ``consequence``", leave no ``.part`` file, and return False: the caller still has ``obj``, which for a
+    trained model is hours of work. torch raises RuntimeError there, not OSError ("unexpected pos", "open file
+    failed"), so both are caught.
+    """
+    import torch
+
+    part = path.with_name(path.name + ".part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(obj, part)
+        part.rename(path)
+        return True
+    except (OSError, RuntimeError) as err:
+        remove_quietly(part)
+        first = (str(err).splitlines() or [""])[0][:200]
+        warnings.warn(f"{failure} {path} ({type(err).__name__}: {first}; {free_space(path)}): {consequence}. "
+                      "Free some space or set CNNLAB_DATA to a writable folder with room.", stacklevel=3)
+        return False
 
 
 def remove_quietly(path: Path) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections import Counter
 from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import data_root, download, extract, read_or_explain, remove_quietly
+from cnnlab.data.storage import DamagedFileError, data_root, download, extract, read_or_explain, save_or_warn
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
@@ -61,7 +60,14 @@ def _read_reviews(folder: Path):
     docs, labels = [], []
     for label, sub in ((0, "neg"), (1, "pos")):
         for path in sorted((folder / sub).glob("*.txt")):
-            docs.append(tokenize(path.read_text(encoding="utf-8")))
+            try:
+                review = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as err:  # the archive's reviews are all UTF-8: this copy was changed
+                raise DamagedFileError(
+                    f"{path} is not UTF-8 (byte {err.object[err.start:err.start + 1]!r} at offset {err.start}): "
+                    f"fix or delete that file, or delete the folder {folder.parent} (cnnlab extracts the reviews "
+                    "again from the archive)") from err
+            docs.append(tokenize(review))
             labels.append(label)
     return docs, torch.tensor(labels)
 
@@ -87,14 +93,9 @@ def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: in
         for name, docs, labels in (("train", train_docs, train_labels), ("test", test_docs, test_labels)):
             ids, lengths = encode(docs, vocab, seq_len)
             payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
-        part = cache.with_name(cache.name + ".part")
-        try:
-            torch.save(payload, part)
-            part.rename(cache)
-        except OSError as err:  # a read-only data folder: go on with what was just tokenised, uncached
-            remove_quietly(part)
-            warnings.warn(f"imdb: could not cache the tokenised data in {cache} ({err}); it is tokenised again on "
-                          "every load", stacklevel=2)
+        # where it cannot be cached (a read-only or full data folder) go on with what was just tokenised
+        save_or_warn(payload, cache, failure="imdb: could not cache the tokenised data in",
+                     consequence="it is tokenised again on every load")
     else:
         payload = read_or_explain(cache, lambda path: torch.load(path, weights_only=True),
                                   remedy="delete it (cnnlab tokenises the reviews again)")
