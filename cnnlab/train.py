@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from cnnlab import data as datasets
 from cnnlab import models
-from cnnlab.data.storage import data_root, read_or_explain, remove_quietly
+from cnnlab.data.storage import DamagedFileError, data_root, read_or_explain, save_or_warn
 from cnnlab.profiling import wall_time
 
 SCHEDULES = ("cosine", "step", "constant")
@@ -79,11 +79,25 @@ def _scheduler(optimizer, recipe: Recipe, steps_per_epoch: int):
     return torch.optim.lr_scheduler.SequentialLR(optimizer, [ramp, main], milestones=[warmup])
 
 
+def model_code_version(model_name: str) -> str:
+    """A digest (12 hex digits) of the source file that defines registry model ``model_name``.
+
+    Each family lives in one file that imports only torch, so any change to that file (a layer, an init, even a
+    comment) gives a new digest and a new checkpoint key, while other families' checkpoints stay valid.
+    """
+    # the registry has no public way from a name to its builder; _lookup also raises the "valid names" error
+    module = sys.modules[models.registry._lookup(model_name).build.__module__]
+    with open(module.__file__, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()[:12]
+
+
 def checkpoint_path(model_name: str, dataset_name: str, recipe: Recipe, *, data_source: str, model_options=None,
                     root=None):
-    """Where the checkpoint of this (model, dataset, recipe) lives: ``<data>/checkpoints/<key>.pt``."""
+    """Where the checkpoint of this (model, dataset, recipe) lives: ``<data>/checkpoints/<key>.pt``, the key
+    including :func:`model_code_version` so that a changed model never loads an old checkpoint."""
     key = json.dumps({"model": model_name, "options": model_options or {}, "dataset": dataset_name,
-                      "data_source": data_source, "recipe": asdict(recipe)}, sort_keys=True)
+                      "data_source": data_source, "recipe": asdict(recipe),
+                      "model_code": model_code_version(model_name)}, sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return data_root(root) / "checkpoints" / f"{model_name}_{dataset_name}_{data_source}_{digest}.pt"
 
@@ -210,10 +224,16 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
     torch.manual_seed(recipe.seed)
     model = models.get(model_name, **options)
     if cache and path.exists():
-        state = read_or_explain(path, lambda p: torch.load(p, map_location="cpu", weights_only=True),
-                                remedy="delete it (cnnlab trains the model again)")
-        model.load_state_dict(state["model"])
-        return model.to(device), pd.DataFrame(state["history"])
+        remedy = "delete it (cnnlab trains the model again)"
+        state = read_or_explain(path, lambda p: torch.load(p, map_location="cpu", weights_only=True), remedy=remedy)
+        try:
+            model.load_state_dict(state["model"])
+            history = pd.DataFrame(state["history"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:  # another model's file, or not a checkpoint
+            first = (str(err).splitlines() or [""])[0][:160]
+            raise DamagedFileError(f"{path} is not a checkpoint of {model_name} with options {options} "
+                                   f"({type(err).__name__}: {first}): {remedy}") from err
+        return model.to(device), history
 
     model.to(device)
     train_loader = datasets.make_loader(train_set, recipe.batch_size, shuffle=True, seed=recipe.seed)
@@ -230,16 +250,10 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
                   scheduler=_scheduler(optimizer, recipe, len(train_loader)), amp=recipe.amp, on_epoch=test,
                   progress=progress, desc=f"train {model_name} on {dataset_name}")
     if cache:
-        part = path.with_name(path.name + ".part")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "history": history.to_dict(orient="list")}, part)
-            part.rename(path)
-        except OSError as err:  # e.g. a read-only data folder: the trained model must not be lost with it
-            remove_quietly(part)
-            warnings.warn(f"could not save the checkpoint {path} ({err}); the trained model is returned but not "
-                          "cached: the next call trains it again", stacklevel=2)
+        save_or_warn({"model": model.state_dict(), "history": history.to_dict(orient="list")}, path,
+                     failure="could not save the checkpoint",
+                     consequence="the trained model is returned but not cached, so the next call trains it again")
     return model, history
 
 
-__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "fit", "train", "train_step"]
+__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "fit", "model_code_version", "train", "train_step"]

@@ -129,3 +129,58 @@ def test_damaged_checkpoint_is_named_and_unwritable_one_is_a_warning(tmp_path, m
                                               progress=False)
     assert len(history) == 1 and isinstance(trained, torch.nn.Module)  # the trained model is not lost
     assert not list((tmp_path / "ro").rglob("*.part"))
+
+
+def _full_disk_save(obj, path, *args, **kwargs):
+    """torch.save on a full disk: part of the file is written, then torch's RuntimeError (not an OSError)."""
+    with open(path, "wb") as f:
+        f.write(b"PK\x03\x04 partial")
+    raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+
+def test_full_disk_keeps_the_trained_model_and_leaves_no_part_file(tmp_path, monkeypatch):
+    import cnnlab.train as train_module
+
+    small = train_module.Recipe(epochs=1, batch_size=64, lr=0.05, schedule="constant", augment=False)
+    monkeypatch.setattr(train_module.torch, "save", _full_disk_save)
+    with pytest.warns(UserWarning, match=r"could not save the checkpoint .*unexpected pos.*free on") as record:
+        trained, history = train_module.train("lenet5", "digits", recipe=small, root=tmp_path, progress=False)
+    path = train_module.checkpoint_path("lenet5", "digits", small, data_source="real",
+                                        model_options={"num_classes": 10}, root=tmp_path)
+    assert str(path) in str(record[0].message)
+    assert len(history) == 1 and isinstance(trained, torch.nn.Module)  # the trained model is not lost
+    assert not list(tmp_path.rglob("*.part")) and not list(tmp_path.rglob("*.pt"))
+
+
+def test_checkpoint_of_another_model_is_named(tmp_path):
+    import cnnlab.train as train_module
+    from cnnlab import models
+
+    small = train_module.Recipe(epochs=1, batch_size=64, lr=0.05, schedule="constant", augment=False)
+    path = train_module.checkpoint_path("lenet5", "digits", small, data_source="real",
+                                        model_options={"num_classes": 10}, root=tmp_path)
+    path.parent.mkdir(parents=True)
+    other = models.get("resnet20", num_classes=10).state_dict()
+    for state in ({"model": other, "history": {"epoch": [1]}}, {"weights": other}):
+        torch.save(state, path)
+        with pytest.raises(data.DamagedFileError, match="not a checkpoint of lenet5") as err:
+            train_module.train("lenet5", "digits", recipe=small, root=tmp_path, progress=False)
+        assert str(path) in str(err.value) and "delete it (cnnlab trains the model again)" in str(err.value)
+
+
+def test_checkpoint_key_includes_the_model_code(tmp_path, monkeypatch):
+    import sys
+
+    module = sys.modules["cnnlab.models.lenet"]
+    recipe = train.RECIPES["quick"]
+    before = train.checkpoint_path("lenet5", "digits", recipe, data_source="real")
+    resnet = train.checkpoint_path("resnet20", "digits", recipe, data_source="real")
+    copy = tmp_path / "lenet.py"
+    copy.write_bytes(open(module.__file__, "rb").read())
+    monkeypatch.setattr(module, "__file__", str(copy))
+    assert train.checkpoint_path("lenet5", "digits", recipe, data_source="real") == before  # same code, same key
+    copy.write_bytes(copy.read_bytes().replace(b"nn.ReLU", b"nn.Tanh"))
+    assert b"nn.Tanh" in copy.read_bytes()
+    assert train.checkpoint_path("lenet5", "digits", recipe, data_source="real") != before  # changed model
+    # another family's checkpoints stay valid: hours of training are not thrown away for an unrelated edit
+    assert train.checkpoint_path("resnet20", "digits", recipe, data_source="real") == resnet
