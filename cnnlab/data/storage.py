@@ -88,10 +88,12 @@ def save_or_warn(obj, path: Path, *, failure: str, consequence: str) -> bool:
         return True
     except (OSError, RuntimeError) as err:
         remove_quietly(part)
-        first = (str(err).splitlines() or [""])[0][:200]
-        warnings.warn(f"{failure} {path} ({type(err).__name__}: {first}; {free_space(path)}): {consequence}. "
-                      "Free some space or set CNNLAB_DATA to a writable folder with room.", stacklevel=3)
-        return False
+        error = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
+    # measured here, not inside except: there the traceback keeps torch's writer, and so the deleted part file's
+    # space, alive, and a full disk would read 0 free even after the clean-up
+    warnings.warn(f"{failure} {path} ({error}; {free_space(path)}): {consequence}. "
+                  "Free some space or set CNNLAB_DATA to a writable folder with room.", stacklevel=3)
+    return False
 
 
 def remove_quietly(path: Path) -> None:
