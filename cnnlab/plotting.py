@@ -10,9 +10,10 @@ Notebooks call :func:`set_theme` once, label axes from tidy column names with :f
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
@@ -102,10 +103,38 @@ def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, P
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
-    fig.savefig(png, format="png")
-    fig.savefig(svg, format="svg")
+    write_atomic(png, lambda tmp: fig.savefig(tmp, format="png"))
+    write_atomic(svg, lambda tmp: fig.savefig(tmp, format="svg"))
     return png, svg
 
 
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)`` into a hidden ``.<name>.part`` beside ``path``, then rename it onto ``path``; returns ``path``.
+
+    A rename within one folder is atomic, so a reader sees the earlier file or the whole new one, never half of
+    one (a full disk used to leave a truncated PNG in place of a good one). Where the write fails with an OSError
+    (a full disk, a read-only folder) the part file is removed, the earlier ``path`` stays as it was, and an
+    OSError names ``path``, the cause and the free space. Used for every figure, table and page cnnlab writes.
+    """
+    from cnnlab.data.storage import free_space, remove_quietly
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.part")  # hidden, and no *.png/*.csv glob of the report matches it
+    try:
+        write(part)
+        os.replace(part, path)
+        return path
+    except OSError as err:
+        remove_quietly(part)
+        errno, cause = err.errno, f"{type(err).__name__}: {err.strerror or err}"
+    except BaseException:
+        remove_quietly(part)
+        raise
+    # measured after the except block, once the writer's file (held by the traceback) is closed and freed
+    raise OSError(errno, f"could not write {path} ({cause}; {free_space(path.parent)}); the earlier {path.name}, if any, "
+                         "is kept. Free some space (or point CNNLAB_FIGURES_DIR at a folder with room) and run again")
+
+
 __all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "missing_panel", "plain_log_ticks", "plt", "save_figure",
-           "set_theme"]
+           "set_theme", "write_atomic"]

@@ -134,7 +134,10 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     """Write a study's results into ``out``: ``<name>_<experiment>.csv`` per experiment (``<name>.csv`` for a
     single one), each figure as PNG and SVG, ``claims.csv``, and ``environment.json``: ``env`` (default
     :func:`cnnlab.profiling.environment`) plus ``figures``, the figure names in ``figs``' order (the first is the
-    notebook's main figure in ``make report``). Returns the claims table."""
+    notebook's main figure in ``make report``). Returns the claims table.
+
+    Each file is written whole or not at all (:func:`cnnlab.plotting.write_atomic`): on a full disk the earlier
+    results stay and an OSError names the file and the free space."""
     import json
 
     from cnnlab import claims, plotting
@@ -145,13 +148,14 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     parts = tables(df)
     for experiment, part in parts.items():
         stem = name if len(parts) == 1 and experiment == "results" else f"{name}_{experiment}"
-        part.to_csv(out / f"{stem}.csv", index=False)
+        plotting.write_atomic(out / f"{stem}.csv", lambda tmp, part=part: part.to_csv(tmp, index=False))
     for fig_name, fig in figs.items():
         plotting.save_figure(fig, fig_name, out)
     table = claims.table(checks)
-    table.to_csv(out / "claims.csv", index=False)
+    plotting.write_atomic(out / "claims.csv", lambda tmp: table.to_csv(tmp, index=False))
     record = {**(environment() if env is None else env), "figures": list(figs)}
-    (out / "environment.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    text = json.dumps(record, indent=1, default=str) + "\n"
+    plotting.write_atomic(out / "environment.json", lambda tmp: tmp.write_text(text))
     return table
 
 
