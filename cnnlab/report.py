@@ -172,9 +172,24 @@ def find_machines(figures_root: Path) -> list[Machine]:
 
 
 def read_claims(folder: Path) -> pd.DataFrame | None:
-    """``folder/claims.csv`` as text (``n/a`` stays ``n/a``), or None when the notebook did not get that far."""
+    """``folder/claims.csv`` as text (``n/a`` stays ``n/a``), or None when the notebook did not get that far. A
+    damaged file (cut short, not a claims table) is named on stderr with what to do, and read as absent."""
     path = folder / "claims.csv"
-    return pd.read_csv(path, dtype=str, keep_default_na=False) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        if "claim" not in table.columns:
+            raise ValueError(f"no 'claim' column (columns: {', '.join(map(str, table.columns))})")
+        return table
+    except (OSError, ValueError, UnicodeDecodeError) as err:  # pandas' ParserError and EmptyDataError are ValueErrors
+        _warn(f"{path} cannot be read ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}); the page "
+              f"shows that notebook as not run. Run it again (make figures NB={folder.name[:2]}) to rewrite it")
+        return None
+
+
+def _warn(message: str) -> None:
+    print(f"cnnlab.report: {message}", file=sys.stderr)
 
 
 def read_environment(folder: Path) -> dict | None:
@@ -198,7 +213,8 @@ def main_figure(folder: Path) -> Path | None:
 
 def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
     """Render each executed notebook ``executed/NN_name.ipynb`` to ``dest/NN_name.html`` with nbconvert (again
-    only when the notebook is newer than its HTML); returns ``{NN_name: html path}``. Empty without nbconvert."""
+    only when the notebook is newer than its HTML, or the HTML is missing or cut short); returns ``{NN_name: html
+    path}``. Empty without nbconvert. A notebook that cannot be read is named on stderr and left out."""
     notebooks = sorted(executed.glob("[0-9][0-9]_*.ipynb")) if executed.is_dir() else []
     if not notebooks:
         return {}
@@ -208,16 +224,35 @@ def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
     except ImportError:
         print("cnnlab.report: nbconvert is not installed; executed notebooks are not rendered", file=sys.stderr)
         return {}
+    from cnnlab.plotting import write_atomic
+
     dest.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter(template_name="lab")
     rendered = {}
     for nb in notebooks:
         out = dest / f"{nb.stem}.html"
-        if not out.is_file() or out.stat().st_mtime < nb.stat().st_mtime:
-            body, _ = exporter.from_notebook_node(nbformat.read(nb, as_version=4))
-            out.write_text(body, encoding="utf-8")
+        if not _html_complete(out) or out.stat().st_mtime < nb.stat().st_mtime:
+            try:
+                body, _ = exporter.from_notebook_node(nbformat.read(nb, as_version=4))
+            except Exception as err:  # nbformat's NotJSONError, a ValidationError, a bad cell: name the file instead
+                _warn(f"executed notebook {nb} cannot be rendered ({type(err).__name__}: "
+                      f"{(str(err).splitlines() or [''])[0][:160]}); it is left out of the page. Run it again "
+                      f"(make figures NB={nb.stem[:2]}) to rewrite it")
+                continue
+            write_atomic(out, lambda tmp, body=body: tmp.write_text(body, encoding="utf-8"))
         rendered[nb.stem] = out
     return rendered
+
+
+def _html_complete(path: Path) -> bool:
+    """Whether ``path`` is a whole page (ends with ``</html>``): one cut short, by a full disk say, is rendered
+    again even though it is newer than its notebook."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 64))
+            return f.read().rstrip().lower().endswith(b"</html>")
+    except OSError:
+        return False
 
 
 def notebook_problems(path: Path) -> list[str]:
@@ -419,6 +454,8 @@ def write(figures_root: str | Path | None = None, executed: str | Path | None = 
     """Write the report page (default ``figures/index.html``) from ``figures_root`` (default
     :func:`cnnlab.paths.figures_root`) and the executed notebooks in ``executed`` (default ``build/notebooks``),
     rendered into ``figures_root/notebooks/``. Returns the page's path."""
+    from cnnlab.plotting import write_atomic
+
     figures_root = Path(figures_root) if figures_root else paths.figures_root()
     executed = Path(executed) if executed else paths.base() / "build" / "notebooks"
     out = Path(out) if out else figures_root / "index.html"
@@ -428,9 +465,8 @@ def write(figures_root: str | Path | None = None, executed: str | Path | None = 
     for m in machines:
         if m.name == THIS_MACHINE:
             m.html = rendered
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_page(machines, out.parent, problems), encoding="utf-8")
-    return out
+    page = build_page(machines, out.parent, problems)
+    return write_atomic(out, lambda tmp: tmp.write_text(page, encoding="utf-8"))
 
 
 def main(argv=None) -> int:
@@ -440,7 +476,11 @@ def main(argv=None) -> int:
     parser.add_argument("--notebooks", help="executed notebooks (default: build/notebooks/)")
     parser.add_argument("--out", help="the page (default: <figures>/index.html)")
     args = parser.parse_args(argv)
-    page = write(args.figures, args.notebooks, args.out)
+    try:
+        page = write(args.figures, args.notebooks, args.out)
+    except OSError as err:  # write_atomic's message names the file and the free space; no traceback needed
+        print(f"cnnlab.report: the report was not written: {err}", file=sys.stderr)
+        return 1
     print(f"[cnnlab] report: {page}")
     return 0
 

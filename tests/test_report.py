@@ -189,3 +189,44 @@ def test_nbval_fails_a_notebook_cell_with_profiler_lines_or_a_path_tuple(tmp_pat
     assert "2 failed, 1 passed" in proc.stdout, proc.stdout[-3000:]
     assert "Cell 1 of check.ipynb: stderr holds the C++ profiler's USDT lines" in proc.stdout
     assert "Cell 2 of check.ipynb: a stray Out[" in proc.stdout
+
+
+def test_a_cut_short_notebook_page_is_rendered_again_though_newer_than_its_notebook(two_machines):
+    executed, figures = two_machines / "build" / "notebooks", two_machines / "figures"
+    html_path = figures / "notebooks" / "01_batch_size.html"
+    report.render_notebooks(executed, figures / "notebooks")
+    whole = html_path.read_text()
+    html_path.write_text(whole[: len(whole) // 3])  # what a full disk left, newer than the notebook
+    report.render_notebooks(executed, figures / "notebooks")
+    assert html_path.read_text() == whole
+
+
+def test_damaged_inputs_are_named_with_what_to_do_and_the_page_is_still_written(two_machines, capsys):
+    executed, figures = two_machines / "build" / "notebooks", two_machines / "figures"
+    (executed / "02_fp16.ipynb").write_text('{"cells": [')  # cut short: nbformat's NotJSONError
+    (figures / "02_fp16" / "claims.csv").write_text('claim,held\n"an open quote,yes\n')  # pandas' ParserError
+    page = report.write(figures, executed)
+    err = capsys.readouterr().err
+    assert f"executed notebook {executed / '02_fp16.ipynb'} cannot be rendered" in err
+    assert f"{figures / '02_fp16' / 'claims.csv'} cannot be read" in err and "make figures NB=02" in err
+    assert "notebooks/01_batch_size.html" in page.read_text()
+
+
+def test_report_on_a_full_disk_keeps_the_earlier_page_and_exits_non_zero(two_machines, monkeypatch, capsys):
+    import errno
+
+    figures, executed = two_machines / "figures", two_machines / "build" / "notebooks"
+    page = report.write(figures, executed)
+    before = page.read_bytes()
+
+    def disk_full(self, text, **kwargs):
+        with open(self, "w") as f:
+            f.write(text[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    (executed / "01_batch_size.ipynb").touch()  # newer: its page is rendered again, and fails too
+    assert report.main(["--figures", str(figures), "--notebooks", str(executed)]) == 1
+    assert "the report was not written" in capsys.readouterr().err
+    assert page.read_bytes() == before
+    assert not [p for p in figures.rglob("*.part")]
