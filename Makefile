@@ -148,14 +148,21 @@ test-oldest: $(STAMP)
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q tests/test_explore.py
 
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
-# NB=01 runs one notebook, PRESET=paper changes the preset, P="repeats=3 models=['resnet20']" sets notebook
-# parameters (space-separated NAME=VALUE, no spaces inside a value; a misspelt name fails in the config cell).
+# NB=01 runs one notebook, PRESET=paper changes the preset (else $CNNLAB_PRESET, else quick; a bad value in either
+# is refused), P="repeats=3 models=['resnet20'] batch_sizes=[1, 4]" sets notebook parameters (NAME=VALUE pairs
+# separated by spaces; a value is a Python literal or text; a misspelt name fails in the config cell).
+# P, NB and PRESET reach cnnlab.pipeline as exported variables (their text unexpanded): no shell ever parses them.
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
-# FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown).
+# FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown)
+# and fails when either the notebooks or the report failed.
+figures: export CNNLAB_PARAMS = $(value P)
+figures: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
+ifneq ($(filter-out undefined default file,$(origin PRESET)),)
+figures: export CNNLAB_MAKE_PRESET = $(value PRESET)
+endif
 figures: $(STAMP)
-	$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline --preset $(PRESET) $(if $(NB),--notebook $(NB)) $(if $(FRESH),--fresh) \
-	  $(foreach p,$(P),-p '$(p)'); status=$$?; \
-	$(PY) -m cnnlab.report; exit $$status
+	$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \
+	status=$$?; $(PY) -m cnnlab.report || [ $$status -ne 0 ] || status=1; exit $$status
 
 # figures/index.html: every machine's claims (a matrix: claims x machines), main figures, environments, and the
 # executed notebooks of build/notebooks/ rendered as HTML into figures/notebooks/. One static page, no server.

@@ -12,6 +12,7 @@ import argparse
 import ast
 import contextlib
 import os
+import re
 import shutil
 import sys
 import time
@@ -65,6 +66,38 @@ def parse_parameters(pairs: list[str]) -> dict:
     return params
 
 
+# make figures hands P=, NB= and PRESET= to this module in the environment (exported make variables), never on a shell
+# command line: a value is then never parsed by a shell, so no quote in it can end a string and run a command.
+PARAMS_VARIABLE = "CNNLAB_PARAMS"
+MAKE_PRESET_VARIABLE = "CNNLAB_MAKE_PRESET"
+MAKE_NOTEBOOK_VARIABLE = "CNNLAB_MAKE_NOTEBOOK"
+PRESETS = ("auto", "quick", "standard", "paper")
+# Where a NAME=VALUE pair starts: whitespace before NAME=, so a value may hold spaces ("batch_sizes=[1, 4]").
+_PAIR_START = re.compile(r"\s+(?=[A-Za-z_]\w*=)")
+
+
+def split_parameters(text: str) -> list[str]:
+    """``make figures P=...`` text -> NAME=VALUE pairs: ``"repeats=3 models=['resnet20'] batch_sizes=[1, 4]"`` ->
+    ``["repeats=3", "models=['resnet20']", "batch_sizes=[1, 4]"]``. Quotes are kept for :func:`parse_parameters`
+    (no shell rule removes them); a new pair starts only where whitespace is followed by ``NAME=``."""
+    text = text.strip()
+    return _PAIR_START.split(text) if text else []
+
+
+def choose_preset(flag: str | None, environ=os.environ) -> str:
+    """The preset: ``--preset``, else make's ``PRESET=`` (``$CNNLAB_MAKE_PRESET``), else ``$CNNLAB_PRESET``, else
+    quick. Every value given is checked, also one a higher source overrides (SystemExit naming it and the valid
+    presets), so that a misspelt CNNLAB_PRESET is not silently ignored."""
+    sources = [("--preset", flag), ("make's PRESET=", environ.get(MAKE_PRESET_VARIABLE)),
+               ("$CNNLAB_PRESET", environ.get("CNNLAB_PRESET"))]
+    given = [(where, value.strip()) for where, value in sources if value is not None and value.strip()]
+    for where, value in given:
+        if value.lower() not in PRESETS:
+            raise SystemExit(f"{where} {value!r} is not a preset; valid: {', '.join(PRESETS)} (order: --preset, then "
+                             "make's PRESET=, then $CNNLAB_PRESET, then quick)")
+    return given[0][1].lower() if given else "quick"
+
+
 @contextlib.contextmanager
 def _environment(**values: str):
     """Environment variables set inside the block and restored after."""
@@ -82,6 +115,7 @@ def _environment(**values: str):
 
 def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
     import papermill
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -99,6 +133,12 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
             print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
                   f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
             return 1
+        except DeadKernelError as err:  # the kernel process died: no Python traceback exists to show
+            print(f"[cnnlab] FAILED: {nb.name}: its kernel died ({(str(err).splitlines() or [''])[0][:160]}), most "
+                  "often killed for memory or a crash in native code. The cells that ran are in "
+                  f"{BUILD / nb.name}; run it alone with a smaller preset (make figures NB={nb.stem[:2]} "
+                  "PRESET=quick), and look at `dmesg` for an out-of-memory kill", file=sys.stderr)
+            return 1
         print(f"[cnnlab] {nb.name} done in {time.perf_counter() - start:.0f} s; "
               f"outputs in {output_dir(nb.stem)}", flush=True)
     return 0
@@ -106,15 +146,19 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--notebook", "-n", help="run only this notebook (e.g. 01 or 01_batch_size)")
-    parser.add_argument("--preset", default=os.environ.get("CNNLAB_PRESET", "quick"),
-                        choices=["auto", "quick", "standard", "paper"])
+    parser.add_argument("--notebook", "-n", default=os.environ.get(MAKE_NOTEBOOK_VARIABLE) or None,
+                        help="run only this notebook (e.g. 01 or 01_batch_size; default: make's NB=)")
+    parser.add_argument("--preset", help=f"one of {', '.join(PRESETS)} (default: make's PRESET=, else "
+                                          "$CNNLAB_PRESET, else quick)")
     parser.add_argument("--fresh", action="store_true",
                         help="delete each notebook's stored results first instead of resuming from them")
     parser.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
-                        help="a notebook parameter (repeatable), e.g. -p repeats=3 -p 'batch_sizes=[1, 4]'")
+                        help="a notebook parameter (repeatable), e.g. -p repeats=3 -p 'batch_sizes=[1, 4]'; "
+                             f"${PARAMS_VARIABLE} may hold more, space-separated (make figures P=...)")
     args = parser.parse_args(argv)
-    return run(find_notebooks(args.notebook), args.preset, fresh=args.fresh, parameters=parse_parameters(args.param))
+    preset = choose_preset(args.preset)
+    pairs = split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param
+    return run(find_notebooks(args.notebook), preset, fresh=args.fresh, parameters=parse_parameters(pairs))
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
         raise
     # measured after the except block, once the writer's file (held by the traceback) is closed and freed
     raise OSError(errno, f"could not write {path} ({cause}; {free_space(path.parent)}); the earlier {path.name}, "
-                         "if any, is kept. Free some space (or point CNNLAB_FIGURES_DIR at a folder with room) and run again")
+                         "if any, is kept. Free some space (or point CNNLAB_FIGURES_DIR at a folder with room) and run "
+                         "again")
 
 
 __all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "missing_panel", "plain_log_ticks", "plt", "save_figure",

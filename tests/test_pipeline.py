@@ -1,3 +1,7 @@
+import os
+import shutil
+import sys
+
 import pytest
 
 from cnnlab import paths, pipeline
@@ -75,3 +79,98 @@ def test_executed_notebooks_keep_their_figures_under_a_headless_backend(tmp_path
     import os
 
     assert os.environ["MPLBACKEND"] == "Agg"
+
+
+REPO = paths.base()
+HOSTILE = "repeats=3';touch {marker};'"
+
+
+def _fake_python(tmp_path, report_rc: int = 0):
+    """A stand-in for the venv's python that records its arguments and the variables make passed, and fails as
+    `-m cnnlab.report` with ``report_rc``: `make figures` then runs in a second, without any notebook."""
+    log = tmp_path / "calls.jsonl"
+    fake = tmp_path / "python"
+    fake.write_text(f"""#!{sys.executable}
+import json, os, sys
+keys = ("CNNLAB_PARAMS", "CNNLAB_MAKE_PRESET", "CNNLAB_MAKE_NOTEBOOK")
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in keys}}}}) + "\\n")
+sys.exit({report_rc} if sys.argv[1:3] == ["-m", "cnnlab.report"] else 0)
+""")
+    fake.chmod(0o755)
+    return fake, log
+
+
+def _make_figures(fake, *args, env=None):
+    import subprocess
+
+    return subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "figures", f"PY={fake}", "STAMP=", *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
+
+
+@from_checkout
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
+    import json
+
+    marker = tmp_path / "injected"
+    fake, log = _fake_python(tmp_path)
+    value = HOSTILE.format(marker=marker) + " models=['resnet20'] batch_sizes=[1, 4]"
+    done = _make_figures(fake, f"P={value}", "NB=00;touch " + str(marker), "PRESET=paper;touch " + str(marker),
+                         env={"CNNLAB_PRESET": "standard"})
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()  # no shell ran the text after the quote
+    pipeline_call = json.loads(log.read_text().splitlines()[0])
+    assert pipeline_call["argv"] == ["-m", "cnnlab.pipeline"]
+    assert pipeline_call["env"] == {"CNNLAB_PARAMS": value, "CNNLAB_MAKE_PRESET": "paper;touch " + str(marker),
+                                    "CNNLAB_MAKE_NOTEBOOK": "00;touch " + str(marker)}
+    assert pipeline.parse_parameters(pipeline.split_parameters(value)) == {
+        "repeats": "3';touch " + str(marker) + ";'", "models": ["resnet20"], "batch_sizes": [1, 4]}
+    log.unlink()
+    assert _make_figures(fake).returncode == 0  # no PRESET given: the pipeline falls back to $CNNLAB_PRESET
+    assert json.loads(log.read_text().splitlines()[0])["env"]["CNNLAB_MAKE_PRESET"] is None
+
+
+@from_checkout
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_figures_fails_when_its_report_could_not_be_written(tmp_path):
+    fake, _ = _fake_python(tmp_path, report_rc=1)
+    assert _make_figures(fake).returncode != 0
+
+
+def test_the_documented_parameter_examples_parse():
+    # the Makefile's and README's example, as make hands it over: the quotes arrive and are kept
+    assert pipeline.parse_parameters(pipeline.split_parameters("repeats=3 models=['resnet20']")) == {
+        "repeats": 3, "models": ["resnet20"]}
+    assert pipeline.split_parameters("  ") == []
+    assert pipeline.split_parameters("batch_sizes=[1, 4]  model=resnet20") == ["batch_sizes=[1, 4]", "model=resnet20"]
+
+
+def test_preset_order_and_bad_values(monkeypatch):
+    choose = pipeline.choose_preset
+    assert choose(None, {}) == "quick"
+    assert choose(None, {"CNNLAB_PRESET": "standard"}) == "standard"
+    assert choose(None, {"CNNLAB_PRESET": "standard", "CNNLAB_MAKE_PRESET": "Paper"}) == "paper"
+    assert choose("quick", {"CNNLAB_PRESET": "standard", "CNNLAB_MAKE_PRESET": "paper"}) == "quick"
+    with pytest.raises(SystemExit, match=r"\$CNNLAB_PRESET 'papr' is not a preset; valid: auto, quick"):
+        choose(None, {"CNNLAB_PRESET": "papr", "CNNLAB_MAKE_PRESET": "paper"})
+    with pytest.raises(SystemExit, match="make's PRESET= 'huge' is not a preset"):
+        choose(None, {"CNNLAB_MAKE_PRESET": "huge"})
+    monkeypatch.setenv("CNNLAB_PRESET", "papr")
+    with pytest.raises(SystemExit, match="CNNLAB_PRESET 'papr'"):
+        pipeline.main(["--notebook", "00"])
+
+
+def test_a_dead_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os\nos._exit(9)")]  # the kernel process dies, as an OOM kill does
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "98_dies.ipynb")
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    assert pipeline.run(pipeline.find_notebooks(), "quick") == 1
+    err = capsys.readouterr().err
+    assert "98_dies.ipynb: its kernel died" in err and "make figures NB=98" in err
