@@ -4,6 +4,9 @@ Each notebook is executed by papermill into ``build/notebooks/`` with ``CNNLAB_P
 figures (PNG and SVG) and tidy CSVs into ``figures/<notebook-name>/`` through :func:`output_dir`. The executed
 copies keep their figures (Jupyter's inline backend): ``make report`` links them as the notebooks a reader opens.
 A failing notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
+``make figures`` passes its NB=, PRESET= and P= in the environment (``CNNLAB_MAKE_NOTEBOOK``, ``CNNLAB_MAKE_PRESET``,
+``CNNLAB_PARAMS``), so that no shell parses them; the preset is ``--preset``, else make's PRESET=, else
+``$CNNLAB_PRESET``, else quick.
 """
 
 from __future__ import annotations

@@ -161,6 +161,13 @@ def test_preset_order_and_bad_values(monkeypatch):
         pipeline.main(["--notebook", "00"])
 
 
+@from_checkout
+def test_make_nb_reaches_the_notebook_choice(monkeypatch):
+    monkeypatch.setenv("CNNLAB_MAKE_NOTEBOOK", "99")  # make's NB=
+    with pytest.raises(SystemExit, match="no notebook matches NB='99'"):
+        pipeline.main([])
+
+
 def test_a_dead_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
     import nbformat
 
