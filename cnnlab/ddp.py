@@ -561,11 +561,16 @@ def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
     root = next((i for i, line in enumerate(tail) if line.startswith("Root Cause")), None)
     if root is not None:
         block = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in tail[root + 1:root + 9])}
-        killed = re.match(r"(-\d+).*\((SIG[A-Z]+)\)", block.get("exitcode", ""))
+        # "-9 (pid: 123)"; torch 2.13 adds the signal's name there, torch 2.8 only on the traceback line
+        killed = re.match(r"-(\d+)\b", block.get("exitcode", ""))
         if killed:
-            why = ": often the kernel's out-of-memory killer" if killed.group(2) == "SIGKILL" else ""
+            try:
+                name = signal.Signals(int(killed.group(1))).name
+            except ValueError:
+                name = f"signal {killed.group(1)}"
+            why = ": often the kernel's out-of-memory killer" if name == "SIGKILL" else ""
             rank = block.get("rank", "?").split()[0]
-            return f"rank {rank} was killed by {killed.group(2)} (exitcode {killed.group(1)}){why}"
+            return f"rank {rank} was killed by {name} (exitcode -{killed.group(1)}){why}"
     errors = []
     for path in run_dir.glob("rank*.error.json"):
         try:
