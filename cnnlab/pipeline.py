@@ -16,12 +16,12 @@ import ast
 import contextlib
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from cnnlab import paths
+from cnnlab.profiling.store import remove_stores
 
 NOTEBOOKS = paths.base() / "notebooks"
 BUILD = paths.base() / "build" / "notebooks"
@@ -125,7 +125,7 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
     os.environ["CNNLAB_PRESET"] = preset
     for nb in notebooks:
         if fresh:
-            shutil.rmtree(output_dir(nb.stem))  # stored sweep points would otherwise be reused
+            remove_stores(output_dir(nb.stem))  # stored points would be reused; a running sweep is waited for
         start = time.perf_counter()
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
         try:

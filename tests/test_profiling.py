@@ -427,17 +427,17 @@ def test_sweep_killed_process_resumes(tmp_path):
     assert set(started_before) - done_before <= set(resumed)
 
 
-@pytest.mark.parametrize("text, kept, damaged", [
-    ("i,status,value\n0,ok,0\n1,ok,1\n2,o", ["0", "1"], "2,o"),  # killed while writing row 2
+@pytest.mark.parametrize("text, kept, damaged, lines", [
+    ("i,status,value\n0,ok,0\n1,ok,1\n2,o", ["0", "1"], "2,o", 1),  # killed while writing row 2
     # cut just after a line break inside a quoted multi-line error cell: the record is left open
-    ('i,status,value,error\n0,ok,0,\n1,error,,"Traceback:\n  line 1\n', ["0"], '1,error,,"Traceback:'),
-    ("i,status,value\n0,ok,0\n1,ok\n2,ok,2\n", ["0", "2"], "1,ok\n"),  # a row cut mid-file
+    ('i,status,value,error\n0,ok,0,\n1,error,,"Traceback:\n  line 1\n', ["0"], '1,error,,"Traceback:', 2),
+    ("i,status,value\n0,ok,0\n1,ok\n2,ok,2\n", ["0", "2"], "1,ok\n", 1),  # a row cut mid-file
 ])
-def test_store_moves_damaged_records_aside_and_sweep_measures_them_again(tmp_path, text, kept, damaged):
+def test_store_moves_damaged_records_aside_and_sweep_measures_them_again(tmp_path, text, kept, damaged, lines):
     path = tmp_path / "s.csv"
     path.write_text(text)
     store = ResultStore(path)
-    with pytest.warns(UserWarning, match=r"s\.csv: 1 damaged record\(s\).*moved to s\.csv\.damaged"):
+    with pytest.warns(UserWarning, match=rf"s\.csv: {lines} damaged line\(s\).*moved to s\.csv\.damaged"):
         with store.lock():
             assert [r["i"] for r in store.rows()] == kept
     assert damaged in (tmp_path / "s.csv.damaged").read_text()
@@ -451,7 +451,7 @@ def test_store_moves_damaged_records_aside_and_sweep_measures_them_again(tmp_pat
 def test_jsonl_store_moves_a_damaged_line_aside(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text('{"i": 0, "status": "ok"}\n{"i": 1, "sta\n{"i": 2, "status": "ok"}\n')
-    with pytest.warns(UserWarning, match=r"s\.jsonl: 1 damaged record"):
+    with pytest.warns(UserWarning, match=r"s\.jsonl: 1 damaged line"):
         df = sweep(lambda i: {"value": i}, {"i": [0, 1, 2]}, path, progress=False)
     assert list(df["i"]) == [0, 1, 2] and (df["status"] == "ok").all()
 

@@ -5,13 +5,18 @@ at most the point it was measuring. Rows may have different columns (an OOM row 
 a CSV is rewritten with the union header (atomically: temp file + rename) only when a row brings a
 new column; otherwise the row is appended.
 
-Damage is found, never read as data: on open every record is checked (a CSV record must parse and have
-as many fields as the header, a quoted cell must be closed; a JSON line must parse and end with a line
-break). Damaged records are moved, as written, to ``<store>.damaged`` beside it (with a warning naming
-both files), the good ones are kept (rewritten atomically), and the damaged records' points are simply
-measured again. One writer at a time: :meth:`ResultStore.lock` holds an exclusive ``flock`` on
-``<store>.lock`` for a whole sweep, so two notebooks on the same sweep take turns instead of measuring
-points twice or interleaving rows.
+Damage is found, never read as data, and costs only the lines it touches: on open the file is read line by
+line (split on line feeds only), and a line is kept when it is valid UTF-8 without NUL bytes and (CSV) parses,
+with the lines its quoted cells span, into exactly as many fields as the header, or (JSON Lines) parses as one
+object ending with a line break. Anything else (a stray quote, a cell cut open, a torn last line, an invalid byte,
+a block of NULs) moves only the lines it spans, as written, to ``<store>.damaged``: reading re-synchronises on the
+next line, so a stray ``"`` never swallows the rows after it. A damaged header moves the whole file (its rows
+cannot be read without it). The good records are kept (rewritten atomically), the damaged ones' points are
+simply measured again, and a warning names both files. One writer at a time: :meth:`ResultStore.lock` holds an
+exclusive ``flock`` on ``<store>.lock`` for a whole sweep, so two notebooks on the same sweep take turns instead
+of measuring points twice or interleaving rows; :func:`remove_stores` (``make figures FRESH=1``) takes the same
+locks. A store deleted or replaced while its writer runs is noticed at the next write or read, said, and written
+whole again from the rows the writer holds.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import io
 import json
 import math
 import os
+import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -55,168 +62,319 @@ class ResultStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Read only: the store is checked (and repaired) under the lock, never while another run may be writing.
         self._header: list[str] = self._read_header() if self.format == "csv" else []
+        self._known: list[dict[str, str]] = []  # every row as written, from check() on: to rewrite a deleted store
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file last written or checked
 
     @contextlib.contextmanager
     def lock(self):
         """Hold this store exclusively inside the block (an ``flock`` on ``<store>.lock``; released when the
         process dies, so a killed run never leaves it locked). Waits, saying so, while another process holds it;
-        the store is checked again once it is ours (the other run wrote to it)."""
-        import fcntl
+        the store is checked again once it is ours (the other run wrote to it), and the part files of killed
+        rewrites (``<store>.<pid>.tmp``) are removed."""
+        with _flock(self.path.with_name(self.path.name + ".lock"), f"{self.path} is being written by another run"):
+            self._remove_stray_parts()
+            self.check()
+            yield self
 
-        with open(self.path.with_name(self.path.name + ".lock"), "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                warnings.warn(f"{self.path} is being written by another run; waiting for it to finish",
-                              stacklevel=3)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                self.check()
-                yield self
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def _remove_stray_parts(self) -> None:
+        """Delete ``<store>.<pid>.tmp`` files: only the lock holder writes them, so any found now were left by a
+        rewrite that was killed before its rename."""
+        pattern = re.compile(re.escape(self.path.name) + r"\.\d+\.tmp")
+        for part in self.path.parent.glob(self.path.name + ".*.tmp"):
+            if pattern.fullmatch(part.name):
+                part.unlink(missing_ok=True)
 
     def check(self) -> int:
-        """Move damaged records out of the store (see the module docstring); return how many were moved."""
+        """Move damaged lines out of the store (see the module docstring); return how many were moved."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             self._header = []
+            self._known = []
+            self._identity = self._stat()
             return 0
-        text = self.path.read_bytes().decode("utf-8", errors="replace")
-        good, bad = _split_csv(text) if self.format == "csv" else _split_jsonl(text)
+        data = self.path.read_bytes()
+        good, bad, header_lost = _split_csv(data) if self.format == "csv" else _split_jsonl(data)
         if bad:
             side = self.path.with_name(self.path.name + ".damaged")
-            with open(side, "a") as f:
-                f.write("".join(bad))
-            self._write_atomically("".join(good))
-            warnings.warn(f"{self.path}: {len(bad)} damaged record(s) (cut short, or a cell left open) moved to "
-                          f"{side.name}; their points are measured again. Nothing else to do; delete "
-                          f"{side.name} once you have looked at it.", stacklevel=3)
+            _add_damaged(side, bad)  # before the store is rewritten: a kill in between loses nothing
+            self._write_atomically(b"".join(good))
+            what = ("its header line is damaged, so none of its rows can be read: the whole file was moved"
+                    if header_lost else f"{len(bad)} damaged line(s) (a stray byte, a cell cut open, a torn line, "
+                    "invalid UTF-8 or NULs) moved")
+            warnings.warn(f"{self.path}: {what} to {side.name}; their points are measured again. Nothing else to "
+                          f"do; delete {side.name} once you have looked at it.", stacklevel=3)
         self._header = self._read_header() if self.format == "csv" else []
+        self._known = self._read_rows()
+        self._identity = self._stat()
         return len(bad)
 
-    def _write_atomically(self, text: str) -> None:
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _restore_if_vanished(self) -> None:
+        """Write the store whole again (header and every row this writer knows) if it was deleted or replaced
+        since this writer last wrote or checked it (a user deleting it, a clean-up ignoring the lock)."""
+        identity = getattr(self, "_identity", None)
+        if identity is None or self._stat() == identity:
+            return
+        gone = "deleted" if self._stat() is None else "replaced by another file"
+        warnings.warn(f"{self.path} was {gone} while this run was writing it; written whole again with the "
+                      f"{len(self._known)} row(s) this run holds", stacklevel=4)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.format == "jsonl":
+            self._write_atomically("".join(json.dumps(r, default=str) + "\n" for r in self._known).encode())
+        else:
+            self._rewrite(self._header, self._known)
+
+    def _write_atomically(self, data: bytes) -> None:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # one per process: never shared
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # the store itself is untouched
+            raise
+        self._identity = self._stat()
 
     def _read_header(self) -> list[str]:
+        """The header's cells (leniently decoded: a damaged store is checked, and named, under the lock)."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return []
-        with open(self.path, newline="") as f:
+        with open(self.path, encoding="utf-8", errors="replace", newline="") as f:
             return next(csv.reader(f), [])
+
+    @contextlib.contextmanager
+    def _open_text(self):
+        """The store as UTF-8 text; an invalid byte is named with what to do (the writer's lock checks first)."""
+        try:
+            with open(self.path, encoding="utf-8", newline="" if self.format == "csv" else None) as f:
+                yield f
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{self.path} has an invalid byte at position {err.start}: it was damaged. Run the "
+                             "sweep again (or ResultStore(path).lock()), which moves the damaged lines aside") from err
 
     def rows(self) -> list[dict[str, str]]:
         """Stored rows as dicts of canonical text (see :func:`key_value`), for matching grid points."""
+        self._restore_if_vanished()
+        return self._read_rows()
+
+    def _read_rows(self) -> list[dict[str, str]]:
         if not self.path.exists() or self.path.stat().st_size == 0:
             return []
-        if self.format == "csv":
-            with open(self.path, newline="") as f:
+        with self._open_text() as f:
+            if self.format == "csv":
                 return list(csv.DictReader(f))
-        with open(self.path) as f:
             return [{k: key_value(v) for k, v in json.loads(line).items()} for line in f if line.strip()]
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row durably (flushed and fsynced before returning)."""
+        self._restore_if_vanished()
         if self.format == "jsonl":
             self._write(json.dumps(row, default=str) + "\n", mode="a")
-            return
-        new = [k for k in row if k not in self._header]
-        if new and self._header:
-            self._rewrite(self._header + new, self.rows() + [row])
-            return
-        if new:
-            self._header = list(row)
-            self._write_csv([row], header=True, mode="a")
-            return
-        self._write_csv([row], header=False, mode="a")
+        else:
+            new = [k for k in row if k not in self._header]
+            if new and self._header:
+                self._rewrite(self._header + new, self._read_rows() + [row])
+            elif new:
+                self._header = list(row)
+                self._write_csv([row], header=True, mode="a")
+            else:
+                self._write_csv([row], header=False, mode="a")
+        self._known.append({k: key_value(v) for k, v in row.items()})
 
     def replace_rows(self, keep: Iterable[dict[str, Any]]) -> None:
         """Rewrite the store with only ``keep`` (used to drop failed points that are re-run)."""
         keep = list(keep)
         if self.format == "jsonl":
-            self._write_atomically("".join(json.dumps(r, default=str) + "\n" for r in keep))
+            self._write_atomically("".join(json.dumps(r, default=str) + "\n" for r in keep).encode())
         else:
             self._rewrite(self._header, keep)
+        self._known = [{k: key_value(v) for k, v in r.items()} for r in keep]
 
     def _rewrite(self, header: list[str], rows: list[dict[str, Any]]) -> None:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=header, restval="")
         writer.writeheader()
         writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
-        self._write_atomically(buffer.getvalue())
+        self._write_atomically(buffer.getvalue().encode())
         self._header = header
 
     def _write_csv(self, rows, *, header: bool, mode: str) -> None:
-        with open(self.path, mode, newline="") as f:
+        with open(self.path, mode, newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=self._header, restval="")
             if header:
                 writer.writeheader()
             writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
             f.flush()
             os.fsync(f.fileno())
+        self._identity = self._stat()
 
     def _write(self, text: str, *, mode: str) -> None:
-        with open(self.path, mode) as f:
+        with open(self.path, mode, encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        self._identity = self._stat()
 
     def to_frame(self) -> pd.DataFrame:
         """All stored rows as a DataFrame (numbers parsed; empty cells are NaN)."""
+        self._restore_if_vanished()
         if not self.path.exists() or self.path.stat().st_size == 0:
             return pd.DataFrame()
-        if self.format == "csv":
-            return pd.read_csv(self.path)
-        return pd.read_json(self.path, lines=True)
+        with self._open_text() as f:
+            return pd.read_csv(f) if self.format == "csv" else pd.read_json(f, lines=True)
 
 
-def _split_csv(text: str) -> tuple[list[str], list[str]]:
-    """(good records, damaged records) of a CSV store's text, each record as written (header first in good)."""
-    lines = text.splitlines(keepends=True)
-    good, bad, header_fields = [], [], None
-    start = 0
-    while start < len(lines):
-        # one record: as many physical lines as its quoted cells span
-        end = start + 1
-        while end <= len(lines):
-            chunk = "".join(lines[start:end])
-            try:
-                record = next(csv.reader(io.StringIO(chunk), strict=True))
-                complete = chunk.endswith("\n") and chunk.count('"') % 2 == 0
-            except (csv.Error, StopIteration):
-                record, complete = None, False
-            if complete:
-                break
-            end += 1
-        chunk = "".join(lines[start:min(end, len(lines))])
-        if end > len(lines) or record is None:  # ran off the end: a cell left open or a torn last line
-            bad.append(chunk)
-            break
-        if header_fields is None:
-            header_fields = len(record)
-            good.append(chunk)
-        elif len(record) == header_fields:
-            good.append(chunk)
-        else:
-            bad.append(chunk)
-        start = end
-    return good, bad
+def _lines(data: bytes) -> list[bytes]:
+    """``data`` cut after each line feed (only there: a stray form feed or carriage return splits nothing)."""
+    parts = data.split(b"\n")
+    return [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def _split_jsonl(text: str) -> tuple[list[str], list[str]]:
-    """(good lines, damaged lines) of a JSON Lines store's text."""
-    good, bad = [], []
-    for line in text.splitlines(keepends=True):
+def _text(line: bytes) -> str | None:
+    """A line as text, or None where it cannot be a record: invalid UTF-8, or a NUL (a zeroed block)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\0" in text else text
+
+
+MAX_RECORD_LINES = 200  # the most lines one CSV record may span (a multi-line error message, quoted)
+
+
+def _csv_record(lines: list[bytes], start: int, fields: int | None) -> tuple[int, list[str]] | None:
+    """(end, cells) of the record that starts at ``lines[start]``, or None where none does: it must span whole
+    lines, end with a line break, close its quotes and (after the header) have exactly ``fields`` cells."""
+    chunk = ""
+    for end in range(start + 1, min(len(lines), start + MAX_RECORD_LINES) + 1):
+        text = _text(lines[end - 1])
+        if text is None or not text.endswith("\n"):
+            return None
+        chunk += text
+        if chunk.count('"') % 2:  # a quoted cell is still open: it may go on on the next line
+            continue
         try:
-            ok = line.endswith("\n") and isinstance(json.loads(line), dict)
+            cells = next(csv.reader(io.StringIO(chunk), strict=True), [])
+        except csv.Error:
+            return None
+        return (end, cells) if fields is None or len(cells) == fields else None
+    return None
+
+
+def _split_csv(data: bytes) -> tuple[list[bytes], list[bytes], bool]:
+    """(good records, damaged lines, header lost) of a CSV store's bytes, each as written (header first in good).
+
+    A line that starts no valid record is damaged alone and reading goes on at the next line, so damage costs
+    only the lines it touches. A damaged header loses every line (nothing can be read without it)."""
+    lines = _lines(data)
+    good: list[bytes] = []
+    bad: list[bytes] = []
+    header = _csv_record(lines, 0, None) if lines else None
+    if header is None or not header[1] or len(set(header[1])) != len(header[1]) or not all(header[1]):
+        return [], [line for line in lines if line.strip()], True
+    good.append(b"".join(lines[:header[0]]))
+    start = header[0]
+    while start < len(lines):
+        if not lines[start].strip():  # an empty line holds nothing
+            start += 1
+            continue
+        record = _csv_record(lines, start, len(header[1]))
+        if record is None:
+            bad.append(lines[start])
+            start += 1
+        else:
+            good.append(b"".join(lines[start:record[0]]))
+            start = record[0]
+    return good, bad, False
+
+
+def _split_jsonl(data: bytes) -> tuple[list[bytes], list[bytes], bool]:
+    """(good lines, damaged lines, False) of a JSON Lines store's bytes."""
+    good, bad = [], []
+    for line in _lines(data):
+        text = _text(line)
+        try:
+            ok = text is not None and text.endswith("\n") and isinstance(json.loads(text), dict)
         except json.JSONDecodeError:
             ok = False
         if line.strip():
             (good if ok else bad).append(line)
-    return good, bad
+    return good, bad, False
+
+
+def _add_damaged(side: Path, lines: list[bytes]) -> None:
+    """Append the damaged ``lines`` to ``side`` (written whole through a part file), leaving out lines it already
+    holds: a run killed after this write and before the store's rewrite finds the same lines again."""
+    before = side.read_bytes() if side.exists() else b""
+    held = set(_lines(before))
+    new = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
+    new = [line for line in new if line not in held]
+    if not new:
+        return
+    part = side.with_name(f"{side.name}.{os.getpid()}.tmp")
+    try:
+        with open(part, "wb") as f:
+            f.write(before + (b"" if not before or before.endswith(b"\n") else b"\n") + b"".join(new))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, side)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _flock(lock_path: Path, busy: str):
+    """An exclusive ``flock`` on ``lock_path`` inside the block, waiting (with a warning saying ``busy``) while
+    another process holds it. A lock file deleted and made again while this process waited (a clean-up) is
+    locked again under its new inode, so two processes never each hold a different file of the same name."""
+    import fcntl
+
+    warned = False
+    while True:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not warned:
+                    warnings.warn(f"{busy}; waiting for it to finish", stacklevel=4)
+                    warned = True
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                same = os.fstat(handle.fileno()).st_ino == os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            handle.close()
+
+
+def remove_stores(folder: str | os.PathLike) -> None:
+    """Delete ``folder`` and everything in it (``make figures FRESH=1``), each store under its lock: a sweep
+    writing one of them is waited for (with a warning naming it), never deleted under."""
+    folder = Path(folder)
+    if not folder.exists():
+        return
+    with contextlib.ExitStack() as held:
+        for lock in sorted(folder.rglob("*.lock")):
+            store = lock.with_name(lock.name[:-len(".lock")])
+            held.enter_context(_flock(lock, f"{store} is being written by a running sweep (a notebook?)"))
+        shutil.rmtree(folder)
 
 
 def _cell(value: Any) -> Any:

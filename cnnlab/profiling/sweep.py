@@ -102,10 +102,15 @@ def _write_env(store_path: Path, settings: dict[str, Any] | None = None) -> None
         env["cnnlab_code"] = code_digest()
     if path.exists():
         try:
-            first = json.loads(path.read_text())
-        except json.JSONDecodeError:
+            first = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError: damaged
             first = None
-        if isinstance(first, dict):
+        if not isinstance(first, dict):
+            side = path.with_name(path.name + ".damaged")
+            os.replace(path, side)
+            warnings.warn(f"{path} was damaged (not a JSON object of UTF-8 text): moved to {side.name} and written "
+                          "again for this run; the rows in the store are not affected", stacklevel=3)
+        else:
             fields = ("device_name", "torch_version", "cuda_version", "driver_version", "git_commit", "preset")
             changed = [f for f in fields if first.get(f) != env.get(f)]
             if changed:
@@ -229,8 +234,7 @@ def sweep(
                 if status != "ok":
                     failures.append((point, status, message))
                     free_memory()
-                for row in rows:
-                    results.append(row)
+                _store_rows(results, attempts, point, rows)
                 bar.update(1)
         finally:
             bar.close()
@@ -240,6 +244,22 @@ def sweep(
         df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
     df.attrs["store"] = results.path
     return df
+
+
+def _store_rows(results: ResultStore, attempts: "_Attempts", point: dict[str, Any], rows: list[dict]) -> None:
+    """Store a point's rows, then forget its attempt (it ended: it did not kill the process). A store that cannot
+    be written is no death either: the attempt is forgotten and the error names the store and the free space."""
+    try:
+        for row in rows:
+            results.append(row)
+    except OSError as err:
+        attempts.forget(point, every=True)
+        from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
+
+        raise OSError(err.errno, f"{results.path}: the rows of point {point} could not be stored ({err}; "
+                                 f"{free_space(results.path)}). Every row stored before is kept; free some space "
+                                 "and run again: this point is measured again") from err
+    attempts.forget(point, every=True)
 
 
 def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[dict],
@@ -260,7 +280,13 @@ def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[di
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=list(points[0]) + ["status", "error"] if points else [])
-    return pd.concat(parts, ignore_index=True)
+    df = pd.concat(parts, ignore_index=True)
+    for column in df.columns[df.dtypes == object]:  # text because of a row of another grid (say, a damaged cell)
+        try:
+            df[column] = pd.to_numeric(df[column])
+        except (ValueError, TypeError):
+            pass
+    return df
 
 
 def _settings_dict(settings) -> dict[str, Any]:
@@ -309,18 +335,29 @@ class _Attempts:
         return self._keys().count(self._text(point))
 
     def note(self, point: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # the folder may have been deleted under the sweep
         with open(self.path, "a") as f:
             f.write(self._text(point) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
-    def forget(self, point: Mapping[str, Any]) -> None:
+    def forget(self, point: Mapping[str, Any], *, every: bool = False) -> None:
+        """Remove the last attempt of ``point`` (it was stopped by the user: not a death), or ``every`` one (it was
+        stored: it ended). Written in place: a full disk can still shrink a file, and a lost marker only means a
+        point is tried once more."""
         keys = self._keys()
-        if self._text(point) in keys:
-            keys.reverse()
-            keys.remove(self._text(point))
-            keys.reverse()
-            self.path.write_text("".join(k + "\n" for k in keys))
+        text = self._text(point)
+        if text in keys:
+            if every:
+                kept = [k for k in keys if k != text]
+            else:
+                kept = keys[::-1]
+                kept.remove(text)
+                kept.reverse()
+            try:
+                self.path.write_text("".join(k + "\n" for k in kept))
+            except OSError:
+                pass
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
