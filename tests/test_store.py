@@ -228,7 +228,7 @@ def test_a_store_write_that_fails_is_named_and_is_not_a_death(tmp_path, monkeypa
 
     monkeypatch.setattr(ResultStore, "append", full_disk)
     for _ in range(3):  # three runs on a full disk: never counted as deaths
-        with pytest.raises(OSError, match=r"s\.csv: the rows of point \{'i': 3\} could not be stored .*free"):
+        with pytest.raises(OSError, match=r"s\.csv: could not be written for point \{'i': 3\} .*free"):
             sweep(lambda i: {"value": i * 0.5}, {"i": list(range(5))}, path, progress=False)
     monkeypatch.setattr(ResultStore, "append", real)
     seen, df, _ = _measured_again(path, 5)
@@ -263,3 +263,14 @@ def test_damaged_lines_are_set_aside_once_even_after_a_kill_between_the_two_writ
     side = (tmp_path / "s.csv.damaged").read_bytes()
     assert side.count(b"2,o\0,") == 1
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_an_attempt_marker_that_cannot_be_written_names_its_file(tmp_path, monkeypatch):
+    from cnnlab.profiling import sweep as sweep_module
+
+    def full_disk(self, point):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sweep_module._Attempts, "note", full_disk)
+    with pytest.raises(OSError, match=r"s\.csv\.attempts: could not be written for point \{'i': 0\} .*free on"):
+        sweep(lambda i: {"value": i}, {"i": [0, 1]}, tmp_path / "s.csv", progress=False)

@@ -10,6 +10,7 @@ with other settings never returns another run's rows, and a run returns only its
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -182,7 +183,8 @@ def sweep(
     path = Path(store) if settings is None else store_file(store, settings)
     results = ResultStore(path)
     with results.lock():  # one writer per store: a second run waits, then finds the points stored
-        _write_env(results.path, None if settings is None else _settings_dict(settings))
+        with _naming_the_file(results.path.with_name(results.path.name + ".env.json"), None):
+            _write_env(results.path, None if settings is None else _settings_dict(settings))
 
         reasons = [skip(**p) if skip is not None else None for p in points]
         measured = [p for p, reason in zip(points, reasons) if reason is None]
@@ -225,7 +227,8 @@ def sweep(
                 if died >= KILLED_AFTER:
                     rows, status, message = _killed_row(point, died)
                 else:
-                    attempts.note(point)  # if the process dies now, the next run knows
+                    with _naming_the_file(attempts.path, point):
+                        attempts.note(point)  # if the process dies now, the next run knows
                     try:
                         rows, status, message = _run_point(fn, point)
                     except KeyboardInterrupt:  # stopped by the user: not a death of the process
@@ -246,20 +249,29 @@ def sweep(
     return df
 
 
+@contextlib.contextmanager
+def _naming_the_file(path: Path, point: dict[str, Any] | None):
+    """An OSError inside the block (a full disk, a read-only folder) raised again naming ``path``, the point and
+    the free space: the rows stored before are kept, and the point is measured on the next run."""
+    try:
+        yield
+    except OSError as err:
+        from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
+
+        what = "could not be written" + (f" for point {point}" if point is not None else "")
+        raise OSError(err.errno, f"{path}: {what} ({err}; {free_space(path.parent)}). Every row stored before is kept; "
+                                 "free some space and run again: what is missing is measured then") from err
+
+
 def _store_rows(results: ResultStore, attempts: "_Attempts", point: dict[str, Any], rows: list[dict]) -> None:
     """Store a point's rows, then forget its attempt (it ended: it did not kill the process). A store that cannot
     be written is no death either: the attempt is forgotten and the error names the store and the free space."""
     try:
-        for row in rows:
-            results.append(row)
-    except OSError as err:
+        with _naming_the_file(results.path, point):
+            for row in rows:
+                results.append(row)
+    finally:  # stored, or a write error: neither is the death of the process
         attempts.forget(point, every=True)
-        from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
-
-        raise OSError(err.errno, f"{results.path}: the rows of point {point} could not be stored ({err}; "
-                                 f"{free_space(results.path)}). Every row stored before is kept; free some space "
-                                 "and run again: this point is measured again") from err
-    attempts.forget(point, every=True)
 
 
 def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[dict],
