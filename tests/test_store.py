@@ -266,7 +266,9 @@ def test_damaged_lines_are_set_aside_once_even_after_a_kill_between_the_two_writ
 
 
 def test_an_attempt_marker_that_cannot_be_written_names_its_file(tmp_path, monkeypatch):
-    from cnnlab.profiling import sweep as sweep_module
+    import importlib
+
+    sweep_module = importlib.import_module("cnnlab.profiling.sweep")
 
     def full_disk(self, point):
         raise OSError(errno.ENOSPC, "No space left on device")

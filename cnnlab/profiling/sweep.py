@@ -259,8 +259,8 @@ def _naming_the_file(path: Path, point: dict[str, Any] | None):
         from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
 
         what = "could not be written" + (f" for point {point}" if point is not None else "")
-        raise OSError(err.errno, f"{path}: {what} ({err}; {free_space(path.parent)}). Every row stored before is kept; "
-                                 "free some space and run again: what is missing is measured then") from err
+        raise OSError(err.errno, f"{path}: {what} ({err}; {free_space(path.parent)}). Every row stored before is "
+                                 "kept; free some space and run again: what is missing is measured then") from err
 
 
 def _store_rows(results: ResultStore, attempts: "_Attempts", point: dict[str, Any], rows: list[dict]) -> None:
