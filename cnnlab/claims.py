@@ -1,9 +1,17 @@
 """The paper's claim beside ours: every study notebook ends with this table.
 
-A claim is checked on the hardware at hand; it may hold or not. ``held`` is True, False, or None when the
-claim does not apply here (e.g. a GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule
-that decided ``held``, in words and numbers ("fp16 / fp32 time per batch < 0.9"), so that a reader can see the
-check could have come out the other way.
+A claim is checked on the hardware at hand; it may hold or not. ``held`` is True, False, :data:`INCONCLUSIVE`
+when the measurements it compares overlap within their noise, or None when the claim does not apply here (e.g. a
+GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule that decided ``held``, in words and
+numbers ("fp16 / fp32 time per batch < 0.9"), and names its noise rule, so that a reader can see the check could
+have come out the other way.
+
+The noise rule, the same for every claim (:func:`judge`, :func:`trend`): a measured quantity is a
+:class:`Spread`, its value with the interval its noise allows (the p10-p90 of the repeated batches of
+``cnnlab.profiling.benchmark``, the range of repeated timings, or an exact count). A claim holds only when the
+whole interval clears the threshold, fails only when the whole interval is on the other side, and is otherwise
+"inconclusive: within noise", with the interval shown. So a re-run can move a verdict only to or from
+inconclusive, never from held to not held.
 
 A notebook shows its claims once, with :func:`show`: every cell in full and wrapped (an HTML table in Jupyter
 and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
@@ -12,10 +20,126 @@ and in its HTML export, numbered paragraphs in plain text), never cut at pandas'
 from __future__ import annotations
 
 import html
+import math
 import textwrap
 from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
+
+INCONCLUSIVE = "inconclusive"
+NOISE_RULE = ("noise: decided only when the whole p10-p90 interval is on one side, else inconclusive")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A measured quantity: ``value`` (the median, say) and the interval ``low``-``high`` its noise allows."""
+
+    value: float
+    low: float
+    high: float
+
+    def __post_init__(self):
+        values = (self.value, self.low, self.high)
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            raise ValueError(f"Spread{values}: value, low and high must be finite numbers")
+        if not self.low <= self.value <= self.high:
+            raise ValueError(f"Spread{values}: needs low <= value <= high")
+
+    @classmethod
+    def exact(cls, value: float) -> "Spread":
+        """A quantity without noise (bytes the allocator handed out, a count of calls)."""
+        value = float(value)
+        return cls(value, value, value)
+
+    @classmethod
+    def of(cls, row: Mapping, metric: str) -> "Spread":
+        """``row``'s ``<metric>_median`` within ``<metric>_p10``-``<metric>_p90`` (``cnnlab.profiling.benchmark``'s
+        columns, e.g. ``latency_ms``)."""
+        return cls(*(float(row[f"{metric}_{q}"]) for q in ("median", "p10", "p90")))
+
+    @classmethod
+    def of_samples(cls, values: Iterable[float]) -> "Spread":
+        """The median of repeated measurements within their smallest and largest."""
+        values = sorted(float(v) for v in values)
+        if not values:
+            raise ValueError("Spread.of_samples: no values")
+        return cls(float(pd.Series(values).median()), values[0], values[-1])
+
+    def __truediv__(self, other: "Spread | float") -> "Spread":
+        """The ratio's interval: the extremes of one over the extremes of the other (positive quantities)."""
+        other = other if isinstance(other, Spread) else Spread.exact(other)
+        if min(self.low, other.low) <= 0:
+            raise ValueError(f"{self} / {other}: a ratio of spreads needs positive quantities")
+        return Spread(self.value / other.value, self.low / other.high, self.high / other.low)
+
+    def __mul__(self, k: float) -> "Spread":
+        if k <= 0:
+            raise ValueError(f"{self} * {k}: scale by a positive number")
+        return Spread(self.value * k, self.low * k, self.high * k)
+
+    __rmul__ = __mul__
+
+    def inverse(self) -> "Spread":
+        """1 / the quantity (time per batch -> batches per second)."""
+        return Spread.exact(1.0) / self
+
+    def text(self, fmt: str = ".3g", unit: str = "") -> str:
+        """E.g. "1.9x (1.7-2.3x)"; an exact quantity shows its value alone."""
+        value = f"{self.value:{fmt}}{unit}"
+        return value if self.low == self.high else f"{value} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
+
+
+def judge(x: Spread, op: str, threshold: float, *, fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
+    """(held, note) of "``x`` ``op`` ``threshold``" (op ">" or "<") by the noise rule: True when the whole
+    interval is on the claimed side, False when the whole interval is on the other side (or on the threshold),
+    else :data:`INCONCLUSIVE` with a note showing the overlap; the note is empty when decided."""
+    if op not in (">", "<"):
+        raise ValueError(f"op={op!r}: valid: '>', '<'")
+    above, below = x.low > threshold, x.high < threshold
+    if (op == ">" and above) or (op == "<" and below):
+        return True, ""
+    if (op == ">" and x.high <= threshold) or (op == "<" and x.low >= threshold):
+        return False, ""
+    return INCONCLUSIVE, (f"within noise: {x.text(fmt, unit)} spans the threshold {threshold:{fmt}}{unit}")
+
+
+def trend(xs: Sequence[Spread], direction: str = "up", *, labels: Sequence | None = None,
+          fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
+    """(held, note) of "``xs`` rise (direction "up") or fall ("down") at every step": True when every step moves
+    the claimed way by more than both intervals (the next interval clear of the previous one), False when any
+    step clearly moves the other way, else :data:`INCONCLUSIVE`, naming the steps whose intervals overlap."""
+    if direction not in ("up", "down"):
+        raise ValueError(f"direction={direction!r}: valid: 'up', 'down'")
+    if len(xs) < 2:
+        raise ValueError("trend: needs at least two measurements")
+    labels = list(labels) if labels is not None else list(range(len(xs)))
+    overlapping, wrong = [], []
+    for (a, la), (b, lb) in zip(zip(xs, labels), zip(xs[1:], labels[1:])):
+        up, down = b.low > a.high, b.high < a.low
+        if (direction == "up" and up) or (direction == "down" and down):
+            continue
+        step = f"{la} -> {lb}: {a.text(fmt, unit)} -> {b.text(fmt, unit)}"
+        (wrong if (up or down) else overlapping).append(step)
+    if wrong:
+        return False, ""
+    if overlapping:
+        return INCONCLUSIVE, "within noise at " + "; ".join(overlapping)
+    return True, ""
+
+
+def all_of(*verdicts: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
+    """(held, note) of a claim that needs every part: False if any part failed, inconclusive if any part is
+    (and none failed), None if none applies, else True; the parts' notes joined."""
+    held = [h for h, _ in verdicts if h is not None]
+    notes = "; ".join(n for _, n in verdicts if n)
+    if not held:
+        return None, notes
+    if any(h is False for h in held):
+        return False, notes
+    if any(h == INCONCLUSIVE for h in held):
+        return INCONCLUSIVE, notes
+    return True, notes
 
 
 @dataclass
@@ -23,29 +147,38 @@ class Claim:
     claim: str      # what the paper says, in a few words
     paper: str      # the paper's figure or number, as it reports it
     ours: str       # what we measured, with units
-    held: bool | None
+    held: bool | str | None  # True, False, INCONCLUSIVE (within noise) or None (does not apply here)
     device: str
-    criterion: str = ""  # the rule that decides ``held``, e.g. "best / batch-1 throughput > 2"
+    criterion: str = ""  # the rule that decides ``held``, e.g. "best / batch-1 throughput > 2", and its noise rule
     note: str = ""
 
     def __post_init__(self):
-        if self.held is not None:
+        if isinstance(self.held, str):
+            if self.held != INCONCLUSIVE:
+                raise ValueError(f"claim {self.claim!r}: held={self.held!r}; valid: True, False, None, "
+                                 f"{INCONCLUSIVE!r}")
+            if not self.note:
+                raise ValueError(f"claim {self.claim!r}: an inconclusive verdict needs a note showing the overlap")
+        elif self.held is not None:
             self.held = bool(self.held)  # numpy bools print as np.True_
         if self.held is None and not self.note:
             raise ValueError(f"claim {self.claim!r}: held=None needs a note saying why it does not apply")
 
 
+VERDICT = {True: "yes", False: "no", None: "n/a", INCONCLUSIVE: INCONCLUSIVE}
+
+
 def table(claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim: claim, paper, ours, held ("yes"/"no"/"n/a"), device, criterion, note."""
+    """One row per claim: claim, paper, ours, held ("yes"/"no"/"inconclusive"/"n/a"), device, criterion, note."""
     df = pd.DataFrame([asdict(c) for c in claims], columns=["claim", "paper", "ours", "held", "device", "criterion",
                                                              "note"])
-    df["held"] = df["held"].map({True: "yes", False: "no", None: "n/a"})
+    df["held"] = [VERDICT[h] for h in df["held"]]
     return df
 
 
 def report(claims: list[Claim]) -> str:
     """The claims in words, one line each, e.g. "HELD on cpu: peak memory grows with batch size (...)"."""
-    words = {True: "HELD", False: "DID NOT HOLD", None: "NOT APPLICABLE"}
+    words = {True: "HELD", False: "DID NOT HOLD", None: "NOT APPLICABLE", INCONCLUSIVE: "INCONCLUSIVE"}
     lines = []
     for c in claims:
         line = f"{words[c.held]} on {c.device}: {c.claim}. Paper: {c.paper}. Ours: {c.ours}."
@@ -55,12 +188,22 @@ def report(claims: list[Claim]) -> str:
 
 
 COLUMNS = ("claim", "paper", "ours", "held", "device", "criterion", "note")
-HELD_WORDS = {"yes": "held", "no": "did not hold", "n/a": "n/a"}
-HELD_COLOURS = {"yes": "#1a7f37", "no": "#cf222e", "n/a": "#6e7781"}
-_VERDICTS = {"yes": "HELD", "no": "DID NOT HOLD", "n/a": "NOT APPLICABLE"}  # as report() words them
+HELD_WORDS = {"yes": "held", "no": "did not hold", INCONCLUSIVE: "inconclusive: within noise", "n/a": "n/a"}
+HELD_COLOURS = {"yes": "#1a7f37", "no": "#cf222e", INCONCLUSIVE: "#9a6700", "n/a": "#6e7781"}
+_VERDICTS = {"yes": "HELD", "no": "DID NOT HOLD", INCONCLUSIVE: "INCONCLUSIVE (within noise)",
+             "n/a": "NOT APPLICABLE"}  # as report() words them
 # Share of the width per column: the claim and the numbers get the room, held and device little.
 _WIDTHS = {"claim": 20, "paper": 16, "ours": 18, "held": 7, "device": 6, "criterion": 21, "note": 12}
 _CELL = "text-align:left; vertical-align:top; white-space:pre-wrap; overflow-wrap:anywhere; padding:4px 6px"
+
+
+def verdict_words(held, note="") -> str:
+    """A stored verdict ("yes", "no", "inconclusive", "n/a") in words; an inconclusive one with its overlap."""
+    held = "" if held is None or (isinstance(held, float) and math.isnan(held)) else str(held)
+    words = HELD_WORDS.get(held, held)
+    if held == INCONCLUSIVE and isinstance(note, str) and note:
+        return f"inconclusive ({note})"
+    return words
 
 
 def _rows(claims: list[Claim] | pd.DataFrame) -> list[dict[str, str]]:

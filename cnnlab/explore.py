@@ -29,6 +29,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from cnnlab import claims as _claims
 from cnnlab import paths, plotting, studies
 
 THIS_COMPUTER = "this computer"
@@ -448,7 +449,8 @@ def environment_table(index: pd.DataFrame, view: View) -> pd.DataFrame:
 
 
 def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
-    """The study's claims (``claims.csv``) with each machine's ``ours`` and ``held`` beside the paper's."""
+    """The study's claims (``claims.csv``) with each machine's ``ours`` and ``held`` beside the paper's (an
+    inconclusive verdict with the overlap that made it so)."""
     merged = None
     for machine in view.machines:
         folder = _machine_dir(index, machine, view.study)
@@ -461,7 +463,10 @@ def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
             continue
         if not {"claim", "ours", "held"} <= set(df.columns):
             continue
-        part = df[["claim", "paper", "ours", "held"] if "paper" in df else ["claim", "ours", "held"]]
+        part = df[["claim", "paper", "ours", "held"] if "paper" in df else ["claim", "ours", "held"]].copy()
+        notes = df["note"] if "note" in df else pd.Series([""] * len(df), index=df.index)
+        part["held"] = [_claims.verdict_words(h, n) if h == _claims.INCONCLUSIVE else h
+                        for h, n in zip(part["held"], notes)]
         part = part.rename(columns={"ours": f"ours ({machine})", "held": f"held ({machine})"})
         merged = part if merged is None else merged.merge(part.drop(columns="paper", errors="ignore"), on="claim",
                                                           how="outer")

@@ -6,7 +6,7 @@
   profiler_start`` lines, a stray ``Out[...]`` holding paths or a matplotlib artist). ``notebooks/conftest.py``
   fails a cell that nbval runs in ``make test`` on any of them; the page below lists them for executed notebooks.
 - :func:`write` (``make report``, ``python -m cnnlab.report``): ``figures/index.html``, one static page with the
-  claims matrix (each paper's claims down, machines across: held, did not hold, n/a), the environment of every
+  claims matrix (each paper's claims down, machines across: held, did not hold, inconclusive, n/a), the environment of every
   machine, and per notebook its main figure, its claims in full and links to its data and executed notebook.
 
 Where the page reads from. This computer: ``figures/<NN_name>/`` (``make figures``). Another machine:
@@ -37,7 +37,7 @@ from cnnlab import claims as _claims
 from cnnlab import paths
 
 THIS_MACHINE = "this machine"
-HELD_CLASS = {"yes": "yes", "no": "no", "n/a": "na"}
+HELD_CLASS = {"yes": "yes", "no": "no", "inconclusive": "inc", "n/a": "na"}
 # Environment fields shown for each machine, in this order (cnnlab.profiling.environment() writes them).
 ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_version", "cuda_version", "cudnn_version",
                       "cpu_model", "cpu_cores_physical", "cpu_cores_logical", "torch_num_threads", "torch_version",
@@ -296,12 +296,14 @@ def _device_of(machine: Machine) -> str:
 
 
 def _matrix_cell(row: pd.Series) -> str:
-    """One machine's verdict on one claim: held / did not hold / n/a over what it measured; criterion and note
-    shown on hover."""
+    """One machine's verdict on one claim: held / did not hold / inconclusive / n/a over what it measured;
+    criterion and note shown on hover, and an inconclusive verdict's overlap shown in the cell."""
     held = row.get("held", "")
     detail = f"criterion: {row.get('criterion', '')}" + (f"; note: {row['note']}" if row.get("note") else "")
+    overlap = f'<span class="ours">{_e(row["note"])}</span>' if held == _claims.INCONCLUSIVE and row.get("note") else ""
     return (f'<td class="held-{HELD_CLASS.get(held, "none")}" title="{_e(detail)}"><span class="verdict">'
-            f'{_e(_claims.HELD_WORDS.get(held, held))}</span><span class="ours">{_e(row.get("ours", ""))}</span></td>')
+            f'{_e(_claims.HELD_WORDS.get(held, held))}</span><span class="ours">{_e(row.get("ours", ""))}</span>'
+            f'{overlap}</td>')
 
 
 def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
@@ -419,6 +421,7 @@ tr.paper th { background: #ddf4ff; }
 .verdict { display: block; font-weight: bold; } .ours { display: block; font-size: 0.85em; }
 .held-yes { background: #dafbe1; } .held-yes .verdict { color: #1a7f37; }
 .held-no { background: #ffebe9; } .held-no .verdict { color: #cf222e; }
+.held-inc { background: #fff8c5; } .held-inc .verdict { color: #9a6700; }
 .held-na, .held-none { background: #f6f8fa; color: #57606a; }
 .env th { width: 14em; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; max-width: 48%; } figure img { max-width: 100%; border: 1px solid #d0d7de; }
@@ -437,9 +440,10 @@ def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str
     else:
         toc = "".join(f'<li><a href="#{_e(nb)}">{_e(nb)}</a></li>' for nb in notebooks)
         body = (
-            "<h2>Claims</h2><p>Each row is a claim of a paper, each column a machine: <b>held</b>, <b>did not hold</b>"
-            " or <b>n/a</b> (does not apply on that device), with what we measured. Hover a cell for its criterion"
-            " and note.</p>" + _claims_matrix(machines, notebooks) +
+            "<h2>Claims</h2><p>Each row is a claim of a paper, each column a machine: <b>held</b>, <b>did not hold</b>,"
+            " <b>inconclusive: within noise</b> (the measurements compared overlap within their p10-p90 spread, shown"
+            " in the cell) or <b>n/a</b> (does not apply on that device), with what we measured. Hover a cell for its"
+            " criterion and note.</p>" + _claims_matrix(machines, notebooks) +
             "<h2>Machines</h2>" + _environment_table(machines) +
             f"<h2>Notebooks</h2><ul>{toc}</ul>" +
             "".join(_notebook_section(nb, machines, base, problems) for nb in notebooks))

@@ -47,3 +47,57 @@ def test_show_gives_every_claim_once_in_full_html_and_wrapped_text(capsys):
     assert "criterion: best / batch-1 throughput > 2" in " ".join(text.split())
     assert show(claims) is None  # no Out[...] beside the table
     assert capsys.readouterr().out.count("throughput at the best batch size") == 1  # outside Jupyter: the text
+
+
+def test_noise_rule_decides_only_when_the_interval_clears_the_threshold():
+    from cnnlab.claims import INCONCLUSIVE, Spread, judge
+
+    assert judge(Spread(2.5, 2.2, 2.9), ">", 2) == (True, "")
+    assert judge(Spread(1.5, 1.2, 1.9), ">", 2) == (False, "")
+    held, note = judge(Spread(2.1, 1.8, 2.4), ">", 2)
+    assert held == INCONCLUSIVE and "1.8-2.4" in note and "threshold 2" in note
+    assert judge(Spread(0.8, 0.7, 0.85), "<", 0.9) == (True, "")
+    assert judge(Spread(0.95, 0.85, 1.0), "<", 0.9)[0] == INCONCLUSIVE
+    assert judge(Spread.exact(2.0), ">", 2) == (False, "")  # on the threshold: not above it
+
+
+def test_a_ratio_of_spreads_takes_the_extremes():
+    from cnnlab.claims import Spread
+
+    r = Spread(4.0, 3.0, 5.0) / Spread(2.0, 1.0, 2.5)
+    assert (r.value, r.low, r.high) == (2.0, 1.2, 5.0)
+    assert Spread(2.0, 1.0, 4.0).inverse().low == 0.25
+    with pytest.raises(ValueError, match="low <= value <= high"):
+        Spread(1.0, 2.0, 3.0)
+    with pytest.raises(ValueError, match="finite"):
+        Spread(float("nan"), 0.0, 1.0)
+
+
+def test_a_trend_holds_only_when_every_step_clears_the_noise():
+    from cnnlab.claims import INCONCLUSIVE, Spread, all_of, trend
+
+    clear = [Spread(1, 0.9, 1.1), Spread(2, 1.8, 2.2), Spread(4, 3.5, 4.5)]
+    assert trend(clear, "up") == (True, "")
+    assert trend(clear[::-1], "up") == (False, "")
+    held, note = trend([Spread(1, 0.9, 1.1), Spread(1.05, 0.95, 1.2), Spread(4, 3.5, 4.5)], "up", labels=[1, 8, 64])
+    assert held == INCONCLUSIVE and note.startswith("within noise at 1 -> 8:")
+    assert all_of((True, ""), (INCONCLUSIVE, "a")) == (INCONCLUSIVE, "a")
+    assert all_of((True, ""), (INCONCLUSIVE, "a"), (False, ""))[0] is False
+    assert all_of((None, "n/a"),) == (None, "n/a")
+
+
+def test_an_inconclusive_claim_shows_its_overlap_everywhere():
+    from cnnlab.claims import INCONCLUSIVE, as_html, as_text, verdict_words
+
+    with pytest.raises(ValueError, match="needs a note showing the overlap"):
+        Claim("x", "y", "z", INCONCLUSIVE, "cpu")
+    with pytest.raises(ValueError, match="valid: True, False, None"):
+        Claim("x", "y", "z", "maybe", "cpu", note="n")
+    c = Claim("fp16 is faster", "Fig. 3", "0.9x", INCONCLUSIVE, "cpu", criterion="ratio < 0.9",
+              note="within noise: 0.9 (0.8-1) spans the threshold 0.9")
+    df = table([c])
+    assert df["held"].tolist() == ["inconclusive"]
+    assert "INCONCLUSIVE on cpu" in report([c]) and "INCONCLUSIVE (within noise)" in as_text([c])
+    assert "inconclusive: within noise" in as_html([c]) and "#9a6700" in as_html([c])
+    assert verdict_words("inconclusive", c.note) == f"inconclusive ({c.note})"
+    assert verdict_words("yes", "") == "held"

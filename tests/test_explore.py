@@ -377,3 +377,15 @@ def test_without_ipywidgets_show_draws_the_static_figure(tree):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Widgets are not available (ipywidgets is not installed" in proc.stdout
     assert "Latency median (ms) against Batch size" in proc.stdout
+
+
+def test_an_inconclusive_claim_is_shown_with_its_overlap(tree):
+    path = tree / "01_batch_size" / "claims.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[0, ["held", "note"]] = ["inconclusive", "within noise: 2 (1.8-2.3) spans the threshold 2"]
+    df.to_csv(path, index=False)
+    index = explore.find_tables(tree)
+    claims = explore.claims_side_by_side(index, explore.first_view(index))
+    assert claims[f"held ({THIS_COMPUTER})"].tolist() == ["inconclusive (within noise: 2 (1.8-2.3) spans the "
+                                                          "threshold 2)"]
+    assert claims["held (h100)"].tolist() == ["no"]

@@ -230,3 +230,17 @@ def test_report_on_a_full_disk_keeps_the_earlier_page_and_exits_non_zero(two_mac
     assert "the report was not written" in capsys.readouterr().err
     assert page.read_bytes() == before
     assert not [p for p in figures.rglob("*.part")]
+
+
+def test_an_inconclusive_verdict_is_shown_with_its_overlap_in_the_matrix(tmp_path):
+    from cnnlab.claims import INCONCLUSIVE
+
+    claims = [Claim("fp16 is faster", "Fig. 3", "0.9x", INCONCLUSIVE, "cpu", criterion="fp16 / fp32 < 0.9",
+                    note="within noise: 0.9 (0.8-1) spans the threshold 0.9")]
+    _results(tmp_path / "figures" / "02_fp16", claims, {"device_name": "AMD EPYC"}, ["02_time"])
+    page_path = report.write(tmp_path / "figures", tmp_path / "build" / "notebooks")
+    page = _Page()
+    page.feed(page_path.read_text())
+    cells = [c for r in page.matrix for c in r]
+    assert any(c.startswith("inconclusive: within noise 0.9x within noise: 0.9 (0.8-1) spans") for c in cells), cells
+    assert 'class="held-inc"' in page_path.read_text()
