@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from cnnlab import studies
+from cnnlab.claims import INCONCLUSIVE
 from cnnlab.studies import quickstart
 
 
@@ -37,18 +38,54 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path, monkeypat
     pd.testing.assert_frame_equal(again, first)
 
 
-def test_claim_needs_more_than_twice_the_throughput_of_batch_1():
-    def frame(rates):
-        return studies.combine(batch=pd.DataFrame({"batch_size": [1, 8], "status": "ok",
-                                                    "throughput_items_per_s": rates}))
+def _frame(latencies, spread=0.05, batch_sizes=(1, 8)):
+    """A "batch" experiment: time per batch ``latencies`` (ms, medians) within +-``spread`` of each (p10/p90)."""
+    lat = pd.Series(latencies, dtype=float)
+    return studies.combine(batch=pd.DataFrame({
+        "batch_size": list(batch_sizes), "status": "ok", "latency_ms_median": lat,
+        "latency_ms_p10": lat * (1 - spread), "latency_ms_p90": lat * (1 + spread)}))
 
-    assert quickstart.check_claims(frame([100.0, 250.0]), "cpu")[0].held is True
-    assert quickstart.check_claims(frame([100.0, 190.0]), "cpu")[0].held is False
-    assert quickstart.check_claims(frame([250.0, 100.0]), "cpu")[0].held is False  # the best is batch 1 itself
-    claim = quickstart.check_claims(frame([100.0, 250.0]), "cpu")[0]
-    assert "> 2" in claim.criterion and "criterion" not in claim.note
-    empty = quickstart.check_claims(frame([100.0, 250.0]).assign(status="error"), "cpu")[0]
+
+def test_claim_needs_more_than_twice_the_throughput_of_batch_1_by_the_noise_rule():
+    # batch 1: 10 ms -> 100 images/s; batch 8 in 32 ms -> 250 images/s (2.5x) or in 50 ms -> 160 images/s (1.6x)
+    held = quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0]
+    assert held.held is True and held.note == "" and "2.5x" in held.ours
+    assert quickstart.check_claims(_frame([10.0, 50.0]), "cpu")[0].held is False
+    assert quickstart.check_claims(_frame([10.0, 100.0]), "cpu")[0].held is False  # the best is batch 1 itself
+    claim = quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0]
+    assert "> 2" in claim.criterion and "noise" in claim.criterion and "criterion" not in claim.note
+    assert "parallel processing" in claim.paper  # the paper's words beside the criterion
+    empty = quickstart.check_claims(_frame([10.0, 32.0]).assign(status="error"), "cpu")[0]
     assert empty.held is None and empty.criterion and empty.note
+
+
+def test_a_gain_within_the_noise_of_2x_is_inconclusive_and_a_clear_one_is_decided():
+    # 2.5x at the medians, but with each time +-25% the ratio spans 1.5x-3.75x: it straddles 2x
+    noisy = quickstart.check_claims(_frame([10.0, 32.0], spread=0.25), "cpu")[0]
+    assert noisy.held == INCONCLUSIVE and "within noise" in noisy.note and "spans the threshold 2x" in noisy.note
+    # the same spread, far from 2x: decided both ways
+    assert quickstart.check_claims(_frame([10.0, 8.0], spread=0.25), "cpu")[0].held is True  # 10x
+    assert quickstart.check_claims(_frame([10.0, 80.0], spread=0.25), "cpu")[0].held is False  # 1x
+
+
+def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path):
+    import torch
+
+    from cnnlab import config
+
+    assert quickstart.configure("quick").threads == 1 and quickstart.configure("standard").threads is None
+    with pytest.raises(ValueError, match="threads"):
+        quickstart.configure("quick", threads=0)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2) if config.cores() >= 2 else (1,):
+            cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2], repeats=2, device="cpu",
+                                       threads=threads)
+            batch = studies.tables(quickstart.measure(cfg, tmp_path, progress=False))["batch"]
+            assert (batch["cpu_threads"] == threads).all()  # applied while measuring, not read from the store
+    finally:
+        torch.set_num_threads(before)
+    assert len(list(tmp_path.glob("quickstart*.csv"))) == (2 if config.cores() >= 2 else 1)
 
 
 def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):
