@@ -66,7 +66,14 @@ ROW_FIELDS = (
     "max_cpu_mem_mib_per_rank", "max_gpu_mem_mib", "max_gpu_mem_mib_per_rank", "max_gpu_mem_missing_reason",
     "cpu_mem_allocated_mib", "gpu_mem_allocated_mib", "max_rss_mib", "torch_threads_per_rank", "final_loss",
     "params_identical", "status", "error", "note",
+    # the noise of the measurements (see train_and_profile and merge): the range of the profiled blocks' estimates,
+    # and of the epochs' throughput
+    "profile_repeats", *(f"{m}_{q}" for m in ("cpu_total_ms", "cuda_total_ms", "calls_total", "cpu_mem_allocated_mib",
+                                              "gpu_mem_allocated_mib", "throughput_samples_per_s")
+                         for q in ("min", "max")),
 )
+# The profiler's per-epoch totals that train_and_profile estimates once per profiled block (median, min, max).
+SPREAD_METRICS = ("cpu_total_ms", "cuda_total_ms", "calls_total", "cpu_mem_allocated_mib", "gpu_mem_allocated_mib")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -91,6 +98,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="a collective that waits longer than this fails instead of hanging")
     p.add_argument("--profile-steps", type=int, default=5,
                    help="training steps recorded by the profiler after the timed epochs")
+    p.add_argument("--profile-repeats", type=int, default=1,
+                   help="profiled blocks of --profile-steps steps: the totals are their median, with their range")
     p.add_argument("--profile-warmup", type=int, default=1,
                    help="steps run under the profiler's schedule before the recorded ones (discarded)")
     p.add_argument("--no-profile-memory", action="store_true", help="skip the profiler's allocator events")
@@ -99,7 +108,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="fault injection for tests: this rank raises after the process group has formed")
     p.add_argument("--out", required=True, help="output folder for rank<r>.json and row.json")
     args = p.parse_args(argv)
-    for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 1), ("profile_warmup", 0)):
+    for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 1), ("profile_repeats", 1),
+                          ("profile_warmup", 0)):
         if getattr(args, name) < minimum:
             p.error(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(args, name)}")
     if not 0 < args.fraction <= 1:
@@ -196,9 +206,11 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     the cumulative bytes allocated) are scaled from the profiled steps to the epochs, x steps / profile_steps:
     exact for the operators of a training step (conv_calls: every step runs the same ones), an estimate for the
     rest (once-per-epoch work such as the sampler's shuffle counts as often as the profiled steps met it; an epoch's
-    last, smaller batch counts as a full one; times vary from step to step). Peaks of live tensor memory
-    (max_cpu_mem_mib, max_gpu_mem_mib, from the profiler's allocator events) are those of the profiled steps, not
-    scaled; max_rss_mib is the process's peak resident set.
+    last, smaller batch counts as a full one; times vary from step to step). With ``profile_repeats`` > 1 the
+    profiled steps are that many blocks of ``profile_steps`` steps, each one estimate: the totals are the median
+    block's (the lower middle one of an even count), with the blocks' range in ``<metric>_min`` / ``_max``. Peaks of
+    live tensor memory (max_cpu_mem_mib, max_gpu_mem_mib, from the profiler's allocator events) are the largest of the
+    profiled steps, not scaled; max_rss_mib is the process's peak resident set.
     final_loss is the mean training loss of the last timed epoch on this rank's shard (nats).
     """
     from cnnlab import models
@@ -225,15 +237,44 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         inputs, labels = next(batches)
         train_step(ddp, inputs.to(dev, non_blocking=True), labels.to(dev, non_blocking=True), optimizer)
 
-    prof = profile_ops(step, iterations=args.profile_steps, warmup=args.profile_warmup, device=dev,
-                       profile_memory=not args.no_profile_memory, scheduled=True)
-    ops, s = prof.operators, prof.summary
+    # profile_repeats blocks of profile_steps steps, one after the other: each block's totals are one estimate of the
+    # epochs' totals, and their range is the noise of that estimate
+    profs = [profile_ops(step, iterations=args.profile_steps, warmup=args.profile_warmup, device=dev,
+                         profile_memory=not args.no_profile_memory, scheduled=True)
+             for _ in range(args.profile_repeats)]
     steps = args.epochs * len(loader)  # the sampler pads the shards: every rank takes as many steps
     scale = steps / args.profile_steps
 
     def per_epochs(value, whole=False):  # a total over the profiled steps, scaled to the timed epochs
         return value if isinstance(value, float) and math.isnan(value) else (
             round(value * scale) if whole else value * scale)
+
+    def block(prof):  # one block's estimates of the epochs' totals
+        ops, s = prof.operators, prof.summary
+        return {"cpu_total_ms": per_epochs(s["cpu_time_total_ms"]),
+                "cuda_total_ms": per_epochs(s["device_time_total_ms"]),
+                "calls_total": per_epochs(int(ops["calls"].sum()), whole=True),
+                "conv_calls": per_epochs(int(ops.loc[ops["name"].isin(CONV_OPS), "calls"].sum()), whole=True),
+                "kernel_launches": per_epochs(s["kernel_launches"], whole=True),
+                "cpu_mem_allocated_mib": per_epochs(s["cpu_mem_allocated_mib"]),
+                "gpu_mem_allocated_mib": per_epochs(s["device_mem_allocated_mib"])}
+
+    blocks = [block(prof) for prof in profs]
+
+    def median(key):  # the median block (the lower middle of an even count: a value that was measured)
+        values = [b[key] for b in blocks]
+        if any(isinstance(v, float) and math.isnan(v) for v in values):
+            return math.nan
+        return sorted(values)[(len(values) - 1) // 2]
+
+    spread = {}
+    for key in SPREAD_METRICS:
+        values = [b[key] for b in blocks]
+        nan = any(isinstance(v, float) and math.isnan(v) for v in values)
+        spread.update({key: median(key), f"{key}_min": math.nan if nan else min(values),
+                       f"{key}_max": math.nan if nan else max(values)})
+    s = profs[0].summary
+    peak = {key: max(p.summary[key] for p in profs) for key in ("max_cpu_mem_mib", "max_device_mem_mib")}
 
     cuda = dev.type == "cuda"
     return {
@@ -244,17 +285,15 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         "samples": args.epochs * len(sampler), "steps": steps, "profiled_steps": args.profile_steps,
         "final_loss": float(history["train_loss"].iloc[-1]),
         "wall_time_s": float(history["epoch_time_s"].sum()),
-        "cpu_total_ms": per_epochs(s["cpu_time_total_ms"]),
-        "cuda_total_ms": per_epochs(s["device_time_total_ms"]),
+        "epoch_times_s": [float(t) for t in history["epoch_time_s"]],
+        **spread,
         "cuda_missing_reason": s["device_missing_reason"],
-        "calls_total": per_epochs(int(ops["calls"].sum()), whole=True),
-        "conv_calls": per_epochs(int(ops.loc[ops["name"].isin(CONV_OPS), "calls"].sum()), whole=True),
-        "kernel_launches": per_epochs(s["kernel_launches"], whole=True),
-        "max_cpu_mem_mib": s["max_cpu_mem_mib"],
-        "max_gpu_mem_mib": s["max_device_mem_mib"],
+        "conv_calls": median("conv_calls"),
+        "kernel_launches": median("kernel_launches"),
+        "max_cpu_mem_mib": peak["max_cpu_mem_mib"],
+        "max_gpu_mem_mib": peak["max_device_mem_mib"],
         "max_gpu_mem_missing_reason": None if cuda else "CPU run: no GPU memory",
-        "cpu_mem_allocated_mib": per_epochs(s["cpu_mem_allocated_mib"]),
-        "gpu_mem_allocated_mib": per_epochs(s["device_mem_allocated_mib"]),
+        "profile_repeats": args.profile_repeats,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # Linux reports KiB
         "torch_threads": torch.get_num_threads(),
         "param_sha256": param_digest(model),
@@ -268,6 +307,9 @@ def merge(ranks: list[dict], config: dict) -> dict:
     sets the pace of synchronous data parallelism); memory: max_cpu_mem_mib / max_gpu_mem_mib (peaks) and
     cpu_mem_allocated_mib / gpu_mem_allocated_mib (cumulative) are the maximum over ranks, with the per-rank peaks
     in ``*_per_rank`` lists (rank order); calls are per rank (maximum over ranks, every rank runs the same ops).
+    The noise: ``<metric>_min`` / ``_max`` for each of :data:`SPREAD_METRICS` (the range of the profiled blocks'
+    estimates, the largest over ranks) and throughput_samples_per_s_min / _max (the range of the epochs' throughput,
+    each epoch paced by its slowest rank; with one epoch, that epoch's).
     Profiled totals are per-epochs estimates (see :func:`train_and_profile`). throughput_samples_per_s = samples
     of all ranks / wall_time_s. batch_size_per_rank is the DataLoader batch; global_batch_size = it x world_size.
     """
@@ -312,7 +354,17 @@ def merge(ranks: list[dict], config: dict) -> dict:
         "final_loss": ranks[0]["final_loss"],
         "params_identical": len(digests) == 1,
         "status": "ok", "error": None, "note": None,
+        "profile_repeats": ranks[0].get("profile_repeats", 1),
     }
+    for key in SPREAD_METRICS:  # the slowest (largest) rank's value lies between the ranks' largest min and max
+        row[f"{key}_min"] = worst(f"{key}_min") if f"{key}_min" in ranks[0] else row[key]
+        row[f"{key}_max"] = worst(f"{key}_max") if f"{key}_max" in ranks[0] else row[key]
+    # each epoch's throughput, paced by its slowest rank: their range (one epoch: that epoch alone)
+    epochs = [r.get("epoch_times_s") or [r["wall_time_s"]] for r in ranks]
+    per_epoch = samples / len(epochs[0])
+    rates = [per_epoch / max(times) for times in zip(*epochs) if max(times) > 0]
+    row["throughput_samples_per_s_min"] = min(rates, default=math.nan)
+    row["throughput_samples_per_s_max"] = max(rates, default=math.nan)
     assert tuple(row) == ROW_FIELDS, "merge() and ROW_FIELDS disagree"
     return row
 
@@ -389,7 +441,8 @@ def main(argv=None) -> int:
 def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str, out_dir,
            epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
            timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
-           stem: str | None = None, profile_steps: int = 5, profile_warmup: int = 1, save_params: bool = False,
+           stem: str | None = None, profile_steps: int = 5, profile_warmup: int = 1, profile_repeats: int = 1,
+           save_params: bool = False,
            fail_rank: int | None = None) -> dict:
     """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
 
@@ -415,7 +468,7 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
             "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
             "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
             "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--profile-steps", str(profile_steps),
-            "--profile-warmup", str(profile_warmup)]
+            "--profile-warmup", str(profile_warmup), "--profile-repeats", str(profile_repeats)]
     args += ["--stem", stem] if stem is not None else []
     args += ["--synthetic"] if synthetic else []
     args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
