@@ -31,7 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim
+from cnnlab import claims
+from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import tile_model, tiled_conv2d, triton_conv
 from cnnlab.models import spatial_tiling
 from cnnlab.profiling import benchmark, free_memory, memory_over_time, resident_bytes, sweep, wall_time
@@ -48,8 +49,27 @@ DATA_SOURCE = "synthetic"
 # channels: a partly masked channel block), a stage convolution, and a stride-2 downsampling convolution.
 CHECK_LAYERS = {"conv1 3->16": (3, 16, 1), "layer1 16->16": (16, 16, 1), "layer3 down 32->64 s2": (32, 64, 2)}
 CHECK_BATCH = 2
-TIME_TOLERANCE = 0.05  # a step from one tile to the next may rise this much (timing noise) and still "fall"
-MEMORY_TOLERANCE = 0.01
+# Repeated measurements, so that every compared quantity carries its noise (cnnlab.claims): the average memory of
+# AVG_MEM_REPEATS profiled passes (time-weighted, so it moves with timing), and on a GPU the utilisation of
+# UTIL_ROUNDS timed loops (one NVML mean per loop).
+AVG_MEM_REPEATS = 3
+UTIL_ROUNDS = 3
+# Paper 001 gives no numbers for Fig. 6. "Significantly" (time) we read as at least a 10% drop from the smallest to
+# the largest tile; "slight" (average memory) as at most +20%, the bound the workbook uses for "slight" and "little"
+# (notebooks 03 and 07): a rise of more than a fifth is not slight. "Very effective at reducing latency" (Sec. V)
+# we read as the largest tile at most 0.8x the untiled model's time: a cut no bigger than a "slight" change is not
+# "very effective".
+SIGNIFICANT_DROP = 0.9  # time at the largest tile / at the smallest < this
+SLIGHT_RISE = 1.2  # average memory at the largest tile / at the smallest < this (and > 1)
+EFFECTIVE_VS_UNTILED = 0.8  # time at the largest tile / untiled < this
+PAPER_TIME = ('"The time taken for inference dropped significantly as we increased the tile size" (Sec. IV-D, Fig. 6 '
+              'red line)')
+PAPER_UTIL = ('"As the inference time dropped, the GPU utilization increased with larger tile sizes" (Sec. IV-D, '
+              'Fig. 6 blue dashed line)')
+PAPER_MEM = ('"We observed a slight increase in the average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 '
+             'green dash-dot line)')
+PAPER_UNTILED = ('"This proved very effective at reducing latency and boosting GPU utilization, particularly when '
+                 'dealing with larger input images like those in ImageNet" (Sec. V, on memory tiling)')
 
 PRESETS = {
     # CPU smoke run: batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
@@ -137,7 +157,9 @@ def measure_tiles(cfg, store: Path | None, progress: bool = False) -> pd.DataFra
     on a GPU; peak_mem_alloc_mib; gpu_util_pct over NVML samples inside the timed loop, NaN on a CPU with the
     reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average of the
     tensor memory allocated during one pass, ``profiling.memory_over_time``: Fig. 6's average memory; weighted by
-    device time on a GPU, ``avg_mem_weighting``) and avg_mem_increment_mib, and time_vs_untiled,
+    device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
+    largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (on a GPU the median, least
+    and most of :data:`UTIL_ROUNDS` timed loops' utilisation, gpu_util_rounds of them), and time_vs_untiled,
     avg_mem_vs_untiled, peak_mem_vs_untiled (each divided by the untiled row's). Triton points are "skipped"
     where ``triton_untimed_reason`` says (on a CPU), with the reason in ``error``."""
     dev = torch.device(cfg.device)
@@ -153,11 +175,22 @@ def measure_tiles(cfg, store: Path | None, progress: bool = False) -> pd.DataFra
                 return net(x)
 
         m = benchmark(net, x, device=dev, warmup=cfg.warmup, repeats=cfg.repeats, first_call=True)
+        # one NVML mean per timed loop: on a GPU, more loops give the utilisation its spread
+        utils = [m.gpu_util_pct] + [benchmark(net, x, device=dev, warmup=0, repeats=cfg.repeats).gpu_util_pct
+                                    for _ in range(UTIL_ROUNDS - 1 if dev.type == "cuda" else 0)]
+        utils = [u for u in utils if not math.isnan(u)]
         resident = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(net, [x])
-        timeline = memory_over_time(step, dev)
-        avg = timeline["avg_bytes"] / MIB if timeline["events"] else math.nan
+        timelines = [memory_over_time(step, dev) for _ in range(AVG_MEM_REPEATS)]
+        timeline = timelines[0]
+        avgs = [t["avg_bytes"] / MIB if t["events"] else math.nan for t in timelines]
+        avg = float(np.median(avgs))  # NaN if any pass recorded no event
         spatial = method == "spatial"
-        return {**m.as_row(), "tile_px": _px(tile), "avg_mem_mib": resident / MIB + avg, "avg_mem_increment_mib": avg,
+        return {**m.as_row(), "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
+                "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
+                "gpu_util_rounds": len(utils), "tile_px": _px(tile), "avg_mem_mib": resident / MIB + avg,
+                "avg_mem_mib_low": resident / MIB + float(np.min(avgs)),
+                "avg_mem_mib_high": resident / MIB + float(np.max(avgs)),
+                "avg_mem_repeats": AVG_MEM_REPEATS, "avg_mem_increment_mib": avg,
                 "avg_mem_weighting": timeline["weighting"],
                 "avg_mem_missing_reason": None if timeline["events"] else "the profiler recorded no allocator events",
                 "image_size": cfg.image_size, "until": cfg.until if spatial else None,
@@ -251,27 +284,47 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 # ------------------------------------------------------------------------------------------------ claims
 
-def _falls(v: np.ndarray, tolerance: float) -> bool:
-    """Lower at the largest tile than at the smallest, and no step up by more than ``tolerance`` (relative)."""
-    return bool(v[-1] < v[0] and np.all(v[1:] <= v[:-1] * (1 + tolerance)))
-
-
-def _rises(v: np.ndarray, tolerance: float) -> bool:
-    """Higher at the largest tile than at the smallest, and no step down by more than ``tolerance`` (relative)."""
-    return bool(v[-1] > v[0] and np.all(v[1:] >= v[:-1] * (1 - tolerance)))
-
-
-CLAIMS = [  # metric, claim, paper, unit, test, tolerance, criterion
-    ("latency_ms_median", "inference time falls as tiles grow", "Fig. 6 red line: time drops significantly with "
-     "larger tiles", "ms/batch", _falls, TIME_TOLERANCE, "lower at the largest tile than at the smallest, no step "
-     f"up by more than {TIME_TOLERANCE:.0%} (timing noise)"),
-    ("gpu_util_pct", "GPU utilisation rises with tile size", "Fig. 6 blue dashed line: utilisation increases with "
-     "larger tiles", "%", _rises, 0.0, "higher at the largest tile than at the smallest, no step down"),
-    ("avg_mem_mib", "average memory rises (paper: slightly) with tile size", "Fig. 6 green dash-dot line: a slight "
-     "increase with larger tiles", "MiB", _rises, MEMORY_TOLERANCE, "higher at the largest tile than at the "
-     f"smallest, no step down by more than {MEMORY_TOLERANCE:.0%}"),
+CLAIMS = [  # metric, claim, paper
+    ("latency_ms", "inference time falls as tiles grow", PAPER_TIME),
+    ("gpu_util_pct", "GPU utilisation rises with tile size", PAPER_UTIL),
+    ("avg_mem_mib", "average memory rises slightly with tile size", PAPER_MEM),
+    ("time_vs_untiled", "tiling cuts latency against the untiled model", PAPER_UNTILED),
 ]
 _REASON = {"gpu_util_pct": "gpu_util_missing_reason", "avg_mem_mib": "avg_mem_missing_reason"}
+_UNITS = {"latency_ms": " ms", "gpu_util_pct": "%", "avg_mem_mib": " MiB", "time_vs_untiled": " ms"}
+_CRITERIA = {
+    "latency_ms": f"time per batch falls at every step to a larger tile, and time at the largest tile / at the "
+                  f"smallest < {SIGNIFICANT_DROP:g} (\"significantly\": at least a 10% drop, our bound; the paper "
+                  f"gives no number) ({claims.NOISE_RULE}; interval: each time's median within its p10-p90)",
+    "gpu_util_pct": f"utilisation rises at every step to a larger tile ({claims.NOISE_RULE}; interval: each the median within "
+                    f"the least and most of {UTIL_ROUNDS} timed loops' utilisation)",
+    "avg_mem_mib": f"average memory at the largest tile / at the smallest > 1 (an increase) and < {SLIGHT_RISE:g} "
+                   f"(\"slight\": at most +{100 * (SLIGHT_RISE - 1):.0f}%, the workbook's bound for 'slight', the "
+                   f"paper gives no number), and no step to a larger tile clearly down ({claims.NOISE_RULE}; interval: each "
+                   f"the median within the least and most of {AVG_MEM_REPEATS} profiled passes)",
+    "time_vs_untiled": f"time per batch at the largest tile / the untiled model's < {EFFECTIVE_VS_UNTILED:g} "
+                       f"(\"very effective\": a cut of at least 20%, more than the workbook's 'slight' change; our "
+                       f"bound, the paper gives no number) ({claims.NOISE_RULE}; interval: each time's median within its "
+                       f"p10-p90)",
+}
+
+
+def _spread(row, metric: str) -> Spread | None:
+    """``row``'s ``metric`` with its noise: latency from its p10-p90, utilisation and average memory from their
+    repeated measurements' least and most (``_low``/``_high``); None where the value or its spread is missing."""
+    cols = ([f"latency_ms_{q}" for q in ("median", "p10", "p90")] if metric == "latency_ms"
+            else [metric, f"{metric}_low", f"{metric}_high"])
+    values = [pd.to_numeric(row.get(c), errors="coerce") for c in cols]
+    if any(v is None or not np.isfinite(v) for v in values):
+        return None
+    return Spread(values[0], min(values[0], values[1]), max(values[0], values[2]))
+
+
+def _steps_not_down(xs: list[Spread], labels: list) -> tuple[bool, str]:
+    """(held, note): False when some step to a larger tile is clearly down (the next interval wholly below the
+    previous one), else True (steps within noise count as level)."""
+    down = [f"{a} -> {b}" for (x, a), (y, b) in zip(zip(xs, labels), zip(xs[1:], labels[1:])) if y.high < x.low]
+    return (False, "clearly down at tile " + ", ".join(down)) if down else (True, "")
 
 
 def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
@@ -284,31 +337,58 @@ def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
     return "; ".join(sorted(reasons))
 
 
+def _judge(metric: str, spreads: dict[int, Spread], untiled: Spread | None) -> tuple[bool | str | None, str, str]:
+    """(held, note, ours) of one claim on the tiles' spreads (tile px -> Spread), by :data:`_CRITERIA`."""
+    unit = _UNITS[metric]
+    tiles, xs = list(spreads), list(spreads.values())
+    first, last = xs[0], xs[-1]
+    ours = " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in spreads.items())
+    if metric == "latency_ms":
+        ratio = last / first
+        return (*claims.all_of(claims.trend(xs, "down", labels=tiles, unit=unit),
+                               claims.judge(ratio, "<", SIGNIFICANT_DROP, fmt=".2f", unit="x")),
+                f"{ours}; largest / smallest tile {ratio.text('.2f', 'x')}")
+    if metric == "gpu_util_pct":
+        return (*claims.trend(xs, "up", labels=tiles, unit=unit), ours)
+    if metric == "avg_mem_mib":
+        ratio = last / first
+        return (*claims.all_of(claims.judge(ratio, ">", 1.0, fmt=".2f", unit="x"),
+                               claims.judge(ratio, "<", SLIGHT_RISE, fmt=".2f", unit="x"),
+                               _steps_not_down(xs, tiles)),
+                f"{ours}; largest / smallest tile {ratio.text('.2f', 'x')} ({100 * (ratio.value - 1):+.0f}%)")
+    ratio = last / untiled
+    return (*claims.judge(ratio, "<", EFFECTIVE_VS_UNTILED, fmt=".2f", unit="x"),
+            f"tile {tiles[-1]}: {last.text('.3g', unit)} vs untiled {untiled.text('.3g', unit)}: "
+            f"{ratio.text('.2f', 'x')} the untiled time")
+
+
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-D per tiling method on the "tiles" rows, each with its criterion: inference time
-    falls as tiles grow; GPU utilisation rises with tile size (GPU only: n/a on a CPU); average memory rises
-    (slightly) with tile size (how much is reported in the note: "slightly" has no threshold). A method whose
-    points were not measured here gives held=None with the recorded reason."""
+    """The claims of Sec. IV-D (and Sec. V's "very effective at reducing latency") per tiling method on the "tiles"
+    rows, by the noise rule of ``cnnlab.claims``, each with its criterion (:data:`_CRITERIA`) and the paper's words:
+    inference time falls at every step and significantly (> 10%) as tiles grow; GPU utilisation rises at every step
+    (GPU only: n/a on a CPU); average memory rises slightly (> 0%, < +20%) from the smallest to the largest tile;
+    the largest tile's time is < 0.8x the untiled model's. A method whose points were not measured here, or whose
+    spreads are missing, gives held=None with the reason."""
     tiles = df[df["experiment"] == "tiles"]
+    base = tiles[(tiles["method"] == "untiled") & (tiles["status"] == "ok")]
+    untiled = _spread(base.iloc[0], "latency_ms") if len(base) else None
     checks = []
-    for metric, claim, paper, unit, test, tolerance, criterion in CLAIMS:
+    for metric, claim, paper in CLAIMS:
+        criterion = _CRITERIA[metric]
         for method in [m for m in TILED_METHODS if m in set(tiles["method"])]:
             rows = tiles[tiles["method"] == method]
-            ok = rows[rows["status"] == "ok"].dropna(subset=[metric]) if metric in rows else rows.iloc[:0]
-            values = ok.set_index("tile_px")[metric].sort_index() if len(ok) else pd.Series(dtype=float)
+            ok = rows[rows["status"] == "ok"].sort_values("tile_px")
+            value_metric = "latency_ms" if metric == "time_vs_untiled" else metric
+            spreads = {int(r["tile_px"]): x for _, r in ok.iterrows()
+                       if (x := _spread(r, value_metric)) is not None}
             label = f"{claim} ({method})"
-            if len(values) < 2:
-                note = _reasons(rows, metric) or "fewer than two tile sizes measured"
+            if len(spreads) < 2 or (metric == "time_vs_untiled" and untiled is None):
+                note = (_reasons(rows, value_metric) or ("the untiled model was not measured" if len(spreads) >= 2
+                        else "fewer than two tile sizes measured with their spread"))
                 checks.append(Claim(label, paper, "not measured", None, str(device), criterion=criterion, note=note))
                 continue
-            note = ""
-            if metric == "avg_mem_mib":
-                rise = 100 * (values.iloc[-1] / values.iloc[0] - 1)
-                note = (f"change from tile {int(values.index[0])} to {int(values.index[-1])}: {rise:+.0f}% (the "
-                        "paper gives no number for 'slightly')")
-            ours = " -> ".join(f"{int(t)}: {v:.3g}" for t, v in values.items()) + f" {unit}"
-            checks.append(Claim(label, paper, ours, test(values.to_numpy(dtype=float), tolerance), str(device),
-                                criterion=criterion, note=note))
+            held, note, ours = _judge(metric, spreads, untiled)
+            checks.append(Claim(label, paper, ours, held, str(device), criterion=criterion, note=note))
     return checks
 
 
