@@ -5,10 +5,16 @@ The paper profiled the Kaggle "IMDB with PyTorch" LSTM (34.7M parameters) on a V
 of GPU time), timed epochs per batch size x ``num_workers`` (best: 0 workers, batch 128), pruned with
 ``torch.nn.utils.prune`` and, over ratios 0.1-0.9, saw a quantity that "varies slightly between 0.49 and 0.52 ->
 not sensitive" (its figure is lost; the slides do not name the quantity: if it is accuracy, it is chance level for
-balanced sentiment). At ratio 0.9 (3.5M non-zero parameters) its headline is the overall time: 49.64 s -> 24.33 s
-(2.04x), the training epoch 18.13 s -> 13.64 s, the test pass 1.56 s -> 1.09 s. Masks keep every weight's shape, so
-beyond the paper :func:`cnnlab.prune.shrink_lstm` removes whole hidden units; :func:`final_comparison` times it
-beside the masks.
+balanced sentiment). At ratio 0.9 (3.5M non-zero parameters) its overall time falls 49.64 s -> 24.33 s (2.04x), but
+its like-for-like numbers are the training epoch 18.13 s -> 13.64 s and the test pass 1.56 s -> 1.09 s: train + test
+19.69 s -> 14.73 s (1.34x; with validation 21.61 s -> 16.60 s, 1.30x). The other 28.03 s -> 7.73 s of the overall
+time are neither training, validation nor testing and the slides do not say what they are, so the claims judge the
+1.34x, the part we run. Masks keep every weight's shape, so beyond the paper :func:`cnnlab.prune.shrink_lstm`
+removes whole hidden units; :func:`final_comparison` times it beside the masks.
+
+Every timed quantity is repeated ``timing_rounds`` times (the DataLoader sweep and the profile in rounds over the
+whole grid, the final models in interleaved rounds) and judged by the noise rule of :mod:`cnnlab.claims` on the
+range of its rounds; with one round there is no range, and the timing claims say so instead of deciding.
 
 Where the paper is silent: Adam, gradients clipped at norm 5 (as the Kaggle notebook); no fine-tuning in the scan;
 final models fine-tuned with masks held; "all layers" leaves the head (its rows are the classes) alone.
@@ -24,7 +30,7 @@ import torch
 from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim
+from cnnlab.claims import INCONCLUSIVE, NOISE_RULE, Claim, Spread, all_of, judge
 from cnnlab.profiling import benchmark, loader_sweep, memory_over_time, profile_ops, resident_bytes, sweep, wall_time
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import tables
@@ -37,8 +43,13 @@ CLIP = 5.0  # gradient-norm clipping, the Kaggle notebook's clip=5
 # pruning at 0.9. "overall" is its whole run; train, validation and test are one epoch each and add up to less.
 PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(18.132872709000026, 13.63664408800014),
              validation_s=(1.9233222459999998, 1.869992953000292), test_s=(1.5564957660000118, 1.0925553890001538),
-             nonzero_params=(34_731_777, 3_528_662), lstm_gpu_share_pct=98.6, best_batch_size=128,
-             best_num_workers=0, sensitivity=(0.49, 0.52), chosen_ratio=0.9)
+             nonzero_params=(34_731_777, 3_528_662), lstm_gpu_share_pct=98.60, best_batch_size=128,
+             best_num_workers=0, sensitivity=(0.49, 0.52), chosen_ratio=0.9,
+             # "Execution Summary" of the dense model's profile (TensorBoard's overview, V100): % of the average step
+             kernel_pct=83.21, cpu_exec_pct=14.48, memcpy_pct=0.58, dataloader_pct=0.0)
+# A share the paper reports (98.60%, 83.21%) holds here when ours is above it less this many points (our bound: the
+# slides give none, and another device, library or model size moves a share by a few points).
+SHARE_TOLERANCE_PP = 10.0
 SENSITIVITY_PP = 3.0  # the paper's spread 0.49-0.52, read as accuracy: 3 percentage points
 # The settings that make the trained model (and so every measurement on it): the sweeps' stores are keyed by them.
 MODEL_SETTINGS = ("synthetic", "vocab_size", "seq_len", "train_size", "test_size", "embed_dim", "hidden_size",
@@ -51,8 +62,10 @@ MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it o
 PRESETS = {
     # CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%), one
     # intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
+    # Three timing rounds of everything timed (the noise rule needs a range); the DataLoader sweep reads 30% of the
+    # data per round (it read 50% once), so the run takes about as long as with one round.
     "quick": dict(synthetic=True, vocab_size=2000, seq_len=64, train_size=2000, test_size=500, embed_dim=64,
-                  hidden_size=64, epochs=3, batch_size=64, lr=5e-3, batch_sizes=[32, 128], sweep_fraction=0.5,
+                  hidden_size=64, epochs=3, batch_size=64, lr=5e-3, batch_sizes=[32, 128], sweep_fraction=0.3,
                   ratios=[0.1, 0.5, 0.9], chosen_ratio=0.5, profile_iterations=3, warmup=1, repeats=5, timing_rounds=3,
                   threads=1, **_EVERY),
     # One Colab GPU: real IMDB (downloaded once), a mid-sized model.
@@ -131,22 +144,27 @@ def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn
 
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train the dense model, then measure on it. ``experiment``: "training" (:func:`train_baseline`),
-    "training_profile" (:func:`profile_training`), "loader_sweep" (train and test epoch time in s per batch size x
-    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep`), "sensitivity"
-    (:func:`pruning_sensitivity`), "final_models" (:func:`final_comparison`). The sweeps' stores:
-    ``store_dir/lstm_<experiment>_points_<digest>.csv``, keyed by the model's and data's settings."""
+    "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
+    round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
+    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round, ``cfg.timing_rounds``
+    rounds over the whole grid), "sensitivity" (:func:`pruning_sensitivity`), "final_models"
+    (:func:`final_comparison`). The sweeps' stores: ``store_dir/lstm_<experiment>_points_<digest>.csv``, keyed by the
+    model's and data's settings (and the round)."""
     config.set_threads(cfg.threads)
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
     settings = {**{name: getattr(cfg, name) for name in MODEL_SETTINGS}, "cpu_threads": torch.get_num_threads()}
     stores = {n: store_dir and Path(store_dir) / f"lstm_{n}_points.csv" for n in ("loader_sweep", "sensitivity")}
-    loaders = loader_sweep(model, lambda net, loader: _train(net, loader, cfg.lr, cfg.device),
-                           lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
-                           batch_sizes=cfg.batch_sizes, num_workers=cfg.num_workers,
-                           pin_memory=[torch.device(cfg.device).type == "cuda"], fraction=cfg.sweep_fraction,
-                           device=cfg.device, store=stores["loader_sweep"], settings=settings, progress=progress)
+    loaders = pd.concat([loader_sweep(
+        model, lambda net, loader: _train(net, loader, cfg.lr, cfg.device),
+        lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
+        batch_sizes=cfg.batch_sizes, num_workers=cfg.num_workers, pin_memory=[torch.device(cfg.device).type == "cuda"],
+        fraction=cfg.sweep_fraction, device=cfg.device, store=stores["loader_sweep"],
+        settings={**settings, "round": r}, progress=progress).assign(round=r) for r in range(cfg.timing_rounds)],
+        ignore_index=True)
+    profile, rounds = profile_rounds(model, cfg, train_set)
     return studies.combine(
-        training=history, training_profile=profile_training(model, cfg, train_set), loader_sweep=loaders,
+        training=history, training_profile=profile, profile_rounds=rounds, loader_sweep=loaders,
         sensitivity=pruning_sensitivity(model, cfg, test_set, stores["sensitivity"], settings, progress),
         final_models=final_comparison(model, cfg, train_set, test_set))
 
@@ -154,7 +172,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 def profile_training(model, cfg, train_set) -> pd.DataFrame:
     """Operators of ``cfg.profile_iterations`` training steps by self CPU time (CPU) or self CUDA time (GPU, the paper's
     table), largest first: name, calls, time_ms, share_pct (of the total), time_kind, is_lstm (``aten::_cudnn_rnn``,
-    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source."""
+    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source; ``attrs["summary"]``:
+    the profile's summary (``cnnlab.profiling.profile_ops``: wall_time_ms, kernel_time_total_ms...)."""
     device = torch.device(cfg.device)
     net = copy.deepcopy(model).to(device).train()
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -165,10 +184,33 @@ def profile_training(model, cfg, train_set) -> pd.DataFrame:
         ("self_cpu_time_us", "self CPU time")
     table = prof.operators.rename(columns={column: "time_us"})[["name", "calls", "time_us"]]
     table = table.sort_values("time_us", ascending=False, ignore_index=True)
-    return table.assign(time_ms=table["time_us"] / 1e3, share_pct=100.0 * table["time_us"] / table["time_us"].sum(),
-                        time_kind=kind, is_lstm=table["name"].str.lower().str.contains("|".join(LSTM_OPS)),
-                        device=str(device), iterations=cfg.profile_iterations,
-                        data_source=train_set.data_source).drop(columns="time_us")
+    table = table.assign(time_ms=table["time_us"] / 1e3, share_pct=100.0 * table["time_us"] / table["time_us"].sum(),
+                         time_kind=kind, is_lstm=table["name"].str.lower().str.contains("|".join(LSTM_OPS)),
+                         device=str(device), iterations=cfg.profile_iterations,
+                         data_source=train_set.data_source).drop(columns="time_us")
+    table.attrs["summary"] = dict(prof.summary)
+    return table
+
+
+def profile_rounds(model, cfg, train_set) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`profile_training` ``cfg.timing_rounds`` times: (the first round's operator table, one row per round:
+    round, lstm_share_pct (the LSTM operators' share of the time_kind, %), time_kind, wall_time_ms (host time of the
+    profiled steps), kernel_time_total_ms and kernel_share_pct (GPU kernel time / wall time, %: the paper's
+    "Execution Summary" Kernel row; NaN on a CPU, which runs no kernels), device, iterations, data_source)."""
+    tables = [profile_training(model, cfg, train_set) for _ in range(cfg.timing_rounds)]
+    rows = []
+    for r, table in enumerate(tables):
+        summary = table.attrs["summary"]
+        wall, kernel = float(summary.get("wall_time_ms", float("nan"))), float(
+            summary.get("kernel_time_total_ms", float("nan")))
+        rows.append({"round": r, "lstm_share_pct": float(table.loc[table["is_lstm"], "share_pct"].sum()),
+                     "time_kind": table["time_kind"].iloc[0], "wall_time_ms": wall, "kernel_time_total_ms": kernel,
+                     "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"),
+                     "device": table["device"].iloc[0], "iterations": cfg.profile_iterations,
+                     "data_source": train_set.data_source})
+    first = tables[0]
+    first.attrs = {}
+    return first, pd.DataFrame(rows)
 
 
 def _all_but_head(model) -> list[str]:
@@ -281,109 +323,231 @@ def _paper_change(key: str, fmt: str = ".2f") -> str:
     return f"{before:{fmt}} -> {after:{fmt}} s ({before / after:.2f}x)"
 
 
+def _paper_sum(*keys: str) -> tuple[float, float]:
+    """The paper's before and after summed over ``keys`` (s)."""
+    return sum(PAPER[k][0] for k in keys), sum(PAPER[k][1] for k in keys)
+
+
+PAPER_TRAIN_TEST = _paper_sum("train_epoch_s", "test_s")  # 19.69 -> 14.73 s: what we run, like for like
+PAPER_TIMED = _paper_sum("train_epoch_s", "validation_s", "test_s")  # 21.61 -> 16.60 s
+PAPER_SPEEDUP = PAPER_TRAIN_TEST[0] / PAPER_TRAIN_TEST[1]  # 1.34x
+ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
+
+
+def _samples(values) -> Spread | None:
+    """The repeated measurements' :class:`Spread` (median within min-max), None with fewer than two."""
+    values = [float(v) for v in values]
+    return Spread.of_samples(values) if len(values) >= 2 else None
+
+
+def _rounds(row, col: str, rounds: int) -> Spread | None:
+    """``row[col]`` (a median over ``rounds`` rounds) within ``row[col_min]``-``row[col_max]``; None for one round."""
+    return Spread(float(row[col]), float(row[f"{col}_min"]), float(row[f"{col}_max"])) if rounds >= 2 else None
+
+
+def _any_of(*verdicts: tuple) -> tuple:
+    """(held, note) of a claim that needs one of its parts: True if any part held, False if every part failed,
+    else inconclusive; the notes joined."""
+    held, notes = [h for h, _ in verdicts], "; ".join(n for _, n in verdicts if n)
+    if any(h is True for h in held):
+        return True, ""
+    return (False, "") if held and all(h is False for h in held) else (INCONCLUSIVE, notes)
+
+
+def _profile_claims(rounds: pd.DataFrame, device: str) -> list[Claim]:
+    """The LSTM's share of a training step (the paper's 98.60%) and the GPU execution summary (Kernel 83.21%)."""
+    lstm = _samples(rounds["lstm_share_pct"])
+    kind = rounds["time_kind"].iloc[0]
+    threshold = PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP
+    held, note = judge(lstm, ">", threshold, unit="%") if lstm else (None, ONE_ROUND)
+    checks = [Claim("the LSTM layers are the bottleneck of a training step",
+                    "\"the computations of the model are expensive in memory which is the main bottleneck but also take "
+                    f"up most of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)",
+                    f"LSTM operators: {(lstm or Spread.exact(rounds['lstm_share_pct'].iloc[0])).text('.1f', '%')} of "
+                    f"{kind} over {len(rounds)} profiles of {int(rounds['iterations'].iloc[0])} steps",
+                    held, device, criterion=f"the LSTM operators' share of the step's {kind} > {threshold:.1f}% (the "
+                    f"paper's {PAPER['lstm_gpu_share_pct']:.2f}% less {SHARE_TOLERANCE_PP:g} points, our bound; "
+                    f"{NOISE_RULE}, the range over the profiles)", note=note)]
+    kernel = rounds["kernel_share_pct"].dropna()
+    gpu = device.startswith("cuda") and len(kernel) == len(rounds)
+    share = _samples(kernel) if gpu else None
+    threshold = PAPER["kernel_pct"] - SHARE_TOLERANCE_PP
+    held, note = (judge(share, ">", threshold, unit="%") if share else (None, ONE_ROUND)) if gpu else (
+        None, "a GPU profile: Kernel is GPU kernel time and CPU Exec the host time the GPU waits for; a CPU run has no "
+        "kernels to set beside its own execution (its analogue, the LSTM's share of CPU time, is the claim above)")
+    checks.append(Claim("GPU kernels take most of a training step (the paper's execution summary)",
+                        f"Kernel {PAPER['kernel_pct']:.2f}%, CPU Exec {PAPER['cpu_exec_pct']:.2f}%, Memcpy "
+                        f"{PAPER['memcpy_pct']:.2f}%, DataLoader {PAPER['dataloader_pct']:g}% of the average step",
+                        f"kernel time / wall time of the profiled steps: {share.text('.1f', '%')}" if share else
+                        "not measured (no GPU)" if not gpu else f"{kernel.iloc[0]:.1f}% (one profile)", held, device,
+                        criterion=f"GPU kernel time / wall time of the profiled steps > {threshold:.2f}% (the paper's "
+                        f"Kernel {PAPER['kernel_pct']:.2f}% less {SHARE_TOLERANCE_PP:g} points, our bound; {NOISE_RULE}, "
+                        "the range over the profiles)", note=note))
+    return checks
+
+
 def _loader_claims(loaders: pd.DataFrame, device: str) -> list[Claim]:
     """The DataLoader claims: 0 workers and batch size 128 give the fastest training epoch (the paper's "optimal
-    parameters are num_workers=0, batch_size=128")."""
+    parameters are num_workers=0, batch_size=128"), each point's epoch time a Spread over the sweep's rounds."""
     ok = loaders[loaders["status"] == "ok"]
     if ok.empty:
         return []
     cap = int(loaders["num_workers_cap"].iloc[0])
-    noisy = f"one epoch per point on a shared CPU: noisy; workers capped at os.cpu_count() = {cap}"
-    best = ok.loc[ok["train_epoch_s"].idxmin()]
-    fastest = ok.loc[ok.groupby("batch_size")["train_epoch_s"].idxmin(), ["batch_size", "num_workers"]]
-    checks = [Claim("0 DataLoader workers give the fastest training epoch", "best: num_workers=0, batch_size=128",
-                    f"best: num_workers={int(best['num_workers'])}, batch_size={int(best['batch_size'])} "
-                    f"({best['train_epoch_s']:.2f} s); fastest workers per batch size: "
-                    + ", ".join(f"{int(b)}: {int(w)}" for b, w in fastest.itertuples(index=False)),
-                    bool((fastest["num_workers"] == 0).all()), device,
-                    criterion="num_workers=0 has the lowest training-epoch time at every batch size measured",
-                    note=noisy)]
-    by_batch = ok.groupby("batch_size")["train_epoch_s"].min().sort_index()  # each batch size at its best workers
+    rounds = int(ok.groupby(["batch_size", "num_workers"]).size().min())
+    times = {(int(b), int(w)): _samples(g) for (b, w), g in ok.groupby(["batch_size", "num_workers"])["train_epoch_s"]}
+    median = ok.groupby(["batch_size", "num_workers"])["train_epoch_s"].median()
+    capped = f"workers capped at os.cpu_count() = {cap}"
+    rule = f"{NOISE_RULE}; each point's range over {rounds} rounds of the whole grid"
+
+    def show(b, w):
+        spread = times[(b, w)]
+        return f"{w}: " + (spread.text(".2f", " s") if spread else f"{median[(b, w)]:.2f} s")
+
+    batches = sorted({b for b, _ in times})
+    ours = "; ".join(f"batch {b}: " + ", ".join(show(b, w) for bb, w in sorted(times) if bb == b) for b in batches)
+    if rounds < 2:
+        held, note = None, ONE_ROUND
+    else:
+        parts = [judge(times[(b, w)] / times[(b, 0)], ">", 1.0) for b, w in sorted(times)
+                 if w != 0 and (b, 0) in times]
+        held, note = all_of(*parts) if parts else (None, "num_workers=0 and another were not both measured")
+    checks = [Claim("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
+                    "batch_size=128\"", "training epoch per num_workers: " + ours, held, device,
+                    criterion="(num_workers=w epoch time) / (num_workers=0 epoch time) > 1 for every w > 0 at every "
+                    f"batch size measured ({rule})", note="; ".join(n for n in (note, capped) if n))]
+    # each batch size at its fastest num_workers (the lowest median), with that point's range
+    best = {b: min((w for bb, w in times if bb == b), key=lambda w: median[(b, w)]) for b in batches}
     target = PAPER["best_batch_size"]
-    measured = target in set(by_batch.index.astype(int)) and len(by_batch) >= 2
-    note = noisy if not measured else noisy + (f"; {target} is the largest batch size measured: a larger one might be "
-                                               "faster" if by_batch.index.max() == target else "")
-    checks.append(Claim(f"batch size {target} gives the fastest training epoch", "best: batch_size=128 (\"due to a "
-                        "memory overhead?\")", ", ".join(f"{int(b)}: {t:.2f} s" for b, t in by_batch.items())
-                        + f" (fastest: {int(by_batch.idxmin())})", bool(int(by_batch.idxmin()) == target)
-                        if measured else None, device, criterion=f"of the batch sizes measured, each at its fastest "
-                        f"num_workers, batch size {target} has the lowest training-epoch time",
-                        note=note if measured else f"batch size {target} and another were not both measured "
-                        f"(batch sizes: {', '.join(str(int(b)) for b in by_batch.index)})"))
+    measured = target in batches and len(batches) >= 2
+    by_batch = ", ".join(f"{b} (at {best[b]} workers): " + (times[(b, best[b])].text(".2f", " s") if times[(b, best[b])]
+                         else f"{median[(b, best[b])]:.2f} s") for b in batches)
+    if not measured:
+        held, note = None, (f"batch size {target} and another were not both measured (batch sizes: "
+                            f"{', '.join(str(b) for b in batches)})")
+    elif rounds < 2:
+        held, note = None, ONE_ROUND
+    else:
+        held, note = all_of(*(judge(times[(b, best[b])] / times[(target, best[target])], ">", 1.0)
+                              for b in batches if b != target))
+        if max(batches) == target:
+            note = "; ".join(n for n in (note, f"{target} is the largest batch size measured: a larger one might be "
+                                         "faster") if n)
+    checks.append(Claim(f"batch size {target} gives the fastest training epoch", "\"Optimal parameters are "
+                        "num_workers=0, batch_size=128. Due to a memory overhead?\"", by_batch, held, device,
+                        criterion=f"(batch size b epoch time) / (batch size {target} epoch time) > 1 for every other b "
+                        f"measured, each at its fastest num_workers ({rule})",
+                        note="; ".join(n for n in (note, capped) if n)))
+    return checks
+
+
+def _pruning_claims(sens: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
+    """Accuracy is insensitive to the structured ratio; structured pruning is preferred (not checkable here)."""
+    ok = sens[(sens["scope"] == "all_layers") & (sens["status"] == "ok")]
+    rows = ok[ok["method"] == "ln_structured"]
+    upto = rows[rows["ratio"] <= chosen + 1e-9].sort_values("ratio")
+    checks = []
+    exact = ("noise: none, a seeded model evaluated on a fixed test set gives the same accuracy in every run; "
+             "decided on the exact values")
+    if len(upto):
+        dense_acc = float(upto["dense_accuracy_pct"].iloc[0])
+        low, high = PAPER["sensitivity"]
+        loss = Spread.exact(dense_acc - upto["accuracy_pct"].min())
+        held, note = judge(loss, "<", SENSITIVITY_PP, unit=" pp")
+        checks.append(Claim(f"accuracy is insensitive to the structured pruning ratio up to {chosen:g}",
+                            f"\"Varies slightly between {low} and {high} -> not sensitive\" over ratios 0.1-0.9 (the "
+                            "slides do not name the quantity); chose 0.9",
+                            f"dense {dense_acc:.1f}%; " + ", ".join(f"{r:g}: {a:.1f}%" for r, a in zip(
+                                upto["ratio"], upto["accuracy_pct"])) + " (L2-structured, all layers but the head, "
+                            "no fine-tuning)", held, device,
+                            criterion=f"dense accuracy - lowest accuracy at a ratio up to {chosen:g} < "
+                            f"{SENSITIVITY_PP:g} pp (the paper's spread {low}-{high}, read as accuracy; {exact})",
+                            note="; ".join(n for n in (note, "if the paper's quantity is accuracy, 0.49-0.52 is chance "
+                                           "level for balanced sentiment: its scan may have measured a model that no "
+                                           "longer worked") if n)))
+    at = ok[(ok["ratio"] - chosen).abs() < 1e-9].set_index("method")["accuracy_pct"]
+    ours = ", ".join(f"{m}: {a:.1f}%" for m, a in at.items() if m != "units")
+    checks.append(Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
+                        "preferred structured\" (no number, no reason given; its figure is lost)",
+                        f"accuracy right after pruning all layers but the head at {chosen:g}: {ours or 'not measured'}",
+                        None, device, criterion="none can be set: the slides do not say on what ground structured was "
+                        "preferred (accuracy, time or memory), so any rule would be ours, not the paper's (noise: not "
+                        "applicable)", note="not checkable here: the slides give no ground for the preference. Both "
+                        "kinds of mask keep every weight's shape, so neither saves time or memory by itself (see the "
+                        "masked_rows claims below); the accuracies of both are shown, not judged"))
     return checks
 
 
 def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
-    """Per pruned variant (the paper's masks, and hidden units removed): the headline overall time halves, train and
-    test times fall, memory falls."""
+    """Per pruned variant (the paper's masks, and hidden units removed): a training epoch plus a test pass speeds up
+    at least as much as the paper's like-for-like 1.34x, train and test times fall, memory falls."""
     dense, checks = fin.loc["dense"], []
-    paper_timed = sum(PAPER[k][0] for k in ("train_epoch_s", "validation_s", "test_s")), \
-        sum(PAPER[k][1] for k in ("train_epoch_s", "validation_s", "test_s"))
+    rounds = int(fin["timing_rounds"].iloc[0]) if "timing_rounds" in fin else 1
+    rule = f"{NOISE_RULE}; medians within the range of {rounds} interleaved rounds, ratio of the ranges' extremes"
+    rest = PAPER["overall_s"][0] - PAPER_TIMED[0], PAPER["overall_s"][1] - PAPER_TIMED[1]
+    paper_headline = (f"train + test {PAPER_TRAIN_TEST[0]:.2f} -> {PAPER_TRAIN_TEST[1]:.2f} s ({PAPER_SPEEDUP:.2f}x), "
+                      f"like for like; with validation {PAPER_TIMED[0]:.2f} -> {PAPER_TIMED[1]:.2f} s "
+                      f"({PAPER_TIMED[0] / PAPER_TIMED[1]:.2f}x); its \"Overall Time\" {_paper_change('overall_s')}")
     for variant, words in (("masked_rows", "structured masks (the paper's final model)"),
                            ("unit_pruned", "removing hidden units (beyond the paper)")):
         row = fin.loc[variant]
         change = {c: f"{dense[c]:{f}} -> {row[c]:{f}}" for c, f in (("train_epoch_s", ".2f"), ("test_epoch_s", ".2f"),
                   ("overall_s", ".2f"), ("latency_ms_median", ".1f"), ("nonzero_params", ","), ("size_mb", ".2f"),
                   ("train_step_peak_mem_mib", ".1f"))}
-        overall = dense["overall_s"] / row["overall_s"]
-        checks += [Claim(f"pruning by {words} halves the overall time (the paper's headline)",
-                         f"overall time {_paper_change('overall_s')}; its train + validation + test "
-                         f"{paper_timed[0]:.2f} -> {paper_timed[1]:.2f} s ({paper_timed[0] / paper_timed[1]:.2f}x)",
-                         f"train epoch + test pass {change['overall_s']} s ({overall:.2f}x)", bool(overall >= 2.0),
-                         device, criterion="dense / pruned median (train epoch + test pass) time >= 2.0 (the paper's "
-                         "49.64 / 24.33 = 2.04x)", note=f"ratio {chosen:g}; the paper's overall time also holds "
-                         f"{PAPER['overall_s'][0] - paper_timed[0]:.1f} -> {PAPER['overall_s'][1] - paper_timed[1]:.1f}"
-                         " s outside its timed epochs that the slides do not explain; ours has no validation split"),
-                   Claim(f"pruning by {words} cuts training and test time",
-                         f"train epoch {_paper_change('train_epoch_s')}, test {_paper_change('test_s')}",
-                         f"train epoch {change['train_epoch_s']} s ({row['train_speedup']:.2f}x), test "
-                         f"{change['test_epoch_s']} s ({row['test_speedup']:.2f}x), inference batch "
-                         f"{change['latency_ms_median']} ms",
-                         bool(row["train_epoch_s"] < dense["train_epoch_s"]
-                              and row["test_epoch_s"] < dense["test_epoch_s"]), device,
-                         criterion="pruned < dense median train-epoch time and pruned < dense median test-pass time",
-                         note=f"ratio {chosen:g}; epoch times on a shared CPU: noisy"),
-                   Claim(f"pruning by {words} cuts memory",
-                         "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]),
-                         f"non-zero parameters {change['nonzero_params']}; saved size {change['size_mb']} "
-                         f"MB; training-step peak {change['train_step_peak_mem_mib']} MiB",
-                         bool(row["train_step_peak_mem_mib"] < dense["train_step_peak_mem_mib"]), device,
-                         criterion="pruned < dense peak memory of a training step", note=f"ratio {chosen:g}; "
-                         + ("a masked weight keeps its shape: fewer non-zeros alone save no memory"
-                            if variant.startswith("masked") else "removed units shrink every LSTM tensor"))]
+        spreads = {c: (_rounds(dense, c, rounds), _rounds(row, c, rounds))
+                   for c in ("overall_s", "train_epoch_s", "test_epoch_s")}
+        speedup = {c: a / b if a and b else None for c, (a, b) in spreads.items()}
+
+        def shown(c):
+            return speedup[c].text(".2f", "x") if speedup[c] else f"{dense[c] / row[c]:.2f}x"
+
+        held, note = judge(speedup["overall_s"], ">", PAPER_SPEEDUP, fmt=".2f", unit="x") \
+            if speedup["overall_s"] else (None, ONE_ROUND)
+        checks.append(Claim(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
+                            paper_headline, f"train epoch + test pass {change['overall_s']} s ({shown('overall_s')})",
+                            held, device, criterion=f"dense / pruned (train epoch + test pass) time > "
+                            f"{PAPER_SPEEDUP:.2f} (the paper's {PAPER_TRAIN_TEST[0]:.2f} / {PAPER_TRAIN_TEST[1]:.2f} s; "
+                            f"{rule})", note="; ".join(n for n in (
+                                note, f"ratio {chosen:g}; the paper's overall 2.04x is not judged: "
+                                f"{rest[0]:.2f} -> {rest[1]:.2f} s of it are neither its training, validation nor test "
+                                "time and the slides do not say what they are; we run no validation split") if n)))
+        if speedup["train_epoch_s"] and speedup["test_epoch_s"]:
+            held, note = all_of(judge(speedup["train_epoch_s"], ">", 1.0, fmt=".2f", unit="x"),
+                                judge(speedup["test_epoch_s"], ">", 1.0, fmt=".2f", unit="x"))
+        else:
+            held, note = None, ONE_ROUND
+        checks.append(Claim(f"pruning by {words} cuts training and test time",
+                            f"train epoch {_paper_change('train_epoch_s')}, test {_paper_change('test_s')}",
+                            f"train epoch {change['train_epoch_s']} s ({shown('train_epoch_s')}), test "
+                            f"{change['test_epoch_s']} s ({shown('test_epoch_s')}), inference batch "
+                            f"{change['latency_ms_median']} ms", held, device,
+                            criterion=f"dense / pruned train-epoch time > 1 and dense / pruned test-pass time > 1 "
+                            f"({rule})", note="; ".join(n for n in (note, f"ratio {chosen:g}") if n)))
+        held, note = judge(Spread.exact(row["train_step_peak_mem_mib"]), "<", float(dense["train_step_peak_mem_mib"]),
+                           fmt=".1f", unit=" MiB")
+        checks.append(Claim(f"pruning by {words} cuts memory",
+                            "\"Gain in time and memory\": {:,} -> {:,} non-zero parameters".format(
+                                *PAPER["nonzero_params"]),
+                            f"non-zero parameters {change['nonzero_params']}; saved size {change['size_mb']} "
+                            f"MB; training-step peak {change['train_step_peak_mem_mib']} MiB", held, device,
+                            criterion="pruned < dense peak memory of a training step (noise: none, the bytes of the "
+                            "tensors held and allocated are exact)", note="; ".join(n for n in (note, f"ratio {chosen:g}; "
+                            + ("a masked weight keeps its shape (and its mask and original are kept too): fewer "
+                               "non-zeros alone save no memory" if variant.startswith("masked")
+                               else "removed units shrink every LSTM tensor")) if n)))
     return checks
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Paper 003's LSTM claims beside ours, each with its ``criterion``: the LSTM's operators take over half of a
-    training step; 0 workers and batch 128 are fastest; accuracy is insensitive to the ratio; pruning halves the
-    overall time, cuts epoch times and peak memory (for the paper's masks and for removed units)."""
+    """Paper 003's LSTM claims beside ours, each with its ``criterion`` and noise rule: the LSTM's operators take
+    (nearly) all of a training step, GPU kernels most of it (the execution summary; GPU only); 0 workers and batch
+    128 are fastest; accuracy is insensitive to the ratio; structured pruning is preferred (not checkable: shown);
+    pruning speeds a training epoch plus a test pass up as the paper's like-for-like 1.34x, cuts epoch times and peak
+    memory (for the paper's masks and for removed units)."""
     parts, device = tables(df), str(device)
-    prof, loaders, sens, fin = (parts[n] for n in ("training_profile", "loader_sweep", "sensitivity", "final_models"))
-    lstm_share, top = prof.loc[prof["is_lstm"].astype(bool), "share_pct"].sum(), prof.loc[prof["share_pct"].idxmax()]
-    checks = [Claim("the LSTM layers are the bottleneck of a training step",
-                    f"cuDNN LSTM kernels: {PAPER['lstm_gpu_share_pct']}% of GPU time (V100)",
-                    f"LSTM operators: {lstm_share:.1f}% of {top['time_kind']}; top: {top['name']} "
-                    f"({top['share_pct']:.1f}%)", bool(lstm_share > 50.0), device,
-                    criterion=f"the LSTM's operators take > 50% of the step's {top['time_kind']}")]
-    checks += _loader_claims(loaders, device)
+    rounds, loaders, sens, fin = (parts[n] for n in ("profile_rounds", "loader_sweep", "sensitivity", "final_models"))
     fin, chosen = fin.set_index("variant"), float(fin["ratio"].max())
-    rows = sens[(sens["scope"] == "all_layers") & (sens["method"] == "ln_structured") & (sens["status"] == "ok")]
-    upto = rows[rows["ratio"] <= chosen + 1e-9].sort_values("ratio")
-    if len(upto):
-        dense_acc = float(upto["dense_accuracy_pct"].iloc[0])
-        low, high = PAPER["sensitivity"]
-        checks.append(Claim(f"accuracy is insensitive to the structured pruning ratio up to {chosen:g}",
-                            f"\"varies slightly between {low} and {high} -> not sensitive\" over ratios 0.1-0.9 (the "
-                            "slides do not name the quantity); chose 0.9",
-                            f"dense {dense_acc:.1f}%; " + ", ".join(f"{r:g}: {a:.1f}%" for r, a in zip(
-                                upto["ratio"], upto["accuracy_pct"])) + " (L2-structured, all layers but the head, "
-                            "no fine-tuning)", bool(dense_acc - upto["accuracy_pct"].min() <= SENSITIVITY_PP), device,
-                            criterion=f"dense accuracy - lowest accuracy at a ratio up to {chosen:g} <= "
-                            f"{SENSITIVITY_PP:g} pp (the paper's spread {low}-{high}, read as accuracy)",
-                            note="if the paper's quantity is accuracy, 0.49-0.52 is chance level for balanced "
-                            "sentiment: its scan may have measured a model that no longer worked"))
-    return checks + _final_claims(fin, chosen, device)
+    return (_profile_claims(rounds, device) + _loader_claims(loaders, device) + _pruning_claims(sens, chosen, device)
+            + _final_claims(fin, chosen, device))
 
 
 def figures(df: pd.DataFrame) -> dict:
