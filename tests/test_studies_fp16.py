@@ -117,8 +117,9 @@ def _frame(fp32_ms, auto_ms, fp32_mib, auto_mib, changes, *, loss=2.0, auto_loss
     times = pd.DataFrame({"precision": ["fp32", "fp32", "autocast-fp16", "autocast-fp16"], "batch_size": [1, 64] * 2,
                           "status": "ok", "latency_ms_median": lat, "latency_ms_p10": lat * (1 - time_spread),
                           "latency_ms_p90": lat * (1 + time_spread), "repeats": 5,
-                          "peak_mem_alloc_mib": mem * 1.5, "avg_mem_mib": mem, "avg_mem_mib_low": mem * (1 - mem_spread),
-                          "avg_mem_mib_high": mem * (1 + mem_spread), "experiment": "timing"})
+                          "peak_mem_alloc_mib": mem * 1.5, "avg_mem_mib": mem,
+                          "avg_mem_mib_low": mem * (1 - mem_spread), "avg_mem_mib_high": mem * (1 + mem_spread),
+                          "experiment": "timing"})
     acc = [{"precision": "fp32", "accuracy_pct": 90.0, "accuracy_change_pp": 0.0, "loss": loss, "loss_change": 0.0}]
     acc += [{"precision": p, "accuracy_pct": 90 + c, "accuracy_change_pp": c, "loss": auto_loss,
              "loss_change": auto_loss - loss} for p, c in changes.items()]

@@ -24,7 +24,7 @@ import seaborn as sns
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim
+from cnnlab.claims import INCONCLUSIVE, NOISE_RULE, Claim, Spread, all_of, judge, trend
 from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
                               memory_snapshot, profile_ops, snapshot_file, sweep, synchronize, trace_file,
                               trace_folder)
@@ -53,8 +53,9 @@ NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "f
 COMPONENTS = ["kernel / compute", "memcpy HtoD", "memcpy DtoH", "other device work", "CPU-side overhead", "sync wait"]
 STACKED = COMPONENTS[:5]
 DATA_SOURCE = "synthetic"
-THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives at least this many times batch 1's images/s
-RISE_NOISE = 0.05  # "rises again": the total time at batch 128/256 exceeds batch 64's by more than timing noise
+THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives more than this many times batch 1's images/s
+SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
+EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is inconclusive, not a rise"
 
 
 def configure(preset: str | None = None, **overrides):
@@ -118,9 +119,11 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
 
     GPU: kernel time, the copies in and out, other device work (memsets, DtoD copies) and CPU-side overhead
     (wall time with the GPU idle) make up the wall time (``stacked``); sync wait (host blocked in
-    cuda*Synchronize, the paper's "semwait") overlaps device work. CPU: time inside aten operators and the
-    rest of the wall time; the device components are NaN with ``time_missing_reason``. With ``trace_dir`` the
-    profile is also written there as a Chrome trace (column ``trace_file``)."""
+    cuda*Synchronize, the paper's "semwait") overlaps device work; it is the median of ``max(iterations,
+    SYNC_SAMPLES)`` one-step profiles, their smallest and largest in ``time_per_batch_ms_low`` / ``_high`` (NaN for
+    the other components). CPU: time inside aten operators and the rest of the wall time; the device components
+    are NaN with ``time_missing_reason``. With ``trace_dir`` the profile of ``iterations`` steps is also written
+    there as a Chrome trace (column ``trace_file``)."""
     dev = torch.device(device)
     trace = None if trace_dir is None else trace_file(trace_dir, f"batch_size_{model}_b{batch_size}")
     net, x = _build(model, batch_size, dev)
@@ -131,6 +134,9 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
 
     try:
         prof = profile_ops(step, iterations=iterations, device=dev, warmup=1, profile_memory=False, trace_path=trace)
+        # the sync wait of single steps: its spread (the claim on it needs one); a CPU has none to measure
+        waits = [profile_ops(step, iterations=1, device=dev, warmup=0, profile_memory=False).summary["sync_wait_ms"]
+                 for _ in range(max(iterations, SYNC_SAMPLES))] if dev.type == "cuda" else []
     finally:
         del net, x
         free_memory()
@@ -140,15 +146,20 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
     if dev.type == "cuda":
         kernel, htod, dtoh = s["kernel_time_total_ms"] * per, s["memcpy_htod_ms"] * per, s["memcpy_dtoh_ms"] * per
         other = max(s["device_time_total_ms"] * per - kernel - htod - dtoh, 0.0)
+        wait = Spread.of_samples(waits)
         times = {"kernel / compute": kernel, "memcpy HtoD": htod, "memcpy DtoH": dtoh, "other device work": other,
-                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0),
-                 "sync wait": s["sync_wait_ms"] * per}
+                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0), "sync wait": wait.value}
+        spread = {"sync wait": (wait.low, wait.high)}
     else:  # the operators are the compute; summary's cpu_time_total_ms also counts Python time, so sum them
         compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
         times = {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}
         reasons = {c: "CPU run: no host-device transfers, device work or device synchronisation"
                    for c in COMPONENTS if c not in times}
-    return [{"component": c, "time_per_batch_ms": times.get(c, nan), "stacked": c in STACKED,
+        spread = {}
+    return [{"component": c, "time_per_batch_ms": times.get(c, nan),
+             "time_per_batch_ms_low": spread.get(c, (nan, nan))[0],
+             "time_per_batch_ms_high": spread.get(c, (nan, nan))[1],
+             "stacked": c in STACKED,
              "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
              "wall_time_per_batch_ms": wall, "iterations": iterations, "time_missing_reason": reasons.get(c),
              "device": str(dev), "trace_file": None if trace is None else str(trace), "data_source": DATA_SOURCE}
@@ -295,65 +306,146 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-A judged on experiment "batch", each with its criterion: peak memory grows with batch
-    size; total time drops to about batch 64, then rises again at 128-256; throughput at the best batch is far
-    above batch 1; GPU utilisation rises with batch size and depth (n/a where it was not measured)."""
+    """The claims of Sec. IV-A and Sec. V, each judged by the noise rule of ``cnnlab.claims`` with its criterion:
+    peak memory rises at every batch step; total time drops to about batch 64, then rises again at 128-256; throughput
+    at the best batch is far above batch 1; time per batch rises with batch size and model complexity; GPU
+    utilisation rises with batch size and depth (n/a where it was not measured); sync wait ("semwait") rises with
+    batch size (n/a on a CPU)."""
     ok, dev = _ok(df, "batch"), str(device)
     return [_memory_claim(ok, dev), *_total_time_claims(ok, dev), _throughput_claim(ok, dev),
-            _utilisation_claim(ok, dev)]
+            _latency_claim(ok, dev), _utilisation_claim(ok, dev), _sync_wait_claim(_ok(df, "breakdown"), dev)]
+
+
+def _any_of(*verdicts: tuple) -> tuple:
+    """(held, note) of a claim that needs one part ("sometimes"): True if any part held, else inconclusive if any
+    part is, else False (None if none applies); the undecided parts' notes joined."""
+    held = [h for h, _ in verdicts if h is not None]
+    notes = "; ".join(n for _, n in verdicts if n)
+    if not held:
+        return None, notes
+    if any(h is True for h in held):
+        return True, ""
+    return (INCONCLUSIVE, notes) if any(h == INCONCLUSIVE for h in held) else (False, "")
+
+
+def _total_time(row) -> Spread:
+    """Total time of ``row`` (s) for its ``images`` images: images / batch size x time per batch, within the
+    p10-p90 of the timed batches."""
+    return Spread.of(row, "latency_ms") * (float(row["images"]) / float(row["batch_size"]) / 1e3)
+
+
+def _throughput(row) -> Spread:
+    """Images per second of ``row`` from its time per batch (median, within p90 and p10)."""
+    return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
 
 
 def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    mem = {m: g["peak_mem_alloc_mib"] for m, g in ok.groupby("model", sort=False)}
+    mem = {m: g for m, g in ok.groupby("model", sort=False)}
+    verdict = all_of(*(trend([Spread.exact(v) for v in g["peak_mem_alloc_mib"]], "up", unit=" MiB",
+                             labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
+                       for m, g in mem.items() if len(g) > 1))
     return Claim("peak memory grows monotonically with batch size",
-                 "Fig. 1 bottom: increases monotonically and significantly",
-                 ", ".join(f"{m} {s.iloc[0]:.1f}->{s.iloc[-1]:.1f} MiB" for m, s in mem.items()) or "not measured",
-                 all(s.is_monotonic_increasing for s in mem.values()) if mem else None, dev,
-                 criterion="peak_mem_alloc_mib never falls as batch size grows, every model",
-                 note="" if mem else "no point measured")
+                 "Sec. IV-A: \"Peak GPU Memory Allocated: Increased monotonically and significantly with batch "
+                 "size\" (Fig. 1 bottom)",
+                 ", ".join(f"{m} {g['peak_mem_alloc_mib'].iloc[0]:.1f}->{g['peak_mem_alloc_mib'].iloc[-1]:.1f} MiB "
+                           f"({g['peak_mem_alloc_mib'].iloc[-1] / g['peak_mem_alloc_mib'].iloc[0]:.1f}x)"
+                           for m, g in mem.items()) or "not measured",
+                 verdict[0] if mem else None, dev,
+                 criterion=f"peak_mem_alloc_mib rises at every batch-size step, every model ({EXACT_MEMORY})",
+                 note=verdict[1] if mem else "no point measured")
 
 
 def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
     """Fig. 1 top: the time for the same images drops from batch 1 to about 64, then rises again at 128/256."""
-    t = ok.pivot_table(index="model", columns="batch_size", values="total_time_s") if len(ok) else pd.DataFrame()
-    upto = [b for b in t.columns if 1 < b <= 64]
-    to = upto[-1] if 1 in t.columns and upto else None
-    drop = t[[1, to]].dropna() if to else t.iloc[:0]
+    rows = {(r["model"], int(r["batch_size"])): r for _, r in ok.iterrows()}
+    sizes = sorted({b for _, b in rows})
+    names = list(dict.fromkeys(m for m, _ in rows))
+    upto = [b for b in sizes if 1 < b <= 64]
+    to = upto[-1] if 1 in sizes and upto else None
+    pairs = [m for m in names if (m, 1) in rows and (m, to) in rows] if to else []
+    ratios = {m: _total_time(rows[m, to]) / _total_time(rows[m, 1]) for m in pairs}
+    drop = all_of(*(judge(r, "<", 1.0, unit="x") for r in ratios.values()))
+    rule = f"the ratio's interval from both points' p10-p90 time per batch; {NOISE_RULE}"
     claims = [Claim(f"total inference time drops from batch 1 to batch {to or 64}",
-                    "Fig. 1 top: time drops as batch size grows up to about 64",
-                    ", ".join(f"{m} {r[1]:.3g}->{r[to]:.3g} s" for m, r in drop.iterrows()) or "not measured",
-                    bool((drop[1] > drop[to]).all()) if len(drop) else None, dev,
-                    criterion=f"total_time_s at batch {to or 64} < at batch 1, every model",
-                    note="" if len(drop) else "the grid needs batch size 1 and a larger one <= 64")]
-    mid = [b for b in (128, 256) if b in t.columns]
-    ratio = (t[mid].max(axis=1) / t[64]).dropna() if mid and 64 in t.columns else pd.Series(dtype=float)
-    sizes = "/".join(map(str, mid or (128, 256)))
+                    "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
+                    "(up to around 64)\" (Fig. 1 top)",
+                    ", ".join(f"{m} {_total_time(rows[m, 1]).text('.3g', ' s')} -> "
+                              f"{_total_time(rows[m, to]).text('.3g', ' s')}" for m in pairs) or "not measured",
+                    drop[0] if pairs else None, dev,
+                    criterion=f"total_time_s at batch {to or 64} / at batch 1 < 1, every model ({rule})",
+                    note=drop[1] if pairs else "the grid needs batch size 1 and a larger one <= 64")]
+    mid = [b for b in (128, 256) if b in sizes]
+    rises = {(m, b): _total_time(rows[m, b]) / _total_time(rows[m, 64])
+             for m in names for b in mid if (m, 64) in rows and (m, b) in rows}
+    label = "/".join(map(str, mid or (128, 256)))
+    rise = _any_of(*(judge(r, ">", 1.0, unit="x") for r in rises.values()))
     claims.append(Claim("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
-                        "Sec. IV-A: for mid-range sizes (like 128 or 256) the time sometimes increased again",
-                        ", ".join(f"{m} batch {sizes} / batch 64: {r:.2f}x" for m, r in ratio.items())
-                        or "not measured", bool((ratio > 1 + RISE_NOISE).any()) if len(ratio) else None, dev,
-                        criterion=f"total_time_s at batch {sizes} (the larger) > {1 + RISE_NOISE:g} x at batch 64 "
-                                  f"for at least one model (the paper: 'sometimes'; {RISE_NOISE:.0%} is timing noise)",
-                        note="" if len(ratio) else "the grid needs batch 64 and 128 or 256"))
+                        "Sec. IV-A: \"for mid-range sizes (like 128 or 256), we sometimes saw the time increase "
+                        "again\" (Fig. 1 top)",
+                        ", ".join(f"{m} batch {b} / batch 64: {r.text('.2f', 'x')}" for (m, b), r in rises.items())
+                        or "not measured", rise[0] if rises else None, dev,
+                        criterion=f"total_time_s at batch {label} / at batch 64 > 1 for at least one model and size "
+                                  f"(the paper: 'sometimes'; {rule})",
+                        note=rise[1] if rises else "the grid needs batch 64 and 128 or 256"))
     return claims
 
 
 def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    one = ok[ok["batch_size"] == 1].set_index("model")
-    gain = (ok.groupby("model", sort=False)["throughput_items_per_s"].max() / one["throughput_items_per_s"]).dropna()
-    return Claim(f"throughput at the best batch is far (>= {THROUGHPUT_GAIN:g}x) above batch 1",
-                 "Sec. IV-A: larger batches make better use of the GPU's parallelism",
-                 ", ".join(f"{m} {g:.1f}x" for m, g in gain.items()) or "not measured",
-                 bool((gain >= THROUGHPUT_GAIN).all()) if len(gain) else None, dev,
-                 criterion=f"best throughput_items_per_s / batch 1's >= {THROUGHPUT_GAIN:g}, every model",
-                 note="" if len(gain) else "batch size 1 is not in the grid or not measured")
+    gains = {}
+    for m, g in ok.groupby("model", sort=False):
+        ones = g[g["batch_size"] == 1]
+        if ones.empty:
+            continue
+        rates = {i: _throughput(r) for i, r in g.iterrows()}
+        best = max(rates, key=lambda i: rates[i].value)
+        gains[m] = (Spread.exact(1.0) if best == ones.index[0] else rates[best] / rates[ones.index[0]],
+                    int(g.loc[best, "batch_size"]))
+    verdict = all_of(*(judge(gain, ">", THROUGHPUT_GAIN, unit="x") for gain, _ in gains.values()))
+    return Claim(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
+                 "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
+                 ", ".join(f"{m} {gain.text('.3g', 'x')} (batch {b})" for m, (gain, b) in gains.items())
+                 or "not measured", verdict[0] if gains else None, dev,
+                 criterion=f"images/s at the best batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model (images/s = "
+                           f"batch size / time per batch; the ratio's interval from both points' p10-p90; "
+                           f"{NOISE_RULE})",
+                 note=verdict[1] if gains else "batch size 1 is not in the grid or not measured")
+
+
+def _latency_claim(ok: pd.DataFrame, dev: str) -> Claim:
+    """Fig. 2 top: time per batch rises with batch size (every model) and with the model's work (every batch size)."""
+    claim = "time per batch rises with batch size and model complexity"
+    paper = ("Sec. IV-A: \"The time taken per batch naturally increased with both the batch size and the model's "
+             "complexity\" (Fig. 2 top)")
+    criterion = ("latency_ms (time per batch) rises at every batch-size step, every model; and at every batch size it "
+                 f"rises with the model's GFLOPs per image (complexity); {NOISE_RULE}")
+    if ok.empty:
+        return Claim(claim, paper, "not measured", None, dev, criterion=criterion, note="no point measured")
+    work = ok.groupby("model", sort=False)["gflops_per_image"].first().sort_values(kind="stable")
+    by_batch = [trend([Spread.of(r, "latency_ms") for _, r in g.iterrows()], "up", unit=" ms",
+                      labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
+                for m, g in ok.groupby("model", sort=False) if len(g) > 1]
+    by_work = []
+    for b, g in ok.groupby("batch_size"):
+        g = g.set_index("model").reindex([m for m in work.index if m in set(g["model"])])
+        if len(g) > 1:
+            by_work.append(trend([Spread.of(r, "latency_ms") for _, r in g.iterrows()], "up", unit=" ms",
+                                 labels=[f"{m} batch {int(b)}" for m in g.index]))
+    held, note = all_of(*by_batch, *by_work)
+    ours = "; ".join(f"{m} {Spread.of(g.iloc[0], 'latency_ms').text('.3g')} -> "
+                     f"{Spread.of(g.iloc[-1], 'latency_ms').text('.3g', ' ms')} (batch {int(g['batch_size'].iloc[0])} "
+                     f"-> {int(g['batch_size'].iloc[-1])}, {work[m]:.3g} GFLOPs/image)"
+                     for m, g in ok.groupby("model", sort=False))
+    if not by_work:
+        note = "; ".join(n for n in (note, "one model: the complexity half is not checked") if n)
+    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
 
 
 def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
     claim = "GPU utilisation rises with batch size and model depth"
-    paper = "Fig. 2 bottom: rises, plateaus at large batches"
-    criterion = ("gpu_util_pct at the largest batch > at the smallest, every model; mean over batch sizes never "
-                 "falls with ResNet depth")
+    paper = ("Sec. IV-A: \"the overall GPU utilization generally went up with both batch size and the complexity of "
+             "the model (e.g., ResNet-56 was busier than ResNet-20)\" (Fig. 2 bottom)")
+    criterion = ("gpu_util_pct at the largest batch > at the smallest, every model; mean over batch sizes rises "
+                 f"with ResNet depth; {NOISE_RULE} (of the NVML samples' p10-p90 where recorded)")
     util = ok.dropna(subset=["gpu_util_pct"])
     if util.empty:
         reasons = sorted(set(ok["gpu_util_missing_reason"].dropna())) if len(ok) else []
@@ -367,12 +459,56 @@ def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
     depth = [mean_util[m] for m in resnets if m in mean_util]
     ours = ", ".join(f"{m} {s.iloc[0]:.0f}->{s.iloc[-1]:.0f}%" for m, s in by_batch.items())
     ours += f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}" if depth else ""
-    held = all(s.iloc[-1] > s.iloc[0] for s in by_batch.values() if len(s) > 1) and \
-        all(b >= a for a, b in zip(depth, depth[1:]))
     skipped = int(ok["gpu_util_pct"].isna().sum())
+    left_out = f"{skipped} point(s) without utilisation left out (gpu_util_missing_reason says why)" if skipped else ""
+    if not {"gpu_util_pct_p10", "gpu_util_pct_p90"} <= set(util.columns):
+        # cnnlab.profiling.benchmark keeps the mean of the NVML samples, not their spread: no interval to judge by
+        note = ("no noise interval recorded: gpu_util_pct is one mean of NVML samples per point (benchmark keeps "
+                "no p10-p90 of them), so the noise rule cannot decide")
+        return Claim(claim, paper, ours, INCONCLUSIVE, dev, criterion=criterion,
+                     note="; ".join(n for n in (note, left_out) if n))
+    spreads = {m: [Spread(r["gpu_util_pct"], r["gpu_util_pct_p10"], r["gpu_util_pct_p90"]) for _, r in g.iterrows()]
+               for m, g in util.groupby("model", sort=False)}
+    parts = [trend([s[0], s[-1]], "up", unit="%", labels=[f"{m} smallest batch", f"{m} largest batch"])
+             for m, s in spreads.items() if len(s) > 1]
+    mean = {m: Spread(*(float(np.mean([getattr(x, k) for x in s])) for k in ("value", "low", "high")))
+            for m, s in spreads.items()}
+    deeper = [mean[m] for m in resnets if m in mean]
+    if len(deeper) > 1:
+        parts.append(trend(deeper, "up", unit="%", labels=[m for m in resnets if m in mean]))
+    held, note = all_of(*parts)
     return Claim(claim, paper, ours, held, dev, criterion=criterion,
-                 note=f"{skipped} point(s) without utilisation left out (gpu_util_missing_reason says why)"
-                 if skipped else "")
+                 note="; ".join(n for n in (note, left_out) if n))
+
+
+def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
+    """Sec. V: batch size "introduces system-level overheads, such as time spent waiting on semaphores": the time
+    the host is blocked in CUDA synchronisation per batch, at the largest batch against the smallest."""
+    claim = "time waiting on synchronisation (semwait) per batch rises with batch size"
+    paper = ("Sec. V: \"the choice of batch size ... introduces system-level overheads, such as time spent waiting "
+             "on semaphores\"; Sec. III-A: \"time spent waiting on system calls (like semwait or poll)\"")
+    criterion = ("sync wait per batch (host blocked in cuda*Synchronize, from the breakdown's one-step profiles) at "
+                 f"the largest batch > at the smallest, every model; {NOISE_RULE} (the range of the one-step "
+                 "profiles)")
+    wait = parts[parts["component"] == "sync wait"].dropna(subset=["time_per_batch_ms"]) if len(parts) else parts
+    if wait.empty:
+        reasons = sorted(set(parts.loc[parts["component"] == "sync wait", "time_missing_reason"].dropna())) \
+            if len(parts) else []
+        return Claim(claim, paper, "not measured", None, dev, criterion=criterion,
+                     note=("; ".join(reasons) or "no breakdown measured") + ": a CPU runs the operators itself, "
+                          "there is no device to wait for")
+    ends = {}
+    for m, g in wait.groupby("model", sort=False):
+        if len(g) > 1:
+            ends[m] = [(int(r["batch_size"]), Spread(float(r["time_per_batch_ms"]), float(r["time_per_batch_ms_low"]),
+                                                      float(r["time_per_batch_ms_high"])))
+                       for r in (g.iloc[0], g.iloc[-1])]
+    held, note = all_of(*(trend([a[1], b[1]], "up", unit=" ms", labels=[f"{m} batch {a[0]}", f"{m} batch {b[0]}"])
+                          for m, (a, b) in ends.items()))
+    ours = ", ".join(f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})"
+                     for m, (a, b) in ends.items())
+    return Claim(claim, paper, ours or "not measured", held if ends else None, dev, criterion=criterion,
+                 note=note if ends else "the grid needs two batch sizes")
 
 
 def _panels(ok: pd.DataFrame, panels: list[tuple[str, str, str]]):

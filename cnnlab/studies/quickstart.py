@@ -92,7 +92,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     ok = df[(df["experiment"] == "batch") & (df["status"] == "ok")]
     claim, paper = ("throughput at the best batch size is far above batch 1",
                     "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
-                    "(up to around 64) ... we're better utilizing the GPU's parallel processing capabilities\" (Fig. 1)")
+                    "(up to around 64) ... we're better utilizing the GPU's parallel processing capabilities\" "
+                    "(Fig. 1)")
     criterion = (f"images/s at the best batch size / at the smallest > {THROUGHPUT_GAIN:g} (images/s = batch size / "
                  f"time per batch; the ratio's interval from both points' p10-p90; {NOISE_RULE})")
     if ok.empty:
