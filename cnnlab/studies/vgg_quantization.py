@@ -495,7 +495,8 @@ def _bars(ax, df: pd.DataFrame, x: str, y: str, ylabel: str, errors: bool = Fals
 
 
 def figures(df: pd.DataFrame) -> dict:
-    """``07_loader_sweep`` (epoch time, s, per num_workers, train and test, a line per pin_memory), ``07_int8``
+    """``07_loader_sweep`` (epoch time, s, per num_workers, train and test, a line per pin_memory: median and range
+    of the rounds), ``07_int8``
     (fp32 vs int8: size, MB; accuracy, %; CPU latency per batch, ms), ``07_inference_profile`` (self CPU time, ms,
     of the top operators per precision), ``07_compiled_inference`` (warm latency per batch, ms; first pass over the
     test set, s)."""
@@ -506,11 +507,13 @@ def figures(df: pd.DataFrame) -> dict:
     pinned = "pinned" if str(loaders["device"].iloc[0]).startswith("cuda") else "pinned (no effect without a GPU)"
     long["pin_memory"] = long["pin_memory"].astype(bool).map({True: pinned, False: "pageable"})
     grid = plotting.sns.relplot(data=long, x="num_workers", y="epoch_time_s", hue="pin_memory", col="phase",
-                                kind="line", marker="o", height=3.2, aspect=1.2, facet_kws={"sharey": False})
+                                kind="line", marker="o", height=3.2, aspect=1.2, facet_kws={"sharey": False},
+                                estimator="median", errorbar=("pi", 100))  # the median and range the claims judge
     grid.set_axis_labels("DataLoader num_workers", plotting.label_for("epoch_time_s"))
     for ax in grid.axes.flat:
         ax.set_xticks(sorted(long["num_workers"].unique()))
-    grid.figure.suptitle(f"DataLoader workers (cap: {int(loaders['num_workers_cap'].iloc[0])} cores)", y=1.03)
+    grid.figure.suptitle(f"DataLoader workers, median and range of {loaders['round'].nunique()} rounds (cap: "
+                         f"{int(loaders['num_workers_cap'].iloc[0])} cores)", y=1.03)
 
     int8 = _ok(df, "int8")
     fig_int8, axes = plotting.plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
