@@ -9,8 +9,11 @@ as the framework calls it). Our gemm is a Python im2col + matmul while opt and n
 so opt / gemm mixes two effects; opt / native isolates what Opt's memory optimisations add, and both are reported.
 Every strategy runs under one explicit TF32 setting (``tf32``, recorded in every row): on Ampere and newer GPUs
 cuDNN convolutions would otherwise run in TF32 while gemm's matmul runs in full FP32. Inputs are random tensors of
-each network's shape (``data_source = synthetic``). :func:`paper_reference`: the paper's numbers (constant data, not
-a measurement).
+each network's shape (``data_source = synthetic``). The grid is timed ``rounds`` times over, so each time carries
+the drift of a shared machine's load between points as well as its own batches' spread (:func:`combine_rounds`),
+and the claims are judged on those intervals by the noise rule of ``cnnlab.claims``; :func:`identical_kernels`
+checks that the intervals are honest. :func:`paper_reference`: the paper's numbers (constant data, not a
+measurement).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import pandas as pd
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim
+from cnnlab import claims
+from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.profiling import benchmark, cost_model, sweep, wall_time
@@ -58,10 +62,27 @@ MAX_REPEATS = 200  # timed batches per point at most, however fast the point
 BENCH_COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean", "throughput_items_per_s",
                  "first_call_ms", "gpu_util_pct", "gpu_util_missing_reason", "batch_size", "warmup", "repeats",
                  "cpu_threads", "device", "device_name")
-BEST_TOLERANCE = 0.10  # best may be this much slower than the fastest single kernel and still "narrow the gap"
-# Our opt / gemm matches the paper's magnitude when within this factor of it either way (paper: 5.6x, "roughly 2x";
-# its GPUs and cuDNN of 2016 against ours, so only the order of magnitude is comparable).
-MAGNITUDE_FACTOR = 2.0
+# best picks, per layer, among the single kernels, so where one kernel wins every layer best IS that kernel: it ties
+# the top kernel, which "narrows the gap" must accept. A tie is within BEST_TOLERANCE (best's speed-up >= 0.9x the
+# top kernel's); the timing noise is handled apart, by the noise rule of cnnlab.claims.
+BEST_TOLERANCE = 0.10
+# "5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG": "roughly 2x" is what a reader rounds to 2, i.e.
+# 1.5-2.5x, +-25%; 5.6x gets the same relative band (4.2-7.0x): the paper's GPUs and 2016 libraries are not ours,
+# and it states no other precision. A speed-up of 1.0x (none) is not "roughly 2x".
+MAGNITUDE_BAND = 0.25
+PAPER = {  # Sec. IV-E, "Key Observations", as the paper words them
+    "winner": '"No single kernel wins everywhere."',
+    "pattern": '"cuda-convnet tops the tiny LeNet and CIFAR models, whereas cuDNN variants gain the edge once the '
+               'networks scale up (AlexNet, ZFNet, VGG)."',
+    "best": '"cuDNN-Best-which cherry-picks the fastest kernel per layer-narrows the gap, but still trails Opt."',
+    "opt": '"Opt delivers the highest throughput across the board: 5.6x on LeNet and roughly 2x on AlexNet, ZFNet, '
+           'and VGG"',
+}
+# The strategies that stand for the paper's libraries in the pattern claim: direct (cnnlab's Triton direct
+# convolution) for cuda-convnet's direct convolution, gemm / fft / fft_tiled for cuDNN's MM / FFT / FFT-T modes.
+PATTERN_DIRECT_WINS = ("LeNet", "CIFAR")
+PATTERN_CUDNN_WINS = ("AlexNet", "ZFNet", "VGG")
+CUDNN_KERNELS = ("gemm", "fft", "fft_tiled")
 
 # tf32=False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row).
 MAX_IMAGE_SIZE = 2048  # VGG's input, pixels a side: 9x the paper's 224; larger is a slip, not a study
@@ -71,13 +92,15 @@ PRESETS = {
     # CPU smoke run: batch 2; VGG on its 32x32 CIFAR input (its FFT strategies at 224x224 take ~30 s a pass on one
     # core); >= 1 timed batch, more up to 0.3 s (FFT on AlexNet/ZFNet: 1-2.5 s a pass); best times each candidate
     # once per layer; the interpreted Triton kernel is checked on the two small networks only; one thread.
+    # Three rounds over the whole grid (see measure): on a shared CPU the load drifts between points, and a point's
+    # p10-p90 does not see it (best that picked gemm on every layer timed 0.47-2.1x gemm in one round each).
     "quick": dict(_ALL, batch_size=2, vgg_image_size=32, direct_check_networks=["LeNet", "CIFAR"], best_repeats=1,
-                  warmup=0, repeats=1, min_time_s=0.3, threads=1),
+                  warmup=0, repeats=1, min_time_s=0.1, rounds=3, threads=1),
     # One GPU: every network at its paper's input size.
     "standard": dict(_ALL, batch_size=32, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=3,
-                     warmup=3, repeats=20, min_time_s=1.0, threads=None),
+                     warmup=3, repeats=20, min_time_s=1.0, rounds=3, threads=None),
     "paper": dict(_ALL, batch_size=128, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=5,
-                  warmup=10, repeats=50, min_time_s=2.0, threads=None),
+                  warmup=10, repeats=50, min_time_s=2.0, rounds=3, threads=None),
 }
 
 
@@ -103,7 +126,8 @@ def configure(preset: str | None = None, **overrides):
     cfg.vgg_model = config.one_of(cfg.vgg_model, VGG_MODELS, parameter="vgg_model")
     cfg.tf32 = config.boolean(cfg.tf32, parameter="tf32")
     for name, minimum, maximum in (("vgg_image_size", 32, MAX_IMAGE_SIZE), ("best_repeats", 1, config.MAX_COUNT),
-                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT)):
+                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT),
+                                   ("rounds", 1, config.MAX_COUNT)):
         setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum, maximum=maximum))
     cfg.batch_size = config.batch_size(cfg.batch_size)
     if type(cfg.min_time_s) not in (int, float) or not 0 <= cfg.min_time_s <= 600:  # type(): no bools
@@ -173,9 +197,11 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check": per network
     of ``cfg.direct_check_networks``, the direct strategy (Triton kernel: compiled on a GPU, interpreted on a CPU)
     against native on :data:`DIRECT_CHECK_BATCH` images: rel_error_vs_native, check_s (s, one call); "skipped"
-    with the reason where the kernel cannot run here. "strategies": one row per (network, strategy), paper order:
-    ``cnnlab.profiling.benchmark``'s columns (latency_ms_* per batch; first_call_ms: where best times its
-    candidates per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s``), input_shape,
+    with the reason where the kernel cannot run here. "strategies": one row per (network, strategy), paper order,
+    from ``cfg.rounds`` passes over the whole grid (:func:`combine_rounds`: the median of the rounds' medians within
+    their lowest p10 and highest p90): ``cnnlab.profiling.benchmark``'s columns (latency_ms_* per batch;
+    first_call_ms: where best times its candidates per layer and a GPU compiles or autotunes; repeats sized by
+    ``min_time_s`` per round), rounds, round_medians_ms, input_shape,
     best_choices ("gemm x3, fft x2"), rel_error_vs_native (the first call's output), then :func:`add_speedups`'
     columns; direct "skipped" where Triton is not timed (CPU: :data:`DIRECT_CPU_REASON`). "speedups": per
     network, speedup_vs_gemm per strategy (a column each, 2 decimals) and paper_opt (the paper's Opt, its words).
@@ -199,7 +225,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                               "tf32": cfg.tf32},
                     skip=lambda network: check_reason, desc="direct strategy vs native", progress=progress)
 
-    def point(network, strategy):
+    def point(round, network, strategy):  # noqa: A002  (round: the grid's pass, a column of the store)
         with config.tf32(cfg.tf32):  # every strategy, best's per-layer timing and native's reference output
             return {**timed_point(network, strategy), "tf32": cfg.tf32}
 
@@ -226,9 +252,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     settings = {**vars(cfg), "threads": threads, "data_source": DATA_SOURCE, "max_repeats": MAX_REPEATS}
     for name in ("networks", "strategies", "direct_check_networks"):
         settings.pop(name)
-    runs = add_speedups(sweep(point, {"network": cfg.networks, "strategy": cfg.strategies}, store["sweep_li2016"],
-                              settings=settings, progress=progress, desc="Li et al. strategies",
-                              skip=lambda network, strategy: untimed[1] if strategy == "direct" and untimed else None))
+    # round outermost: each strategy is timed once per pass over the whole grid, so its rounds lie minutes apart
+    # and their spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
+    grid = {"round": list(range(cfg.rounds)), "network": cfg.networks, "strategy": cfg.strategies}
+    timed = sweep(point, grid, store["sweep_li2016"], settings=settings, progress=progress, desc="Li et al. strategies",
+                  skip=lambda round, network, strategy: untimed[1] if strategy == "direct" and untimed else None)
+    runs = add_speedups(combine_rounds(timed))
     speedups = runs.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
     speedups = speedups.reindex(columns=[s for s in cfg.strategies if s in speedups.columns]).round(2)
     opt = runs[runs["strategy"] == "opt"].set_index("network")["speedup_vs_native"]
@@ -236,6 +265,33 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     speedups["paper_opt"] = speedups.index.map({n: text for n, (_, text) in PAPER_OPT_SPEEDUP.items()})
     return studies.combine(networks=networks_table(cfg.networks, **vgg), direct_check=checked, strategies=runs,
                            speedups=speedups.reset_index())
+
+
+def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
+    """One row per (network, strategy) of the per-round rows of ``timed`` (a ``round`` column), in first-seen order:
+    the first measured round's row, with latency_ms_median the median of the rounds' medians, latency_ms_p10 the
+    lowest of their p10s and latency_ms_p90 the highest of their p90s (so the interval covers the spread within a
+    round and the drift between rounds: the figure's whiskers), latency_ms_rounds_min/_max the least and most of
+    the rounds' medians (the interval the claims judge, :func:`time_spread`), latency_ms_mean their mean, repeats
+    the timed batches of all rounds, rounds (how many were measured) and round_medians_ms ("1.2, 1.3, 1.1"). A point
+    with no measured round keeps its first round's row (its status and error)."""
+    if "round" not in timed:
+        return timed.assign(rounds=(timed["status"] == "ok").astype(int), round_medians_ms=None)
+    rows = []
+    for _, group in timed.groupby(["network", "strategy"], sort=False):
+        ok = group[group["status"] == "ok"]
+        row = (ok if len(ok) else group).iloc[0].to_dict()
+        row.pop("round")
+        if len(ok):
+            medians = ok["latency_ms_median"].astype(float)
+            row.update(latency_ms_median=float(medians.median()), latency_ms_p10=float(ok["latency_ms_p10"].min()),
+                       latency_ms_p90=float(ok["latency_ms_p90"].max()),
+                       latency_ms_rounds_min=float(medians.min()), latency_ms_rounds_max=float(medians.max()),
+                       latency_ms_mean=float(ok["latency_ms_mean"].mean()), repeats=int(ok["repeats"].sum()),
+                       round_medians_ms=", ".join(f"{m:.4g}" for m in medians))
+        row["rounds"] = len(ok)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
@@ -259,6 +315,23 @@ def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def identical_kernels(df: pd.DataFrame) -> pd.DataFrame:
+    """The noise check the study carries: on each network where best picked one kernel for every layer, best runs
+    exactly that kernel, so its time / that kernel's should be 1 within their intervals. One row per such network:
+    network, kernel, best_vs_kernel (median ratio), low, high (its interval, from both :func:`time_spread`),
+    covers_1 (True where the interval contains 1; False would mean the intervals understate the noise)."""
+    runs = df[df["experiment"] == "strategies"] if "experiment" in df else df
+    times, rows = _times(runs), []
+    best = runs[(runs["strategy"] == "best") & (runs["status"] == "ok")]
+    for network, choices in zip(best["network"], best["best_choices"]):
+        picks = {part.rsplit(" x", 1)[0] for part in str(choices).split(", ")} if isinstance(choices, str) else set()
+        if len(picks) == 1 and (kernel := picks.pop()) in times.get(network, {}):
+            ratio = times[network]["best"] / times[network][kernel]
+            rows.append({"network": network, "kernel": kernel, "best_vs_kernel": ratio.value, "low": ratio.low,
+                         "high": ratio.high, "covers_1": ratio.low <= 1 <= ratio.high})
+    return pd.DataFrame(rows, columns=["network", "kernel", "best_vs_kernel", "low", "high", "covers_1"])
+
+
 def paper_reference() -> pd.DataFrame:
     """The speed-ups paper 001 reports for Opt (Sec. IV-E): network, strategy ("opt"), paper_strategy ("Opt"),
     paper_speedup (x over cuDNN-MM), paper_text (as the paper words it), approximate (True for "roughly")."""
@@ -267,81 +340,204 @@ def paper_reference() -> pd.DataFrame:
                          for n, (v, text) in PAPER_OPT_SPEEDUP.items()])
 
 
+def _named(name: str, verdict: tuple) -> tuple:
+    """A (held, note) verdict with ``name`` in front of its note (where the intervals overlap)."""
+    held, note = verdict
+    return held, f"{name}: {note}" if note else ""
+
+
+def _faster(times: dict, network: str, a: str, b: str) -> tuple:
+    """(held, note) of "``a`` is faster than ``b`` on ``network``": time_b / time_a > 1 by the noise rule."""
+    return _named(f"{network} {b} / {a}", claims.judge(times[network][b] / times[network][a], ">", 1.0, fmt=".2f",
+                                                        unit="x"))
+
+
+def _any_of(*verdicts: tuple) -> tuple:
+    """(held, note) of a claim that needs one part: True if any part held, False if every part failed, else
+    inconclusive (the parts' notes joined)."""
+    held = [h for h, _ in verdicts]
+    notes = "; ".join(n for _, n in verdicts if n)
+    if any(h is True for h in held):
+        return True, ""
+    if all(h is False for h in held):
+        return False, ""
+    return claims.INCONCLUSIVE, notes
+
+
+def time_spread(row) -> Spread:
+    """A point's time per batch with its noise, as the claims judge it: with two or more rounds, the median of the
+    rounds' medians within their least and most (``Spread.of_samples`` of repeated measurements: the drift of the
+    load between passes over the grid, which is what moves one point against another); with one round, the median
+    within its p10-p90 (the spread of its timed batches)."""
+    rounds = row.get("rounds")
+    low, high = row.get("latency_ms_rounds_min"), row.get("latency_ms_rounds_max")
+    if rounds is not None and np.isfinite(rounds) and rounds >= 2 and all(
+            v is not None and np.isfinite(v) for v in (low, high)):
+        value = float(row["latency_ms_median"])
+        return Spread(value, min(value, float(low)), max(value, float(high)))
+    return Spread.of(row, "latency_ms")
+
+
+def _times(runs: pd.DataFrame) -> dict[str, dict[str, Spread]]:
+    """network -> strategy -> time per batch (:func:`time_spread`)."""
+    ok = runs[runs["status"] == "ok"].dropna(subset=["latency_ms_median", "latency_ms_p10", "latency_ms_p90"])
+    times: dict[str, dict[str, Spread]] = {}
+    for row in ok.to_dict("records"):
+        times.setdefault(row["network"], {})[row["strategy"]] = time_spread(row)
+    return times
+
+
+def _speedup(times: dict, network: str, strategy: str) -> Spread:
+    """gemm's time / ``strategy``'s on ``network``: the speed-up over cuDNN-MM with its interval."""
+    return times[network][BASELINE] / times[network][strategy]
+
+
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Sec. IV-E on the "strategies" rows, each claim with its criterion: (1) no single kernel wins everywhere: the
-    fastest of gemm, fft, fft_tiled and direct differs between networks; (2) best narrows the gap: on every network
-    best is at least (1 - :data:`BEST_TOLERANCE`) x as fast as the fastest single kernel; (3) best trails opt on
-    every network; (4) opt is the fastest strategy on every network, native (the vendor's convolution without Opt's
-    memory optimisations) included; (5) opt / gemm is within :data:`MAGNITUDE_FACTOR` x of the paper's 5.6x and
-    roughly 2x on every network the paper gives a number for. Strategies not measured here (direct on a CPU) are
-    left out of each comparison and named in the note."""
+    """Sec. IV-E on the "strategies" rows, by the noise rule of ``cnnlab.claims`` (every time is :func:`time_spread`:
+    its rounds' medians' range; a ratio's interval runs between the extremes), each claim with its criterion and
+    the paper's words (:data:`PAPER`):
+
+    1. no single kernel wins everywhere: every single kernel measured (gemm, fft, fft_tiled, direct) is clearly
+       slower than another on some network; did not hold when one is clearly fastest on every network;
+    2. the paper's pattern: direct (for cuda-convnet) clearly faster than the fastest of gemm, fft and fft_tiled
+       (cuDNN's modes) on LeNet and CIFAR, and clearly slower on AlexNet, ZFNet and VGG (n/a where direct is not
+       timed, as on a CPU);
+    3. best narrows the gap: on every network best's speed-up > (1 - :data:`BEST_TOLERANCE`) x the fastest single
+       kernel's (a tie counts: best is that kernel where it wins every layer);
+    4. best still trails opt on every network;
+    5. opt is clearly faster than every other strategy measured, native (the vendor's convolution) included, on
+       every network;
+    6. opt / gemm within +-:data:`MAGNITUDE_BAND` of the paper's 5.6x (LeNet) and "roughly 2x" (AlexNet, ZFNet,
+       VGG), on every network measured that the paper gives a number for.
+
+    Strategies not measured here (direct on a CPU) are left out of each comparison and named in the note."""
     dev, runs = str(device), df[df["experiment"] == "strategies"]
-    sp = runs[runs["status"] == "ok"].dropna(subset=["speedup_vs_gemm"]).pivot_table(
-        index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
+    times = _times(runs)
+    networks = [n for n in dict.fromkeys(runs["network"]) if n in times and BASELINE in times[n]]
+    measured = set.intersection(*(set(times[n]) for n in networks)) if networks else set()
     missing = sorted(set(runs.loc[runs["status"] != "ok", "strategy"]))
     left_out = f"not measured here: {', '.join(missing)}" if missing else ""
-    singles = [s for s in SINGLE_KERNELS if s in sp.columns]
+    singles = [s for s in SINGLE_KERNELS if s in measured]
+    rule_of = (f"({claims.NOISE_RULE}; the interval of each time: the least and most of its rounds' medians, the "
+               "p10-p90 of its timed batches where it has one round; a ratio's interval between the extremes)")
+    checks = []
 
-    def unmeasured(claim, criterion, why):
-        return Claim(claim=claim, paper="Fig. 7", ours="not measured", held=None, device=dev, criterion=criterion,
-                     note=why)
+    def add(claim, paper, ours, verdict, criterion, note=""):
+        held, overlap = verdict
+        notes = "; ".join(n for n in (overlap, note) if n)
+        checks.append(Claim(claim, paper, ours, held, dev, criterion=f"{criterion} {rule_of}", note=notes))
 
-    claim, rule = "no single kernel wins everywhere", (f"the fastest of {', '.join(singles) or 'the single kernels'} "
-                                                       "is not the same on every network")
-    if len(sp) >= 2 and len(singles) >= 2:
-        winners = sp[singles].idxmax(axis=1)
-        checks = [Claim(claim, paper="cuda-convnet tops LeNet and CIFAR, cuDNN variants win on AlexNet, ZFNet, VGG",
-                        ours=", ".join(f"{n}: {w}" for n, w in winners.items()), held=winners.nunique() > 1,
-                        device=dev, criterion=rule, note=left_out)]
+    def unmeasured(claim, paper, criterion, why):
+        checks.append(Claim(claim, paper, "not measured", None, dev, criterion=f"{criterion} {rule_of}", note=why))
+
+    def fastest(network, among):  # by median, to name it; the verdicts compare intervals
+        return min(among, key=lambda s: times[network][s].value)
+
+    # 1. no single kernel wins everywhere
+    claim = "no single kernel wins everywhere"
+    rule = (f"every single kernel measured ({', '.join(singles) or 'none'}) is clearly slower than another on some "
+            "network; did not hold when one is clearly faster than all others on every network")
+    if len(networks) >= 2 and len(singles) >= 2:
+        beaten, winner_everywhere = {}, []
+        for k in singles:
+            parts = [_faster(times, n, j, k) for n in networks for j in singles if j != k]
+            beaten[k] = _any_of(*parts)
+            wins = claims.all_of(*(_faster(times, n, k, j) for n in networks for j in singles if j != k))
+            if wins[0] is True:
+                winner_everywhere.append(k)
+        if winner_everywhere:
+            verdict = (False, "")
+        else:
+            verdict = claims.all_of(*beaten.values())
+        ours = ", ".join(f"{n}: {fastest(n, singles)}" for n in networks) + " (fastest single kernel by median)"
+        add(claim, PAPER["winner"], ours, verdict, rule,
+            left_out + (f"; clearly fastest on every network: {', '.join(winner_everywhere)}" if winner_everywhere
+                        else ""))
     else:
-        checks = [unmeasured(claim, rule, "needs two networks and two single-kernel strategies measured")]
+        unmeasured(claim, PAPER["winner"], rule, "needs two networks and two single-kernel strategies measured")
+
+    # 2. the paper's pattern: cuda-convnet (direct) on the small networks, cuDNN's modes on the large ones
+    claim = "cuda-convnet (direct) tops LeNet and CIFAR, cuDNN's modes win on AlexNet, ZFNet and VGG"
+    cudnn = [s for s in CUDNN_KERNELS if s in measured]
+    rule = ("direct / the fastest of gemm, fft, fft_tiled (cuDNN's MM, FFT, FFT-T) time per batch < 1 on LeNet "
+            "and CIFAR and > 1 on AlexNet, ZFNet and VGG, on each of these networks measured")
+    pattern = [n for n in networks if n in PATTERN_DIRECT_WINS + PATTERN_CUDNN_WINS]
+    if "direct" in measured and cudnn and pattern:
+        parts, shown = [], []
+        for n in pattern:
+            top = fastest(n, cudnn)
+            ratio = times[n]["direct"] / times[n][top]
+            op = "<" if n in PATTERN_DIRECT_WINS else ">"
+            parts.append(_named(f"{n} direct / {top}", claims.judge(ratio, op, 1.0, fmt=".2f", unit="x")))
+            shown.append(f"{n}: direct / {top} {ratio.text('.2f', 'x')}")
+        add(claim, PAPER["pattern"], ", ".join(shown), claims.all_of(*parts), rule,
+            "direct stands for cuda-convnet's direct convolution; gemm, fft and fft_tiled for cuDNN's modes")
+    else:
+        why = (DIRECT_CPU_REASON + ": direct, the counterpart of cuda-convnet (a direct convolution), is not timed "
+               "here, so there is nothing to set against gemm, fft and fft_tiled (cuDNN's MM, FFT and FFT-T); on a "
+               "CPU neither library exists, and no other strategy here is a direct convolution" if "direct" in missing
+               else "direct (the counterpart of cuda-convnet) or gemm, fft and fft_tiled (cuDNN's modes) not measured"
+               if "direct" not in measured or not cudnn else "none of the pattern's networks measured")
+        unmeasured(claim, PAPER["pattern"], rule, why)
+
+    # 3. best narrows the gap
     claim = "best (per-layer pick) narrows the gap to the fastest kernel"
-    rule = f"best's speed-up >= {1 - BEST_TOLERANCE:.2f} x the fastest single kernel's on every network"
-    if "best" in sp.columns and singles:
-        top = sp[singles].max(axis=1)
-        checks.append(Claim(claim, paper="cuDNN-Best, which cherry-picks the fastest kernel per layer, narrows the gap",
-                            ours=", ".join(f"{n}: best {b:.2f}x vs top kernel {t:.2f}x"
-                                           for n, b, t in zip(sp.index, sp["best"], top)),
-                            held=bool((sp["best"] / top >= 1 - BEST_TOLERANCE).all()), device=dev, criterion=rule,
-                            note=left_out))
+    floor = 1 - BEST_TOLERANCE
+    rule = (f"best's speed-up / the fastest single kernel's > {floor:.2f} on every network (a tie within "
+            f"{BEST_TOLERANCE:.0%} counts: where one kernel wins every layer, best is that kernel)")
+    if "best" in measured and singles:
+        parts, shown = [], []
+        for n in networks:
+            top = fastest(n, singles)
+            ratio = times[n][top] / times[n]["best"]  # = best's speed-up / top's
+            parts.append(_named(f"{n} best vs {top}", claims.judge(ratio, ">", floor, fmt=".2f", unit="x")))
+            shown.append(f"{n}: best / {top} speed-up {ratio.text('.2f', 'x')}")
+        add(claim, PAPER["best"], ", ".join(shown), claims.all_of(*parts), rule, left_out)
     else:
-        checks.append(unmeasured(claim, rule, "best or the single kernels not measured"))
-    claim, rule = "best still trails opt", "best's speed-up < opt's on every network"
-    if {"best", "opt"} <= set(sp.columns):
-        checks.append(Claim(claim, paper="cuDNN-Best still trails Opt",
-                            ours=", ".join(f"{n}: best {b:.2f}x, opt {o:.2f}x"
-                                           for n, b, o in zip(sp.index, sp["best"], sp["opt"])),
-                            held=bool((sp["best"] < sp["opt"]).all()), device=dev, criterion=rule))
+        unmeasured(claim, PAPER["best"], rule, "best or the single kernels not measured")
+
+    # 4. best still trails opt
+    claim, rule = "best still trails opt", "best's time / opt's > 1 (opt faster) on every network"
+    if {"best", "opt"} <= measured:
+        add(claim, PAPER["best"], ", ".join(f"{n}: best / opt time {(times[n]['best'] / times[n]['opt']).text('.2f', 'x')}"
+                                            for n in networks),
+            claims.all_of(*(_faster(times, n, "opt", "best") for n in networks)), rule)
     else:
-        checks.append(unmeasured(claim, rule, "best or opt not measured"))
+        unmeasured(claim, PAPER["best"], rule, "best or opt not measured")
+
+    # 5. opt is the fastest strategy on every network
     claim = "opt is the fastest strategy on every network"
-    others = [s for s in sp.columns if s != "opt"]
-    rule = f"opt's speed-up >= that of every other strategy measured ({', '.join(others) or 'none'}) on every network"
-    if "opt" in sp.columns and others:
-        fastest = sp["opt"] >= sp[others].max(axis=1)
-        native = (", opt / native " + ", ".join(f"{n} {v:.2f}x" for n, v in (sp["opt"] / sp["native"]).items())
-                  if "native" in sp.columns else "")
-        paper = ", ".join(f"{n} {text}" for n, (_, text) in PAPER_OPT_SPEEDUP.items())
-        checks.append(Claim(claim, paper=f"Opt: {paper} over cuDNN-MM",
-                            ours="opt / gemm " + ", ".join(f"{n} {v:.2f}x" for n, v in sp["opt"].items()) + native,
-                            held=bool(fastest.all()), device=dev, criterion=rule, note=left_out))
+    others = [s for s in STRATEGIES + OPTIONAL if s in measured and s != "opt"]
+    rule = (f"every other strategy's time / opt's > 1 ({', '.join(others) or 'none'}; native, the vendor's "
+            "convolution without Opt's memory optimisations, included) on every network")
+    if "opt" in measured and others:
+        verdict = claims.all_of(*(_faster(times, n, "opt", s) for n in networks for s in others))
+        ours = "opt / gemm " + ", ".join(f"{n} {_speedup(times, n, 'opt').text('.2f', 'x')}" for n in networks)
+        if "native" in measured:
+            ours += ", opt / native " + ", ".join(f"{n} {(times[n]['native'] / times[n]['opt']).text('.2f', 'x')}"
+                                                  for n in networks)
+        add(claim, PAPER["opt"], ours, verdict, rule, left_out)
     else:
-        checks.append(unmeasured(claim, rule, "opt or every other strategy not measured"))
+        unmeasured(claim, PAPER["opt"], rule, "opt or every other strategy not measured")
+
+    # 6. opt's magnitude
     claim = "opt's speed-up over gemm has the paper's magnitude"
-    given = [n for n in PAPER_OPT_SPEEDUP if "opt" in sp.columns and n in sp.index]
-    rule = (f"opt / gemm within {MAGNITUDE_FACTOR:g}x either way of the paper's value (LeNet 5.6x; AlexNet, ZFNet, "
-            f"VGG roughly 2x, taken as 2.0x) on every network measured that the paper gives a number for")
+    given = [n for n in PAPER_OPT_SPEEDUP if "opt" in measured and n in networks]
+    band = MAGNITUDE_BAND
+    rule = (f"opt / gemm within +-{band:.0%} of the paper's value: > {5.6 * (1 - band):.1f}x and < "
+            f"{5.6 * (1 + band):.1f}x on LeNet, > {2 * (1 - band):.1f}x and < {2 * (1 + band):.1f}x (\"roughly 2x\": "
+            "what rounds to 2) on AlexNet, ZFNet and VGG, on every network measured that the paper gives a number for")
     if given:
-        ratio = {n: sp.loc[n, "opt"] / PAPER_OPT_SPEEDUP[n][0] for n in given}
-        checks.append(Claim(claim, paper=", ".join(f"{n} {PAPER_OPT_SPEEDUP[n][1]}" for n in given),
-                            ours=", ".join(f"{n} {sp.loc[n, 'opt']:.2f}x ({ratio[n]:.2f} of the paper's)"
-                                           for n in given),
-                            held=all(1 / MAGNITUDE_FACTOR <= r <= MAGNITUDE_FACTOR for r in ratio.values()),
-                            device=dev, criterion=rule,
-                            note="the paper's GPUs and libraries of 2016 against this device's: only the order of "
-                                 "magnitude is comparable"))
+        parts = []
+        for n in given:
+            x, value = _speedup(times, n, "opt"), PAPER_OPT_SPEEDUP[n][0]
+            parts += [_named(n, claims.judge(x, ">", value * (1 - band), fmt=".2f", unit="x")),
+                      _named(n, claims.judge(x, "<", value * (1 + band), fmt=".2f", unit="x"))]
+        add(claim, PAPER["opt"], ", ".join(f"{n} {_speedup(times, n, 'opt').text('.2f', 'x')} (paper "
+                                          f"{PAPER_OPT_SPEEDUP[n][1]})" for n in given),
+            claims.all_of(*parts), rule, "the paper's GPUs and libraries of 2016 against this device's")
     else:
-        checks.append(unmeasured(claim, rule, "opt not measured on LeNet, AlexNet, ZFNet or VGG"))
+        unmeasured(claim, PAPER["opt"], rule, "opt not measured on LeNet, AlexNet, ZFNet or VGG")
     return checks
 
 
