@@ -169,7 +169,8 @@ CLAIMS = {
     "cuda_procs": "CUDA runtime falls with process count on the larger data fractions (1, 1/2)",
     "tenth": "runtime gains from batch size and process count are less pronounced on 1/10 of the data",
     "crossover": "batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
-    "calls_batch": "number of calls per epoch falls with batch size as the steps per rank do (calls per step unchanged)",
+    "calls_batch": "number of calls per epoch falls with batch size as the steps per rank do (calls per step "
+                   "unchanged)",
     "calls_procs": "number of calls per epoch falls with process count as the steps per rank do (calls per step "
                    "unchanged)",
     "cpu_memory": "CPU memory allocated per sample is about the same for every batch size and process count",
@@ -195,7 +196,8 @@ def paper_like(noise=0.01, **columns):
             for w in (1, 2):
                 steps = math.ceil(50_000 * f / (b * w))
                 row = dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cuda",
-                           steps_per_rank=steps, profile_repeats=3, cpu_total_ms=5000.0 + steps * (512.0 + b),
+                           steps_per_rank=steps, samples_total=math.ceil(50_000 * f / w) * w, profile_repeats=3,
+                           cpu_total_ms=5000.0 + steps * (512.0 + b),
                            cuda_total_ms=2500.0 + steps * (256.0 + b / 2),
                            cuda_missing_reason=None, calls_total=962 * steps, max_cpu_mem_mib=50.0,
                            cpu_mem_allocated_mib=steps * b / 64, max_gpu_mem_mib=float(b),
@@ -331,7 +333,10 @@ def test_scaling_efficiency_says_when_it_is_below_its_noise():
     once = ddp_scaling.add_scaling(pd.DataFrame([point(1, 100.0, 100.0, 100.0), point(2, 150.0, 150.0, 150.0)]))
     assert "measured once" in ddp_scaling.scaling_caveats(once)[0]
     fig = ddp_scaling._plot_scaling(df)  # the figure 05_scaling
-    assert "2 of 3 efficiencies below their noise" in fig.axes[1].get_title()
+    title = fig.axes[1].get_title().replace("\n", " ")
+    assert title.startswith("2 of 3 below their noise") and "b32, f0.5, 2 processes: above 1 beyond its range" in title
+    assert eff.loc[1.0, "scaling_efficiency_max"] < 1.05  # and a 1-process point is exactly 1 against itself:
+    assert df.loc[df["world_size"] == 1, ["scaling_efficiency_min", "scaling_efficiency_max"]].eq(1.0).all().all()
     ddp_scaling.plotting.plt.close("all")
 
 

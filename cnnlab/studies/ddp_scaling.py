@@ -11,13 +11,17 @@ epochs) through :func:`cnnlab.profiling.sweep` (resumable; a failed point is rec
 Memory is reported two ways: the peak of live tensor bytes (``max_*_mem_mib``) and the cumulative bytes allocated
 per epoch (``*_mem_allocated_mib``). The paper's Fig. 10-15 show memory that falls with more GPUs at a fixed
 per-GPU batch, which a peak cannot do (every GPU holds the same model and batch); bytes allocated per epoch can
-(each GPU takes fewer steps), so the paper's memory claims are judged on those.
+(each GPU takes fewer steps), so the paper's memory claims are read on those. A per-epoch total is a per-step
+quantity x the steps per rank, so its fall with more processes (and the calls' with larger batches) is arithmetic:
+:func:`check_claims` shows that expectation and judges what could come out otherwise (calls and bytes per step or per
+sample), every measured quantity with its noise (:mod:`cnnlab.claims`).
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -191,8 +195,9 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
                 df.at[idx, "scaling_missing_reason"] = "no successful 1-process point to compare with"
             else:
                 world = df.at[idx, "world_size"]
-                speedup = _spread(df.loc[idx], "throughput_samples_per_s") / _spread(base.iloc[0],
-                                                                                      "throughput_samples_per_s")
+                speedup = Spread.exact(1.0) if idx == base.index[0] else (  # a point against itself: exactly 1
+                    _spread(df.loc[idx], "throughput_samples_per_s")
+                    / _spread(base.iloc[0], "throughput_samples_per_s"))
                 df.at[idx, "speedup_vs_1"] = speedup.value
                 df.at[idx, "scaling_efficiency"] = speedup.value / world
                 df.at[idx, "scaling_efficiency_min"] = speedup.low / world
@@ -205,6 +210,19 @@ def scaling_caveats(df: pd.DataFrame) -> list[str]:
     (no range: its noise is unknown), above 1 beyond its range (the 1-process point was slowed, by other work on
     the machine or a warm-up: not a gain of data parallelism), or a range that covers everything from no speed-up
     (1 / processes) to ideal (1): below its noise. Empty when every efficiency is resolved."""
+    return [f"{_point(row)}: efficiency {eff.text('.2f')} {WHY[kind].format(floor=1 / row['world_size'])}"
+            for row, eff, kind in _below_noise(df)]
+
+
+WHY = {"once": "measured once (one epoch): its noise is unknown",
+       "above": "is above ideal (1) beyond its range: the 1-process point was slowed (other work, a warm-up), not a "
+                "gain of data parallelism",
+       "spans": "spans no speed-up ({floor:.2f}) to ideal (1): below its noise"}
+
+
+def _below_noise(df: pd.DataFrame) -> list[tuple]:
+    """(row, efficiency Spread, "once" / "above" / "spans") of every efficiency that :func:`scaling_caveats`
+    names."""
     out = []
     ok = df[(df["status"] == "ok") & df["scaling_efficiency"].notna() & (df["world_size"] > 1)]
     for _, row in ok.iterrows():
@@ -213,15 +231,11 @@ def scaling_caveats(df: pd.DataFrame) -> list[str]:
         low, high = (row["scaling_efficiency"] if pd.isna(v) else v for v in (low, high))
         eff = Spread(row["scaling_efficiency"], min(low, row["scaling_efficiency"]),
                      max(high, row["scaling_efficiency"]))
-        point, floor = _point(row), 1 / row["world_size"]
-        if eff.low == eff.high:
-            out.append(f"{point}: efficiency {eff.text('.2f')} measured once (one epoch): its noise is unknown")
-        elif eff.low > 1:
-            out.append(f"{point}: efficiency {eff.text('.2f')} is above ideal (1) beyond its range: the 1-process "
-                       f"point was slowed (other work, a warm-up), not a gain of data parallelism")
-        elif eff.low <= floor and eff.high >= 1:
-            out.append(f"{point}: efficiency {eff.text('.2f')} spans no speed-up ({floor:.2f}) to ideal (1): below "
-                       f"its noise")
+        floor = 1 / row["world_size"]
+        kind = "once" if eff.low == eff.high else "above" if eff.low > 1 else \
+            "spans" if eff.low <= floor and eff.high >= 1 else None
+        if kind:
+            out.append((row, eff, kind))
     return out
 
 
@@ -462,16 +476,16 @@ def _crossover(large: pd.DataFrame, device: str) -> Claim:
 
 
 def _cpu_memory(ok: pd.DataFrame, device: str) -> Claim:
-    """Sec. 4.5's CPU half on what could come out otherwise: bytes allocated per sample (a step's bytes / the batch
-    per process) within ``CPU_MEMORY_SPREAD`` over batch sizes and process counts, per data fraction."""
+    """Sec. 4.5's CPU half on what could come out otherwise: bytes allocated per sample (per epoch per rank / the
+    samples per rank: ``samples_total`` / processes, or steps x batch where that is not recorded) within
+    ``CPU_MEMORY_SPREAD`` over batch sizes and process counts, per data fraction."""
     metric = "cpu_mem_allocated_mib"
     parts, texts = [], []
     rows = ok.dropna(subset=[metric, "steps_per_rank"]) if "steps_per_rank" in ok else ok.iloc[:0]
     for fraction, group in rows.groupby("data_fraction"):
         if len(group) < 2:
             continue
-        kib = [_spread(r, metric) * (1024 / (r["steps_per_rank"] * r["batch_size_per_rank"]))
-               for _, r in group.iterrows()]
+        kib = [_spread(r, metric) * (1024 / _samples_per_rank(r)) for _, r in group.iterrows()]
         hi, lo = max(kib, key=lambda x: x.value), min(kib, key=lambda x: x.value)
         value = hi.value / lo.value
         spread = Spread(value, min(value, max(1.0, max(x.low for x in kib) / min(x.high for x in kib))),
@@ -485,13 +499,20 @@ def _cpu_memory(ok: pd.DataFrame, device: str) -> Claim:
     return _claim(
         "CPU memory allocated per sample is about the same for every batch size and process count", PAPER["memory"],
         parts, texts, device, "fewer than two points per data fraction",
-        f"{metric} per sample (bytes allocated per epoch per rank / (steps per rank x batch size per process), KiB): "
+        f"{metric} per sample (bytes allocated per epoch per rank / samples per rank, KiB): "
         f"largest / smallest over batch sizes and process counts < {CPU_MEMORY_SPREAD:.2f} at every data fraction "
         f"(every point within +-25% of one value) ({COUNT_NOISE})", ok,
         expectation="; ".join(filter(None, [
             "arithmetic: bytes per epoch per rank = bytes per sample x samples per rank, and the samples per rank "
             "are the data / processes: per epoch they fall with more processes by construction, so they are judged "
             "per sample", note])))
+
+
+def _samples_per_rank(row) -> float:
+    """The samples one rank trained on (all epochs): samples_total / processes (the sampler pads the shards to equal
+    size; an epoch's last batch may be short), else steps x batch size."""
+    total = row.get("samples_total", math.nan)
+    return total / row["world_size"] if total == total else row["steps_per_rank"] * row["batch_size_per_rank"]
 
 
 def _gpu_memory(ok: pd.DataFrame, device: str, reason) -> list[Claim]:
@@ -619,11 +640,13 @@ def _plot_scaling(df: pd.DataFrame):
     right.set_ylabel("Scaling efficiency (speed-up / processes)")
     right.set_ylim(0, top)
     right.legend(loc="lower left")
-    caveats = scaling_caveats(df)
-    right.set_title("bars: range over the epochs' throughput" if not caveats else
-                    f"{len(caveats)} of {int((eff['world_size'] > 1).sum())} efficiencies below their noise "
-                    f"(see the notebook)",
-                    fontsize="small", color="black" if not caveats else "#9a6700")
+    below = _below_noise(df)
+    short = {"once": "measured once", "above": "above 1 beyond its range", "spans": "range spans no speed-up to 1"}
+    names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {r['world_size']:g} processes: "
+                      f"{short[kind]}" for r, _, kind in below)
+    right.set_title("bars: range over the epochs' throughput" if not below else textwrap.fill(
+        f"{len(below)} of {int((eff['world_size'] > 1).sum())} below their noise (say nothing about scaling): "
+        f"{names}", 70), fontsize="small", color="black" if not below else "#9a6700")
     fig.tight_layout()
     return fig
 
