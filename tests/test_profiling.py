@@ -719,6 +719,19 @@ def test_utilisation_keeps_only_samples_whose_whole_period_is_inside_the_region(
     # periods (3, 4], (4, 5], (5, 6], (6, 7] lie inside; (2, 3] began before the loop, (7, 8] ends after it
     assert util.samples == 4 and util.gpu_util_pct == 40.0 and util.missing_reason is None
     assert utilisation_in_window(list(reversed(samples)), 2.5, 7.2).gpu_util_pct == 40.0  # any order
+    assert (util.p10, util.p90) == (40.0, 40.0)
+
+
+def test_utilisation_records_the_spread_of_its_samples():
+    from cnnlab.profiling.gpu_util import Sample, utilisation_in_window
+
+    samples = [Sample(t, v) for t, v in enumerate([0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100])]
+    util = utilisation_in_window(samples, 0, 10, min_samples=3)  # the ten periods ending at 1..10 s
+    assert util.gpu_util_pct == 55.0 and util.p10 == pytest.approx(19.0) and util.p90 == pytest.approx(91.0)
+    skewed = utilisation_in_window([Sample(t, 100.0 if t < 10 else 0.0) for t in range(11)], 0, 10, min_samples=3)
+    assert skewed.p10 <= skewed.gpu_util_pct <= skewed.p90  # widened to hold the mean: a Spread can take it
+    missing = utilisation_in_window(samples[:2], 0, 10)
+    assert math.isnan(missing.p10) and math.isnan(missing.p90)
 
 
 def test_too_few_utilisation_samples_are_missing_with_the_reason():

@@ -35,11 +35,14 @@ _LOOKBACK_S = 2.0  # samples are read from this long before the region: the firs
 @dataclass
 class Utilisation:
     """Mean GPU utilisation in percent over ``samples`` NVML samples inside the region, or NaN with
-    ``missing_reason``."""
+    ``missing_reason``; ``p10``/``p90``: the samples' 10th and 90th percentiles, widened to include the mean (the
+    spread a claim compares it with; NaN where the mean is)."""
 
     gpu_util_pct: float
     samples: int
     missing_reason: str | None
+    p10: float = math.nan
+    p90: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,15 @@ def sampling_period_s(samples: Sequence[Sample]) -> float | None:
     return statistics.median(gaps) if gaps else None
 
 
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile with linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def utilisation_in_window(samples: Sequence[Sample], start_s: float, end_s: float, *,
                           min_samples: int = MIN_SAMPLES) -> Utilisation:
     """Mean utilisation (%) of the samples whose whole period lies in ``[start_s, end_s]`` (host clock, s).
@@ -78,7 +90,10 @@ def utilisation_in_window(samples: Sequence[Sample], start_s: float, end_s: floa
     ordered = sorted(samples, key=lambda s: s.timestamp_s)
     inside = [s for prev, s in zip(ordered, ordered[1:]) if prev.timestamp_s >= start_s and s.timestamp_s <= end_s]
     if len(inside) >= min_samples:
-        return Utilisation(sum(s.util_pct for s in inside) / len(inside), len(inside), None)
+        values = [float(s.util_pct) for s in inside]
+        mean = sum(values) / len(values)
+        return Utilisation(mean, len(values), None, min(_percentile(values, 10), mean),
+                           max(_percentile(values, 90), mean))
     if ordered and (ordered[-1].timestamp_s < start_s - 60 or ordered[0].timestamp_s > end_s + 60):
         return Utilisation(math.nan, 0, "NVML sample timestamps are more than a minute away from the timed region "
                                         "(the driver's clock does not match time.time())")

@@ -91,6 +91,8 @@ class Measurement:
     peak_mem_missing_reason: str | None
     peak_mem_reserved_missing_reason: str | None
     gpu_util_pct: float
+    gpu_util_pct_p10: float
+    gpu_util_pct_p90: float
     gpu_util_samples: int
     gpu_util_missing_reason: str | None
     first_call_ms: float
@@ -201,7 +203,8 @@ def benchmark(
     inputs, plus the allocator-event peak of one extra pass, see ``memory.py``);
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop, from the ``gpu_util_samples`` samples whose
-    whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside).
+    whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside), and
+    ``gpu_util_pct_p10``/``_p90`` the samples' spread (widened to include the mean) that claims compare it with.
     On CPU, ``measure_memory`` costs one extra call of the model after the timed loop.
 
     util_min_run_time_s: where utilisation is measured, the timed loop goes on past ``repeats`` calls until it
@@ -294,8 +297,8 @@ def benchmark(
     total_s = timed.pop("total_time_s")
     repeats = int(lat.size)  # more than asked for where the utilisation window needed a longer loop
     util = window.result
-    timed.update(gpu_util_pct=util.gpu_util_pct, gpu_util_samples=util.samples,
-                 gpu_util_missing_reason=util.missing_reason)
+    timed.update(gpu_util_pct=util.gpu_util_pct, gpu_util_pct_p10=util.p10, gpu_util_pct_p90=util.p90,
+                 gpu_util_samples=util.samples, gpu_util_missing_reason=util.missing_reason)
     return Measurement(
         latencies_ms=lat.tolist(),
         latency_ms_median=float(np.median(lat)),
