@@ -141,7 +141,9 @@ test-oldest: $(STAMP)
 	  numpy.__version__, '| torchao', torchao.__version__, '| ipywidgets', ipywidgets.__version__)"
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -n $(JOBS) --dist loadfile -q \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks/04_tiling.ipynb
-	$(OLDEST)/bin/python -m pip install --quiet "numpy==$$(grep -oP '^numpy==\K\S+' $(LOCK))"
+	@# numpy 2 with Triton 3.4's interpreter; the oldest pandas and scikit-learn wheels are built for numpy 1, so
+	@# they move to the lock's versions with it
+	$(OLDEST)/bin/python -m pip install --quiet $$(grep -E '^(numpy|pandas|scikit-learn)==' $(LOCK))
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q --nbval-lax --nbval-current-env \
 	  tests/test_kernels.py notebooks/04_tiling.ipynb
 	$(OLDEST)/bin/python -m pip install --quiet "ipywidgets==$$($(PY) -c 'import sys; sys.path[:0] = ["tests"]; import oldest; print(oldest.COLAB_IPYWIDGETS)')"
