@@ -31,7 +31,7 @@ def measured(tmp_path_factory):
     # 96x96 instead of 224x224 and batch 1: the same code path in a fraction of a second per point.
     store_dir = tmp_path_factory.mktemp("tiling")
     cfg = tiling.configure("quick", image_size=96, batch_size=1, tile_sizes=[8, 16, 32], warmup=0, repeats=2,
-                           check_size=8, device="cpu")
+                           rounds=2, check_size=8, device="cpu")
     return tiling.measure(cfg, store_dir, progress=False), cfg, store_dir
 
 
@@ -86,7 +86,12 @@ def test_measured_rows_are_finite_and_consistent(measured):
     assert (ok["avg_mem_repeats"] == tiling.AVG_MEM_REPEATS).all() and (ok["gpu_util_rounds"] == 0).all()
     assert ok["gpu_util_pct"].isna().all() and ok["gpu_util_missing_reason"].notna().all()
     assert ok["avg_mem_missing_reason"].isna().all() and (ok["avg_mem_weighting"] == "host wall time").all()
-    assert (ok["repeats"] == 2).all() and (ok["cpu_threads"] == 1).all()  # the quick preset's one thread
+    assert (ok["repeats"] == 2 * 2).all() and (ok["cpu_threads"] == 1).all()  # 2 rounds; quick's one thread
+    # two rounds combined: the median within the rounds' medians, the whiskers over both rounds' batches
+    assert (ok["rounds"] == 2).all() and ok["round_medians_ms"].str.count(", ").eq(1).all()
+    assert (ok["latency_ms_rounds_min"] <= ok["latency_ms_median"]).all()
+    assert (ok["latency_ms_median"] <= ok["latency_ms_rounds_max"]).all()
+    assert (ok["latency_ms_p10"] <= ok["latency_ms_rounds_min"]).all()
 
 
 def test_spatial_tiling_cuts_memory_and_ratios_are_relative_to_untiled(measured):
@@ -124,7 +129,8 @@ def test_the_stores_resume_and_never_serve_rows_of_other_settings(tmp_path, monk
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(tiling, name, counted)
-    small = dict(tile_sizes=[8], methods=["spatial"], batch_size=1, warmup=0, repeats=1, check_size=8, device="cpu")
+    small = dict(tile_sizes=[8], methods=["spatial"], batch_size=1, warmup=0, repeats=1, rounds=1, check_size=8,
+                 device="cpu")
     cfg_a = tiling.configure("quick", image_size=32, **small)
     cfg_b = tiling.configure("quick", image_size=48, **small)
 
@@ -217,6 +223,32 @@ def test_claims_follow_the_numbers():
     assert gpu[UTIL] is True
     falling = tiling.check_claims(_frame([20, 15, 12, 7], [50, 52, 54, 56], util=[70, 60, 65, 50]), "cuda")
     assert {c.claim: c.held for c in falling}[UTIL] is False
+
+
+def test_time_is_judged_on_the_rounds_medians_where_there_are_rounds():
+    frame = _frame([20, 15, 12, 7], [50, 52, 54, 56], spread=0.01)
+    # every point's batches spread +-1%, but its rounds' medians moved +-30%: the steps are within that drift
+    frame = frame.assign(rounds=3, latency_ms_rounds_min=frame["latency_ms_median"] * 0.7,
+                         latency_ms_rounds_max=frame["latency_ms_median"] * 1.3)
+    held = {c.claim: c for c in tiling.check_claims(frame, "cpu")}
+    assert held[TIME].held == claims.INCONCLUSIVE and held[UNTILED].held == claims.INCONCLUSIVE
+    assert "12 ms (8.4-15.6 ms)" in held[TIME].note  # 12 ms +-30%: the rounds, not the batches' +-1%
+    one_round = {c.claim: c.held for c in tiling.check_claims(frame.assign(rounds=1), "cpu")}
+    assert one_round[TIME] is True and one_round[UNTILED] is True  # one round: its p10-p90 (+-1%)
+
+
+def test_rounds_combine_into_one_row_per_point():
+    rows = [{"round": r, "method": "spatial", "tile": "8x8", "status": "ok", "latency_ms_median": m,
+             "latency_ms_p10": m - 1, "latency_ms_p90": m + 1, "repeats": 3, "avg_mem_mib": a, "avg_mem_mib_low": a - 1,
+             "avg_mem_mib_high": a + 1, "gpu_util_pct": math.nan, "gpu_util_pct_low": math.nan,
+             "gpu_util_pct_high": math.nan} for r, (m, a) in enumerate(((10, 5), (14, 6), (11, 7)))]
+    rows.append({"round": 0, "method": "triton", "tile": "8x8", "status": "skipped", "error": "no GPU"})
+    out = tiling.combine_rounds(pd.DataFrame(rows)).set_index("method")
+    row = out.loc["spatial"]
+    assert (row["latency_ms_median"], row["latency_ms_rounds_min"], row["latency_ms_rounds_max"]) == (11, 10, 14)
+    assert (row["latency_ms_p10"], row["latency_ms_p90"], row["repeats"], row["rounds"]) == (9, 15, 9, 3)
+    assert (row["avg_mem_mib"], row["avg_mem_mib_low"], row["avg_mem_mib_high"]) == (6, 4, 8)
+    assert out.loc["triton", "status"] == "skipped" and out.loc["triton", "rounds"] == 0
 
 
 def test_claims_are_inconclusive_within_noise_and_decided_when_clear():
