@@ -18,7 +18,7 @@ from cnnlab.studies import amp_amc as aa
 
 def _cfg(**overrides):
     base = dict(models=["resnet20"], variants=["fp32", "amp", "amc", "amp+amc"], batch_size=8, warmup=1, repeats=2,
-                device="cpu")
+                rounds=1, device="cpu")
     return aa.configure("quick", **{**base, **overrides})
 
 
@@ -153,6 +153,23 @@ def test_time_claim_is_inconclusive_within_noise_and_decided_when_clear():
     assert near_bound.held == claims.INCONCLUSIVE and "resnet32" in near_bound.note
     # far outside the noise: decided, never inconclusive
     assert aa.check_claims(_frame([-48.0, -46.0], [-40.0, -50.0], spread=0.05), "cpu")[1].held is False
+
+
+def test_rounds_combine_and_the_time_claim_judges_their_medians():
+    df = aa.measure(_cfg(models=["lenet5"], variants=["fp32", "amp+amc"], batch_size=2, rounds=2), None,
+                    progress=False)
+    assert list(df["variant"]) == ["fp32", "amp+amc"] and (df["rounds"] == 2).all() and (df["repeats"] == 4).all()
+    assert (df["latency_ms_rounds_min"] <= df["latency_ms_median"]).all()
+    assert (df["latency_ms_median"] <= df["latency_ms_rounds_max"]).all()
+    assert df["round_medians_ms"].str.count(", ").eq(1).all()
+    # the claim's interval is the rounds' medians' range, not the batches' p10-p90
+    frame = _frame([-48.0, -46.0], [3.0, 5.0], spread=0.001).assign(rounds=3)
+    frame = frame.assign(latency_ms_rounds_min=frame["latency_ms_median"] * 0.9,
+                         latency_ms_rounds_max=frame["latency_ms_median"] * 1.1)
+    assert aa.check_claims(frame, "cuda")[1].held == claims.INCONCLUSIVE
+    assert aa.check_claims(frame.assign(rounds=1), "cuda")[1].held is True  # one round: its +-0.1% p10-p90
+    assert aa.time_spread({"rounds": 3, "latency_ms_median": 2.0, "latency_ms_rounds_min": 1.5,
+                           "latency_ms_rounds_max": 3.0}) == aa.Spread(2.0, 1.5, 3.0)
 
 
 def test_configure_names_the_bad_parameter_and_valid_values():
