@@ -108,7 +108,8 @@ def trend(xs: Sequence[Spread], direction: str = "up", *, labels: Sequence | Non
           fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
     """(held, note) of "``xs`` rise (direction "up") or fall ("down") at every step": True when every step moves
     the claimed way by more than both intervals (the next interval clear of the previous one), False when any
-    step clearly moves the other way, else :data:`INCONCLUSIVE`, naming the steps whose intervals overlap."""
+    step clearly moves the other way or stays put between two equal exact quantities, else
+    :data:`INCONCLUSIVE`, naming the steps whose intervals overlap."""
     if direction not in ("up", "down"):
         raise ValueError(f"direction={direction!r}: valid: 'up', 'down'")
     if len(xs) < 2:
@@ -120,7 +121,8 @@ def trend(xs: Sequence[Spread], direction: str = "up", *, labels: Sequence | Non
         if (direction == "up" and up) or (direction == "down" and down):
             continue
         step = f"{la} -> {lb}: {a.text(fmt, unit)} -> {b.text(fmt, unit)}"
-        (wrong if (up or down) else overlapping).append(step)
+        flat = a.low == a.high == b.low == b.high  # two exact quantities, equal: clearly no step
+        (wrong if (up or down or flat) else overlapping).append(step)
     if wrong:
         return False, ""
     if overlapping:
@@ -140,6 +142,18 @@ def all_of(*verdicts: tuple[bool | str | None, str]) -> tuple[bool | str | None,
     if any(h == INCONCLUSIVE for h in held):
         return INCONCLUSIVE, notes
     return True, notes
+
+
+def any_of(*verdicts: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
+    """(held, note) of a claim that needs one of its parts ("sometimes", "not always"): True if any part held,
+    else inconclusive if any part is, else False; None if no part applies; the undecided parts' notes joined."""
+    held = [h for h, _ in verdicts if h is not None]
+    notes = "; ".join(n for _, n in verdicts if n)
+    if not held:
+        return None, notes
+    if any(h is True for h in held):
+        return True, ""
+    return (INCONCLUSIVE, notes) if any(h == INCONCLUSIVE for h in held) else (False, "")
 
 
 @dataclass

@@ -81,6 +81,7 @@ def test_a_trend_holds_only_when_every_step_clears_the_noise():
     assert trend(clear[::-1], "up") == (False, "")
     held, note = trend([Spread(1, 0.9, 1.1), Spread(1.05, 0.95, 1.2), Spread(4, 3.5, 4.5)], "up", labels=[1, 8, 64])
     assert held == INCONCLUSIVE and note.startswith("within noise at 1 -> 8:")
+    assert trend([Spread.exact(4), Spread.exact(4), Spread.exact(8)], "up") == (False, "")  # an exact tie: no rise
     assert all_of((True, ""), (INCONCLUSIVE, "a")) == (INCONCLUSIVE, "a")
     assert all_of((True, ""), (INCONCLUSIVE, "a"), (False, ""))[0] is False
     assert all_of((None, "n/a"),) == (None, "n/a")
@@ -101,3 +102,12 @@ def test_an_inconclusive_claim_shows_its_overlap_everywhere():
     assert "inconclusive: within noise" in as_html([c]) and "#9a6700" in as_html([c])
     assert verdict_words("inconclusive", c.note) == f"inconclusive ({c.note})"
     assert verdict_words("yes", "") == "held"
+
+
+def test_any_of_holds_when_one_part_does():
+    from cnnlab.claims import INCONCLUSIVE, any_of
+
+    assert any_of((False, ""), (True, "")) == (True, "")
+    assert any_of((False, ""), (INCONCLUSIVE, "a")) == (INCONCLUSIVE, "a")
+    assert any_of((False, ""), (False, "")) == (False, "")
+    assert any_of((None, "n/a")) == (None, "n/a")

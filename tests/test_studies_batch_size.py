@@ -260,9 +260,9 @@ def test_claims_follow_the_numbers():
 
 
 def test_differences_within_noise_are_inconclusive_and_clear_ones_decided():
-    # a tie in peak memory: no rise ("monotonically and significantly"), but no fall either
+    # a tie in peak memory (exact allocator bytes): no rise, so "monotonically and significantly" did not hold
     tie = _claims(_frame([1.0, 2.0, 2.0]))[MEM]
-    assert tie.held == INCONCLUSIVE and "within noise" in tie.note and "batch 2" in tie.note
+    assert tie.held is False
     # batch 4's time per image 0.9x batch 1's, each +-20%: within noise; the same at 0.25x is decided
     noisy = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.9, 3.6], spread=0.2))
     assert noisy[DROP4].held == INCONCLUSIVE and "within noise" in noisy[DROP4].note

@@ -24,7 +24,7 @@ import seaborn as sns
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import INCONCLUSIVE, NOISE_RULE, Claim, Spread, all_of, judge, trend
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge, trend
 from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
                               memory_snapshot, profile_ops, snapshot_file, sweep, synchronize, trace_file,
                               trace_folder)
@@ -55,7 +55,7 @@ STACKED = COMPONENTS[:5]
 DATA_SOURCE = "synthetic"
 THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives more than this many times batch 1's images/s
 SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
-EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is inconclusive, not a rise"
+EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is no rise: did not hold"
 
 
 def configure(preset: str | None = None, **overrides):
@@ -316,18 +316,6 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
             _latency_claim(ok, dev), _utilisation_claim(ok, dev), _sync_wait_claim(_ok(df, "breakdown"), dev)]
 
 
-def _any_of(*verdicts: tuple) -> tuple:
-    """(held, note) of a claim that needs one part ("sometimes"): True if any part held, else inconclusive if any
-    part is, else False (None if none applies); the undecided parts' notes joined."""
-    held = [h for h, _ in verdicts if h is not None]
-    notes = "; ".join(n for _, n in verdicts if n)
-    if not held:
-        return None, notes
-    if any(h is True for h in held):
-        return True, ""
-    return (INCONCLUSIVE, notes) if any(h == INCONCLUSIVE for h in held) else (False, "")
-
-
 def _total_time(row) -> Spread:
     """Total time of ``row`` (s) for its ``images`` images: images / batch size x time per batch, within the
     p10-p90 of the timed batches."""
@@ -378,7 +366,7 @@ def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
     rises = {(m, b): _total_time(rows[m, b]) / _total_time(rows[m, 64])
              for m in names for b in mid if (m, 64) in rows and (m, b) in rows}
     label = "/".join(map(str, mid or (128, 256)))
-    rise = _any_of(*(judge(r, ">", 1.0, unit="x") for r in rises.values()))
+    rise = any_of(*(judge(r, ">", 1.0, unit="x") for r in rises.values()))
     claims.append(Claim("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
                         "Sec. IV-A: \"for mid-range sizes (like 128 or 256), we sometimes saw the time increase "
                         "again\" (Fig. 1 top)",

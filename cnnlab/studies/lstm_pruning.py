@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import INCONCLUSIVE, NOISE_RULE, Claim, Spread, all_of, judge
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
 from cnnlab.profiling import benchmark, loader_sweep, memory_over_time, profile_ops, resident_bytes, sweep, wall_time
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import tables
@@ -343,15 +343,6 @@ def _samples(values) -> Spread | None:
 def _rounds(row, col: str, rounds: int) -> Spread | None:
     """``row[col]`` (a median over ``rounds`` rounds) within ``row[col_min]``-``row[col_max]``; None for one round."""
     return Spread(float(row[col]), float(row[f"{col}_min"]), float(row[f"{col}_max"])) if rounds >= 2 else None
-
-
-def _any_of(*verdicts: tuple) -> tuple:
-    """(held, note) of a claim that needs one of its parts: True if any part held, False if every part failed,
-    else inconclusive; the notes joined."""
-    held, notes = [h for h, _ in verdicts], "; ".join(n for _, n in verdicts if n)
-    if any(h is True for h in held):
-        return True, ""
-    return (False, "") if held and all(h is False for h in held) else (INCONCLUSIVE, notes)
 
 
 def _profile_claims(rounds: pd.DataFrame, device: str) -> list[Claim]:

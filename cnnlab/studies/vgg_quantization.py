@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import config, data, models, plotting, quantize, studies
-from cnnlab.claims import INCONCLUSIVE, NOISE_RULE, Claim, Spread, all_of, judge
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
 from cnnlab.profiling import benchmark, loader_sweep, profile_ops, sweep, wall_time
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
 
@@ -318,15 +318,6 @@ EXACT_ACCURACY = ("noise: none, a seeded model evaluated on a fixed test set giv
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 
 
-def _any_of(*verdicts: tuple) -> tuple:
-    """(held, note) of a claim that needs one of its parts: True if any part held, False if every part failed,
-    else inconclusive; the notes joined (``cnnlab.claims.all_of``'s counterpart)."""
-    held, notes = [h for h, _ in verdicts], "; ".join(n for _, n in verdicts if n)
-    if any(h is True for h in held):
-        return True, ""
-    return (False, "") if held and all(h is False for h in held) else (INCONCLUSIVE, notes)
-
-
 def _joined(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
@@ -459,8 +450,8 @@ def _loader_claims(df: pd.DataFrame, device: str) -> list[Claim]:
         if rounds < 2:
             held, note = None, ONE_ROUND
         else:
-            helps = _any_of(*(judge(times[0] / times[w], ">", 1.0, fmt=".2f", unit="x") for w in workers[1:]))
-            not_always = _any_of(*(judge(times[b] / times[a], ">", 1.0, fmt=".2f", unit="x")
+            helps = any_of(*(judge(times[0] / times[w], ">", 1.0, fmt=".2f", unit="x") for w in workers[1:]))
+            not_always = any_of(*(judge(times[b] / times[a], ">", 1.0, fmt=".2f", unit="x")
                                    for a, b in zip(workers, workers[1:])))
             held, note = all_of(helps, not_always)
         best = min(workers, key=lambda w: times[w].value)
