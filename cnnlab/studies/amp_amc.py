@@ -21,14 +21,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
 from cnnlab import config, models, plotting
 from cnnlab import claims
 from cnnlab.claims import Claim, Spread
-from cnnlab.profiling import benchmark, free_memory, sweep
+from cnnlab.profiling import benchmark, free_memory, sweep, time_spread
+from cnnlab.profiling import combine_rounds as _combine_rounds
 
 VARIANTS = {
     "fp32": dict(amp=False, amc=False, compile=False),
@@ -142,42 +142,6 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     return df
 
 
-def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, variant) of the per-round rows of ``timed`` (a ``round`` column), in first-seen order:
-    the first measured round's row (memory: allocator bytes, the same every round) with latency_ms_median the
-    median of the rounds' medians, latency_ms_p10 / _p90 the lowest p10 and highest p90 (the figure's whiskers),
-    latency_ms_rounds_min / _max the least and most of the rounds' medians (the interval the time claim judges),
-    repeats the timed batches of all rounds, rounds (how many were measured) and round_medians_ms."""
-    if "round" not in timed:
-        return timed
-    rows = []
-    for _, group in timed.groupby(["model", "variant"], sort=False):
-        ok = group[group["status"] == "ok"]
-        row = (ok if len(ok) else group).iloc[0].to_dict()
-        row.pop("round")
-        if len(ok):
-            medians = ok["latency_ms_median"].astype(float)
-            row.update(latency_ms_median=float(medians.median()), latency_ms_p10=float(ok["latency_ms_p10"].min()),
-                       latency_ms_p90=float(ok["latency_ms_p90"].max()), latency_ms_rounds_min=float(medians.min()),
-                       latency_ms_rounds_max=float(medians.max()), repeats=int(ok["repeats"].sum()),
-                       round_medians_ms=", ".join(f"{m:.4g}" for m in medians))
-        row["rounds"] = len(ok)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def time_spread(row) -> Spread:
-    """A point's time per batch with its noise: with two or more rounds the median of the rounds' medians within
-    their least and most (the drift of the load between passes, which moves one point against another); with one
-    round its median within its p10-p90."""
-    rounds = pd.to_numeric(row.get("rounds"), errors="coerce")
-    if rounds is not None and np.isfinite(rounds) and rounds >= 2:
-        value = float(row["latency_ms_median"])
-        return Spread(value, min(value, float(row["latency_ms_rounds_min"])),
-                      max(value, float(row["latency_ms_rounds_max"])))
-    return Spread.of(row, "latency_ms")
-
-
 def _time_ratio(df: pd.DataFrame, model: str) -> Spread | None:
     """amp+amc / fp32 time per batch of ``model``, each :func:`time_spread` (None where either is missing)."""
     rows = df[(df["model"] == model) & (df["status"] == "ok")].set_index("variant")
@@ -273,3 +237,8 @@ def figures(df: pd.DataFrame) -> dict:
     bottom.set_xlabel("Model")
     fig.tight_layout()
     return {"03_fig5_time_memory": fig}
+
+
+def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
+    """This study's rounds, one row per point ("model", "variant"): :func:`cnnlab.profiling.combine_rounds`."""
+    return _combine_rounds(timed, ["model", "variant"])

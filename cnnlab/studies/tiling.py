@@ -35,7 +35,9 @@ from cnnlab import claims
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import tile_model, tiled_conv2d, triton_conv
 from cnnlab.models import spatial_tiling
-from cnnlab.profiling import benchmark, free_memory, memory_over_time, resident_bytes, sweep, wall_time
+from cnnlab.profiling import (benchmark, free_memory, memory_over_time, resident_bytes, sweep, time_spread,
+                               wall_time)
+from cnnlab.profiling import combine_rounds as _combine_rounds
 from cnnlab.profiling.memory import MIB
 
 TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, as the baseline
@@ -217,36 +219,6 @@ def measure_tiles(cfg, store: Path | None, progress: bool = False) -> pd.DataFra
         ref = float(base[metric].iloc[0]) if len(base) else math.nan
         df[col] = pd.to_numeric(df[metric], errors="coerce") / ref if metric in df else math.nan
     return df
-
-
-def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
-    """One row per (method, tile) of the per-round rows of ``timed`` (a ``round`` column), in first-seen order: the
-    first measured round's row with latency_ms_median, avg_mem_mib and gpu_util_pct the median over the rounds,
-    latency_ms_p10 / _p90 the lowest p10 and highest p90 (the figure's whiskers), latency_ms_rounds_min / _max the
-    least and most of the rounds' medians (the interval the claims judge, :func:`time_spread`), avg_mem_mib_low /
-    _high and gpu_util_pct_low / _high the least and most over the rounds, repeats the timed batches of all rounds,
-    rounds (how many were measured) and round_medians_ms. A point with no measured round keeps its first row."""
-    if "round" not in timed:
-        return timed
-    rows = []
-    for _, group in timed.groupby(["method", "tile"], sort=False):
-        ok = group[group["status"] == "ok"]
-        row = (ok if len(ok) else group).iloc[0].to_dict()
-        row.pop("round")
-        if len(ok):
-            medians = ok["latency_ms_median"].astype(float)
-            row.update(latency_ms_median=float(medians.median()), latency_ms_p10=float(ok["latency_ms_p10"].min()),
-                       latency_ms_p90=float(ok["latency_ms_p90"].max()), latency_ms_rounds_min=float(medians.min()),
-                       latency_ms_rounds_max=float(medians.max()), repeats=int(ok["repeats"].sum()),
-                       round_medians_ms=", ".join(f"{m:.4g}" for m in medians))
-            for metric, low, high in (("avg_mem_mib", "avg_mem_mib_low", "avg_mem_mib_high"),
-                                      ("gpu_util_pct", "gpu_util_pct_low", "gpu_util_pct_high")):
-                if metric in ok:
-                    row.update({metric: float(ok[metric].astype(float).median()),
-                                low: float(ok[low].astype(float).min()), high: float(ok[high].astype(float).max())})
-        row["rounds"] = len(ok)
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def check_triton(cfg, store: Path | None = None, progress: bool = False, *, layers=None,
@@ -500,3 +472,8 @@ def figures(df: pd.DataFrame) -> dict:
                      f"{int(first['batch_size'])}, {size}x{size} input)", fontweight="bold")
     fig.tight_layout()
     return {"04_fig6_tiling": fig}
+
+
+def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
+    """This study's rounds, one row per point ("method", "tile"): :func:`cnnlab.profiling.combine_rounds`."""
+    return _combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])

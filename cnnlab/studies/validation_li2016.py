@@ -32,7 +32,8 @@ from cnnlab import claims
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
-from cnnlab.profiling import benchmark, cost_model, sweep, wall_time
+from cnnlab.profiling import benchmark, cost_model, sweep, time_spread, wall_time
+from cnnlab.profiling import combine_rounds as _combine_rounds
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
 # the inputs; these are each network's own paper's (see the notebook for the choices).
@@ -267,33 +268,6 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            speedups=speedups.reset_index())
 
 
-def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
-    """One row per (network, strategy) of the per-round rows of ``timed`` (a ``round`` column), in first-seen order:
-    the first measured round's row, with latency_ms_median the median of the rounds' medians, latency_ms_p10 the
-    lowest of their p10s and latency_ms_p90 the highest of their p90s (so the interval covers the spread within a
-    round and the drift between rounds: the figure's whiskers), latency_ms_rounds_min/_max the least and most of
-    the rounds' medians (the interval the claims judge, :func:`time_spread`), latency_ms_mean their mean, repeats
-    the timed batches of all rounds, rounds (how many were measured) and round_medians_ms ("1.2, 1.3, 1.1"). A point
-    with no measured round keeps its first round's row (its status and error)."""
-    if "round" not in timed:
-        return timed.assign(rounds=(timed["status"] == "ok").astype(int), round_medians_ms=None)
-    rows = []
-    for _, group in timed.groupby(["network", "strategy"], sort=False):
-        ok = group[group["status"] == "ok"]
-        row = (ok if len(ok) else group).iloc[0].to_dict()
-        row.pop("round")
-        if len(ok):
-            medians = ok["latency_ms_median"].astype(float)
-            row.update(latency_ms_median=float(medians.median()), latency_ms_p10=float(ok["latency_ms_p10"].min()),
-                       latency_ms_p90=float(ok["latency_ms_p90"].max()),
-                       latency_ms_rounds_min=float(medians.min()), latency_ms_rounds_max=float(medians.max()),
-                       latency_ms_mean=float(ok["latency_ms_mean"].mean()), repeats=int(ok["repeats"].sum()),
-                       round_medians_ms=", ".join(f"{m:.4g}" for m in medians))
-        row["rounds"] = len(ok)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with speedup_vs_gemm = gemm's median time / this strategy's for the same network (1.0 for gemm),
     speedup_p10/speedup_p90 (from this strategy's p90 and p10 times: the spread of its timed batches),
@@ -362,20 +336,6 @@ def _any_of(*verdicts: tuple) -> tuple:
     if all(h is False for h in held):
         return False, ""
     return claims.INCONCLUSIVE, notes
-
-
-def time_spread(row) -> Spread:
-    """A point's time per batch with its noise, as the claims judge it: with two or more rounds, the median of the
-    rounds' medians within their least and most (``Spread.of_samples`` of repeated measurements: the drift of the
-    load between passes over the grid, which is what moves one point against another); with one round, the median
-    within its p10-p90 (the spread of its timed batches)."""
-    rounds = row.get("rounds")
-    low, high = row.get("latency_ms_rounds_min"), row.get("latency_ms_rounds_max")
-    if rounds is not None and np.isfinite(rounds) and rounds >= 2 and all(
-            v is not None and np.isfinite(v) for v in (low, high)):
-        value = float(row["latency_ms_median"])
-        return Spread(value, min(value, float(low)), max(value, float(high)))
-    return Spread.of(row, "latency_ms")
 
 
 def _times(runs: pd.DataFrame) -> dict[str, dict[str, Spread]]:
@@ -592,3 +552,8 @@ def figures(df: pd.DataFrame) -> dict:
                 ha="center", fontsize=9, color="0.3", transform=ax.transAxes, va="top")
     fig.tight_layout()
     return {"08_fig7_speedups": fig}
+
+
+def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
+    """This study's rounds, one row per point ("network", "strategy"): :func:`cnnlab.profiling.combine_rounds`."""
+    return _combine_rounds(timed, ["network", "strategy"])
