@@ -28,7 +28,8 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 INCONCLUSIVE = "inconclusive"
-NOISE_RULE = ("noise: decided only when the whole p10-p90 interval is on one side, else inconclusive")
+NOISE_RULE = ("noise: decided only when the whole interval (p10-p90 of the batches, or the range of repeated "
+              "rounds) is on one side, else inconclusive")
 
 
 @dataclass(frozen=True)
