@@ -97,6 +97,43 @@ def tf32_enabled(kind: str) -> bool:
         return False
 
 
+def _read_legacy(kind: str) -> bool | None:
+    """The legacy flag, or None where torch refuses to read it (its two APIs disagree: a caller set cuDNN's
+    convolutions and RNNs apart through the newer one)."""
+    try:
+        return bool(_legacy(kind).allow_tf32)
+    except RuntimeError:
+        return None
+
+
+def _precisions(kind: str) -> dict[str, str]:
+    """The newer API's settings under ``kind`` (torch 2.9+; empty before)."""
+    if tf32_leaf(kind) is None:
+        return {}
+    backend = getattr(torch.backends, TF32_API[kind][0])
+    ops = ("matmul",) if kind == "matmul" else ("conv", "rnn")
+    return {op: getattr(backend, op).fp32_precision for op in ops if hasattr(getattr(backend, op, None),
+                                                                             "fp32_precision")}
+
+
+def tf32_state() -> dict:
+    """What :func:`restore_tf32` needs to put TF32 back as the caller had it: per kind the legacy flag where torch
+    can read it, else (a mixed state set through the newer API) the newer API's settings themselves."""
+    return {kind: (_read_legacy(kind), _precisions(kind)) for kind in TF32_API}
+
+
+def restore_tf32(state: dict) -> None:
+    """Put back what :func:`tf32_state` saved: through the legacy setter, which keeps torch's states in step,
+    where the flag was readable; else the newer API's settings one by one, as they were."""
+    for kind, (legacy, precisions) in state.items():
+        if legacy is not None:
+            set_tf32(kind, legacy)
+            continue
+        backend = getattr(torch.backends, TF32_API[kind][0])
+        for op, value in precisions.items():
+            getattr(backend, op).fp32_precision = value
+
+
 def set_tf32(kind: str, enabled: bool) -> None:
     """Turn TF32 on or off for ``kind`` through the legacy setter, which keeps both of torch's states in step."""
     setattr(_legacy(kind), "allow_tf32", bool(enabled))

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from cnnlab._compat import TF32_API, set_tf32, tf32_enabled, tf32_leaf  # noqa: F401  (re-exported: config's API)
+from cnnlab._compat import TF32_API, restore_tf32, set_tf32, tf32_enabled, tf32_leaf, tf32_state  # noqa: F401
 
 PRESETS = ("quick", "standard", "paper")
 
@@ -334,16 +334,16 @@ def tf32(enabled: bool):
 
     On Ampere and newer GPUs TF32 rounds fp32 operands to a 10-bit mantissa; a table that compares convolution
     strategies must say which setting it ran under. Works whichever of torch's two TF32 APIs a caller used (see
-    ``cnnlab._compat``): the setting is read through the newer where it exists and always set so both agree.
+    ``cnnlab._compat``): the setting is read through the newer where it exists and always set so both agree;
+    on exit every setting is put back exactly as the caller had it (:func:`cnnlab._compat.restore_tf32`).
     """
-    before = {kind: tf32_enabled(kind) for kind in TF32_API}
+    before = tf32_state()
     for kind in TF32_API:
         set_tf32(kind, enabled)
     try:
         yield
     finally:
-        for kind, value in before.items():
-            set_tf32(kind, value)
+        restore_tf32(before)
 
 
 # ------------------------------------------------------------------------------------------------ numerics

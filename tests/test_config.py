@@ -95,20 +95,23 @@ def test_tf32_works_whichever_api_the_caller_used():
             assert config.tf32_enabled("matmul") and config.tf32_enabled("conv")
         assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
         return
-    saved = [leaf.fp32_precision for leaf in leaves]
+    saved = config.tf32_state()
     try:
         torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = "tf32", "ieee"
+        rnn = torch.backends.cudnn.rnn.fp32_precision
         assert config.tf32_enabled("matmul") and not config.tf32_enabled("conv")
         with config.tf32(False):
             assert not config.tf32_enabled("matmul") and not config.tf32_enabled("conv")
         with config.tf32(True):
             assert config.tf32_enabled("conv")
         assert config.tf32_enabled("matmul") and not config.tf32_enabled("conv")  # the caller's setting again
-        # set through the legacy setters, both of torch's states agree: reading a legacy flag no longer raises
-        assert torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cudnn.rnn.fp32_precision == rnn  # the caller's RNN setting untouched, not the conv's
+        with config.tf32(False):  # set through the legacy setters: reading a legacy flag inside does not raise
+            assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     finally:
-        for leaf, value in zip(leaves, saved):
-            leaf.fp32_precision = value
+        config.restore_tf32(saved)
+    # after the test, torch's own readers (torch.export reads cuDNN's legacy flag) still work
+    assert isinstance(torch.backends.cudnn.allow_tf32, bool)
 
 
 @pytest.mark.parametrize("bad", [True, False, 2.0, float("nan"), float("inf"), "4", None, 0, 1_000_001])
