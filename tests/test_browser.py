@@ -276,8 +276,21 @@ def _open_run_and_change_the_metric(browser, url: str, token: str, note_processe
     caption = wait_for(lambda: _caption(browser), "the explorer's caption")
     assert "Latency median (ms) against Batch size: 14 rows" in caption, caption
     # The last cell (the notebook's checks) prints the caption only when every cell before it ran without error.
-    wait_for(lambda: any("against Batch size" in e.text for e in browser.find_elements(
-        By.CSS_SELECTOR, ".jp-Cell:last-child .jp-OutputArea-output")), "the notebook's last cell to pass")
+    # JupyterLab renders only the cells in view (4.2's windowing), so the notebook is scrolled to its end first (and
+    # back after), and the last cell is the last .jp-Cell, not :last-child (4.2 puts a "Click to add a cell" footer
+    # after it).
+    def scroll(to: str) -> None:
+        browser.execute_script("for (const el of document.querySelectorAll('.jp-WindowedPanel-outer, .jp-Notebook')) "
+                               f"el.scrollTop = {to};")
+
+    def last_cell_passed():
+        scroll("el.scrollHeight")
+        cells = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")
+        return bool(cells) and any("against Batch size" in e.text for e in cells[-1].find_elements(
+            By.CSS_SELECTOR, ".jp-OutputArea-output"))
+
+    wait_for(last_cell_passed, "the notebook's last cell to pass")
+    scroll("0")
     metric = wait_for(lambda: _dropdown(browser, "metric"), "the metric dropdown")
     assert Select(metric).first_selected_option.text == "latency_ms_median"
     ran_all = time.monotonic() - started
