@@ -13,7 +13,7 @@ whole interval clears the threshold, fails only when the whole interval is on th
 "inconclusive: within noise", with the interval shown. So a re-run can move a verdict only to or from
 inconclusive, never from held to not held.
 
-A notebook shows its claims once, with :func:`show`: every cell in full and wrapped (an HTML table in Jupyter
+A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in Jupyter
 and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
 """
 
@@ -272,14 +272,3 @@ class _Shown:
 
     def __repr__(self) -> str:
         return as_text(self.claims)
-
-
-def show(claims: list[Claim] | pd.DataFrame) -> None:
-    """Display the claims once (``claims.show(studies.save(...))`` as a notebook's last line): an HTML table in
-    Jupyter, wrapped text in a terminal. Returns None, so the cell has no ``Out[...]`` beside it."""
-    try:
-        from IPython.display import display
-    except ImportError:  # an installed cnnlab without the notebook extras
-        print(as_text(claims))
-        return
-    display(_Shown(claims))

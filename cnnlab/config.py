@@ -7,7 +7,7 @@
 - Names of settings ("fp16", "channels_last", "cuda:0") turned into torch objects, so that a typo fails with a
   ValueError naming the parameter and its valid values, not halfway through a sweep, and every table spells a
   setting the same way: :func:`dtype_name`, :func:`autocast_name`, :func:`memory_format_name`,
-  :func:`resolve_device` (the one device resolver).
+  :func:`resolve_device` (the one device resolver), :func:`device_name`.
 - Parameter checks that name the parameter, the bad value and the valid range: :func:`positive_int`,
   :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`boolean`, :func:`as_list`,
   :func:`image_models`, :func:`threads` (bools, NaN and inf are never numbers here; every range has an upper bound).
@@ -140,6 +140,11 @@ def resolve_device(device: str | torch.device | None = "auto", *, parameter: str
             raise ValueError(f"{parameter}={device!r} does not exist; valid here: {', '.join(valid)}")
         dev = torch.device("cuda", index)
     return dev
+
+
+def device_name(device: str | torch.device | None = "auto", parameter: str = "device") -> str:
+    """:func:`resolve_device`'s device as its name ("cpu", "cuda:0"): how a configuration and every table spell it."""
+    return str(resolve_device(device, parameter=parameter))
 
 
 # Upper bounds of the shared checks: far above any run of the studies, low enough that a slip (an extra zero, a

@@ -42,6 +42,14 @@ def set_theme(context: str = "notebook") -> None:
                       "axes.titleweight": "bold", "svg.fonttype": "none"})
 
 
+def keep(figs: dict) -> dict:
+    """``figs`` (a study's figures), closed in pyplot so that Jupyter does not draw them all under the cell that
+    made them: each is shown where the notebook names it (``figs["01_roofline"]`` as a cell's last line)."""
+    for fig in figs.values():
+        plt.close(fig)
+    return figs
+
+
 def label_for(column: str, unit: str | None = None) -> str:
     """Axis label from a tidy column name: ``"latency_ms_median"`` -> ``"Latency median (ms)"``.
 

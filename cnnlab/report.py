@@ -107,16 +107,18 @@ class _Table:
         return repr(self.df) + (f"\n{self.line}" if self.line else "")
 
 
-def show(df: pd.DataFrame) -> None:
-    """Display a results table in a notebook without the columns this device could not measure, and one line
-    under it saying which and why (:func:`compact`). Returns None: the cell shows the table once."""
-    table, line = compact(df)
+def show(table) -> None:
+    """Display a table in a notebook, once (returns None: no ``Out[...]`` beside it). The one ``show`` notebooks
+    call: a results table without the columns this device could not measure, and one line under it saying which
+    and why (:func:`compact`); claims (a list of :class:`cnnlab.claims.Claim`, or the table ``studies.save``
+    returns) as the claims table, wrapped, the verdicts coloured (:func:`cnnlab.claims.as_html`)."""
+    is_claims = isinstance(table, list) or (isinstance(table, pd.DataFrame) and {"claim", "held"} <= set(table.columns))
     try:
         from IPython.display import display
-    except ImportError:
-        print(repr(_Table(table, line)))
+    except ImportError:  # an installed cnnlab without the notebook extras
+        print(_claims.as_text(table) if is_claims else repr(_Table(*compact(table))))
         return
-    display(_Table(table, line))
+    display(_claims._Shown(table) if is_claims else _Table(*compact(table)))
 
 
 def output_problems(outputs: list) -> list[str]:

@@ -50,13 +50,89 @@ def test_notebook_uses_the_contract(notebook):
     code = _code(notebook)
     name = _module_name(notebook)
     assert f"from cnnlab.studies import {name} as study" in code
-    for call in ("study.configure(", "study.measure(cfg, out", "study.figures(", "study.check_claims(",
-                 "studies.save(", "studies.check_results("):
+    for call in ("cfg = studies.configure(study, globals())", "study.measure(cfg, out", "study.figures(",
+                 "study.check_claims(", "studies.save(", "studies.check_results("):
         assert call in code, f"{notebook.name} does not call {call}"
-    # the claims table is shown once, in full and wrapped (claims.show), from what studies.save wrote
-    assert "claims.report(" not in code and code.count("claims.show(") == 1, notebook.name
-    assert "claims.show(studies.save(" in code, notebook.name
+    # one show for results and claims, the claims once, from what studies.save wrote; one figure style
+    assert "claims.show(" not in code and "claims.report(" not in code, notebook.name
+    assert code.count("report.show(studies.save(") == 1, notebook.name
+    assert "plt.show(" not in code and "plt.close(" not in code and "figs = plotting.keep(study.figures(df))" in code
+    assert " as registry" not in code and " as datasets" not in code, f"{notebook.name}: one name per module"
     assert f'pipeline.output_dir("{notebook.stem}")' in code
+
+
+def _parameters_cell(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text())["cells"]
+    return next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_parameters_cell_is_the_studys_declaration(notebook):
+    """The notebook's parameters cell is what the study declares (PARAMETERS.cell()): its names, type hints
+    (papermill --help-notebook lists them) and help; a parameter added to one and not the other fails here."""
+    module = studies.load(_module_name(notebook))
+    assert _parameters_cell(notebook).strip() == module.PARAMETERS.cell(), \
+        f"{notebook.name}: set its parameters cell to\n{module.PARAMETERS.cell()}"
+
+
+@pytest.mark.parametrize("name", studies.STUDIES)
+def test_every_parameter_a_study_reads_is_declared_and_none_is_excluded_by_hand(name):
+    """Every ``cfg.<name>`` a study module reads is declared in its PARAMETERS (or is ``preset``); no module keeps a
+    hand-written tuple of names left out of the store settings (``vars(cfg)`` filtered): the store key is every
+    declared parameter that is not a grid axis (``cfg.settings()``)."""
+    module = studies.load(name)
+    text = (STUDY_DIR / f"{name}.py").read_text()
+    read = {node.attr for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cfg"}
+    undeclared = read - set(module.PARAMETERS.declared) - {"preset", "settings"}
+    assert not undeclared, f"{name} reads cfg.{sorted(undeclared)} without declaring them"
+    assert "vars(cfg)" not in text, f"{name} builds settings from vars(cfg): use cfg.settings()"
+    assert "PRESETS = " not in text and "def configure(" not in text, f"{name}: derive them from PARAMETERS"
+
+
+@pytest.mark.parametrize("name", studies.STUDIES)
+def test_changing_any_declared_setting_changes_the_store(name, tmp_path):
+    """Each declared parameter that is not a grid axis keys the stores: changing its value (to another preset's,
+    where one differs) gives another store file; changing a grid axis does not."""
+    from cnnlab.profiling import store_file
+
+    module = studies.load(name)
+    base = module.configure("quick")
+    checked = 0
+    for pname, parameter in module.PARAMETERS.declared.items():
+        others = [v for v in parameter.values().values() if v != parameter.quick]
+        if not others:
+            continue
+        try:
+            other = module.configure("quick", **{pname: others[0]})
+        except ValueError:  # e.g. a GPU-only value, or more processes than cores: not settable here
+            continue
+        if getattr(other, pname) == getattr(base, pname):
+            continue
+        same = store_file(tmp_path / "s.csv", base.settings()) == store_file(tmp_path / "s.csv", other.settings())
+        assert same == parameter.axis, f"{name}.{pname}: axis={parameter.axis} but the store key " \
+                                       f"{'did not change' if same else 'changed'}"
+        checked += 1
+    assert checked, f"{name}: no parameter could be changed"
+
+
+def test_configure_takes_the_notebooks_parameters_and_rejects_unknown_injected_names():
+    from cnnlab.studies import quickstart
+
+    cfg = studies.configure(quickstart, {"preset": "quick", "repeats": 3, "threads": None, "other": 1})
+    assert cfg.repeats == 3 and cfg.threads == 1 and cfg.preset == "quick"  # None: the preset's value
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['repeatz'\].*valid parameters: .*repeats"):
+        studies.configure(quickstart, {"In": ["# Parameters\nrepeatz = 3\n"], "repeatz": 3})
+    with pytest.raises(ValueError, match="repeats=0 must be an integer >= 1"):
+        studies.configure(quickstart, {"preset": "quick", "repeats": 0})
+
+
+def test_a_parameter_must_be_declared_as_one():
+    with pytest.raises(TypeError, match="parameter 'x' must be declared as a Parameter"):
+        studies.Parameters(x=3)
+    p = studies.Parameters(a=studies.Parameter(1, 2), b=studies.Parameter([1], axis=True))
+    assert p.presets == {"quick": {"a": 1, "b": [1]}, "standard": {"a": 2, "b": [1]}, "paper": {"a": 2, "b": [1]}}
+    assert p.configure("paper").settings(extra=1) == {"a": 2, "extra": 1}
 
 
 @pytest.mark.parametrize("path", sorted(STUDY_DIR.glob("*.py")), ids=lambda p: p.stem)
@@ -135,13 +211,13 @@ def test_combine_gives_integer_columns_back_as_integers():
     assert math.isnan(parts["b"]["tile_px"].iloc[0])
 
 
-def test_check_parameters_rejects_names_papermill_injected_that_the_study_lacks():
+def test_configure_rejects_names_papermill_injected_that_the_study_lacks():
     module = studies.load("quickstart")
     history = ["import cnnlab", "preset = None\nrepeats = None", "# Parameters\nrepeats = 3\nbatchsize = 4\n"]
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['batchsize'\].*valid parameters: batch_sizes"):
-        studies.check_parameters({"In": history}, module)
-    studies.check_parameters({"In": history[:2] + ["# Parameters\nrepeats = 3\n"]}, module)  # known: fine
-    studies.check_parameters({}, module)  # outside IPython: nothing to check
+        studies.configure(module, {"In": history})
+    studies.configure(module, {"In": history[:2] + ["# Parameters\nrepeats = 3\n"]})  # known: fine
+    studies.configure(module, {})  # outside IPython: nothing to check
 
 
 @pytest.mark.parametrize("notebook", ["00_quickstart", "05_ddp_scaling"])

@@ -1,34 +1,40 @@
 """The studies: one module per notebook (``notebooks/NN_<name>.ipynb`` uses ``cnnlab.studies.<name>``), each
 following one contract, so that every notebook reads the same way:
 
-- ``PRESETS``: ``{"quick": {...}, "standard": {...}, "paper": {...}}``, every parameter of the study with its
-  value in each preset (how big a run is: see :mod:`cnnlab.config`).
-- ``configure(preset=None, **overrides) -> cfg``: the preset's parameters with the non-None ``overrides`` on
-  top, validated before any work (ValueError naming the parameter and its valid values); ``cfg.preset`` and
-  ``cfg.device`` (a resolved device name) are always set.
+- ``PARAMETERS``: every parameter of the study, declared once (:class:`Parameters` of :class:`Parameter`: its value
+  in each preset, its check, its unit, whether it is a grid axis). From it come ``configure``, the store settings
+  (every declared parameter that is not a grid axis), the notebook's parameters cell (:meth:`Parameters.cell`,
+  with type hints for ``papermill --help-notebook``) and the check of papermill's names (:func:`configure`).
+- ``configure(preset=None, **overrides) -> cfg`` (``PARAMETERS.configure``): the preset's parameters with the
+  non-None ``overrides`` on top, each checked before any work (ValueError naming the parameter and its valid
+  values); ``cfg.preset`` is the resolved preset.
 - ``measure(cfg, store_dir, progress=True) -> DataFrame``: every measurement of the study, as one tidy table
-  (one row per measured point, units in column names). A study with several experiments builds it with
-  :func:`combine`, which says in the ``experiment`` column which one a row belongs to (:func:`tables` splits them). Sweeps store their points under
-  ``store_dir`` (None: nowhere) keyed by every setting, so an interrupted run resumes and another run never
-  reads them.
+  (one row per measured point, units in column names). Its sweeps are :class:`Experiment` declarations (name,
+  point function, the axes it sweeps; the settings it depends on are its point function's keyword-only
+  parameters), run with :meth:`Experiment.run` into stores under ``store_dir`` (None: nowhere) named after the
+  experiment and keyed by every setting, so an interrupted run resumes and another run never reads them;
+  :func:`combine` puts the experiments into one frame (:func:`tables` splits them).
 - ``check_claims(df, device) -> list[Claim]``: the paper's claims judged on ``df``, each with its criterion.
 - ``figures(df) -> dict[str, Figure]``: the study's figures, named as they are saved.
 
-Notebooks call only these, :func:`check_parameters`, :func:`save`, :func:`check_results` and :mod:`cnnlab.plotting`/:mod:`cnnlab.claims`.
+Notebooks call only these, :func:`configure`, :func:`save`, :func:`check_results`, :func:`cnnlab.report.show`
+and :mod:`cnnlab.plotting`.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import math
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-CONTRACT = ("PRESETS", "configure", "measure", "check_claims", "figures")
+CONTRACT = ("PARAMETERS", "configure", "measure", "check_claims", "figures")
 STATUSES = ("ok", "skipped", "oom", "error", "killed")
 STUDIES = ("quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling", "lstm_pruning",
            "vgg_quantization", "validation_li2016")
@@ -38,6 +44,139 @@ PAPERS = {"001": "Towards Efficient CNN Inference: Memory Profiling and Optimiza
           "003": "HPML Project: VGG on CIFAR-10 and an LSTM on IMDB"}
 STUDY_PAPER = {"quickstart": "001", "batch_size": "001", "fp16": "001", "amp_amc": "001", "tiling": "001",
                "ddp_scaling": "002", "lstm_pruning": "003", "vgg_quantization": "003", "validation_li2016": "001"}
+
+
+# ------------------------------------------------------------------------------------------------ declarations
+
+_SAME = object()  # a preset value not given: the one of the preset before it
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One parameter of a study, declared once: its value in each preset (``standard`` and ``paper`` default to the
+    preset before them), its ``check`` (``check(value, parameter=name)`` returns the value to use or raises
+    ValueError naming the parameter and its valid values), what it is (``doc``, with its unit), and whether it is a
+    grid ``axis`` (its values are the points of a sweep; every other parameter is a setting that keys the stores).
+    ``type`` is the type hint in the notebook's parameters cell (default: from the preset values)."""
+
+    quick: Any
+    standard: Any = _SAME
+    paper: Any = _SAME
+    check: Callable[..., Any] | None = None
+    doc: str = ""
+    axis: bool = False
+    type: str = ""
+
+    def values(self) -> dict[str, Any]:
+        standard = self.quick if self.standard is _SAME else self.standard
+        return {"quick": self.quick, "standard": standard,
+                "paper": standard if self.paper is _SAME else self.paper}
+
+    def hint(self) -> str:
+        if self.type:
+            return self.type
+        for value in self.values().values():
+            if isinstance(value, (list, tuple)) and value:
+                return f"list[{type(value[0]).__name__}]"
+            if value is not None:
+                return type(value).__name__
+        return "str"
+
+
+class Config(SimpleNamespace):
+    """A study's configuration (``PARAMETERS.configure``): one attribute per declared parameter plus ``preset``."""
+
+    _parameters: "Parameters"
+
+    def settings(self, **extra) -> dict[str, Any]:
+        """Every declared parameter that is not a grid axis, with its value here, plus ``extra`` (constants of the
+        measurement, the thread count in use): what a store is keyed by."""
+        declared = type(self)._parameters.declared
+        return {**{n: getattr(self, n) for n, p in declared.items() if not p.axis}, **extra}
+
+
+class Parameters:
+    """The declared parameters of a study (``Parameters(models=Parameter(...), ...)``), and ``check(cfg)`` for what
+    involves several of them (raise ValueError naming them; may set derived values)."""
+
+    def __init__(self, check: Callable[[Config], None] | None = None, **declared: Parameter):
+        for name, parameter in declared.items():
+            if not isinstance(parameter, Parameter):
+                raise TypeError(f"parameter {name!r} must be declared as a Parameter, got {parameter!r}")
+        self.declared = declared
+        self._check = check
+        self._config = type("Config", (Config,), {"_parameters": self})
+
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]:
+        """``{"quick": {...}, "standard": {...}, "paper": {...}}``: every parameter's value in each preset."""
+        values = {name: p.values() for name, p in self.declared.items()}
+        return {preset: {name: v[preset] for name, v in values.items()} for preset in ("quick", "standard", "paper")}
+
+    @property
+    def axes(self) -> list[str]:
+        return [name for name, p in self.declared.items() if p.axis]
+
+    def configure(self, preset: str | None = None, **overrides) -> Config:
+        """The preset's values with every non-None ``overrides`` value on top, each checked by its declaration
+        (ValueError naming an unknown parameter and the valid ones, or a bad value and the valid values)."""
+        from cnnlab import config
+
+        values = config.configure(preset, self.presets, **overrides)
+        cfg = self._config(**vars(values))
+        for name, parameter in self.declared.items():
+            if parameter.check is not None:
+                setattr(cfg, name, parameter.check(getattr(cfg, name), parameter=name))
+        if self._check is not None:
+            self._check(cfg)
+        return cfg
+
+    def cell(self) -> str:
+        """The notebook's parameters cell: ``name: type = None  # doc; quick: ...; paper: ...`` per parameter (None
+        takes the preset's value), read by papermill (``papermill --help-notebook`` lists the types and the help)."""
+        lines = ["preset: str = None  # quick | standard | paper | auto (None: $CNNLAB_PRESET, else auto)"]
+        for name, p in self.declared.items():
+            v = p.values()
+            presets = "; ".join(f"{k}: {x!r}" for k, x in v.items()
+                                if k == "quick" or x != (v["quick"] if k == "standard" else v["standard"]))
+            lines.append(f"{name}: {p.hint()} = None  # {p.doc + '; ' if p.doc else ''}{presets}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One sweep of a study: ``point(**grid point, **settings)`` for every point of the grid spanned by ``axes``
+    (point argument -> the parameter whose values it takes: ``{"batch_size": "batch_sizes"}``). The settings a point
+    depends on are ``point``'s keyword-only parameters, taken from the configuration by name; ``desc`` labels the
+    progress bar. Stored as ``<store_dir>/sweep_<name>_<digest>.csv``."""
+
+    name: str
+    point: Callable[..., Any]
+    axes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    desc: str = ""
+
+    def bound(self, cfg: Config) -> dict[str, Any]:
+        """The point function's settings, taken from ``cfg`` (its keyword-only parameters that ``cfg`` has)."""
+        params = inspect.signature(self.point).parameters.values()
+        return {p.name: getattr(cfg, p.name) for p in params if p.kind == p.KEYWORD_ONLY and hasattr(cfg, p.name)}
+
+    def store(self, store_dir: str | Path | None) -> Path | None:
+        return None if store_dir is None else Path(store_dir) / f"sweep_{self.name}.csv"
+
+    def run(self, cfg: Config, store_dir: str | Path | None, *, progress: bool = True, points=None,
+            settings: Mapping[str, Any] | None = None, **sweep_options) -> pd.DataFrame:
+        """The experiment's rows (:func:`cnnlab.profiling.sweep`): over ``points`` (a list of dicts) when given,
+        else the grid of ``axes``; keyed by ``cfg.settings(**settings)``; ``sweep_options`` go to the sweep
+        (``skip``, ``retry_errors``, ...). A keyword a caller passes through ``settings`` that the point function
+        takes is given to it too."""
+        from functools import partial
+
+        from cnnlab.profiling import sweep
+
+        grid = points if points is not None else {arg: getattr(cfg, name) for arg, name in self.axes.items()}
+        fn = partial(self.point, **self.bound(cfg))
+        return sweep(fn, grid, self.store(store_dir), settings=cfg.settings(**(settings or {})),
+                     desc=self.desc or self.name, progress=progress, **sweep_options)
 
 
 def paper_of(notebook: str) -> str | None:
@@ -58,22 +197,26 @@ def load(name: str) -> ModuleType:
     return module
 
 
-def check_parameters(namespace: dict, module: ModuleType) -> None:
-    """Fail on a parameter papermill passed that the study does not have (``-p batchsize 4``: papermill itself
-    only warns, and the run would go on with the preset). ``namespace`` is the notebook's ``globals()``: the
-    cells papermill injected (they start with "# Parameters") are read from IPython's input history ``In``.
-    ValueError naming the unknown names and the valid parameters; nothing to check outside papermill."""
-    valid = set().union(*(set(p) for p in module.PRESETS.values())) | {"preset"}
+def configure(module: ModuleType, namespace: dict):
+    """A notebook's configuration: ``module.configure`` with the preset and every declared parameter the notebook
+    defines (its parameters cell: None takes the preset's value). ``namespace`` is the notebook's ``globals()``.
+    Fails first on a name papermill injected that the study does not declare (``-p batchsize 4``: papermill itself
+    only warns, and the run would go on with the preset): the injected cells (they start with "# Parameters") are
+    read from IPython's input history ``In``; ValueError naming the unknown names and the valid parameters."""
+    valid = set(module.PARAMETERS.declared) | {"preset"}
     injected = set()
     for source in namespace.get("In") or []:
         if isinstance(source, str) and source.lstrip().startswith("# Parameters"):
             for node in ast.parse(source).body:
-                if isinstance(node, ast.Assign):
-                    injected |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    injected |= {t.id for t in targets if isinstance(t, ast.Name)}
     unknown = sorted(injected - valid)
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} passed to this notebook; valid parameters: "
                          f"{', '.join(sorted(valid))}")
+    return module.configure(namespace.get("preset"),
+                            **{name: namespace[name] for name in module.PARAMETERS.declared if name in namespace})
 
 
 def signature_problems(module: ModuleType) -> list[str]:
@@ -81,8 +224,8 @@ def signature_problems(module: ModuleType) -> list[str]:
     problems = [f"no {n}" for n in CONTRACT if not hasattr(module, n)]
     if problems:
         return problems
-    if not isinstance(module.PRESETS, dict) or set(module.PRESETS) != {"quick", "standard", "paper"}:
-        problems.append("PRESETS must be a dict with the presets quick, standard, paper")
+    if not isinstance(module.PARAMETERS, Parameters):
+        problems.append("PARAMETERS must be a cnnlab.studies.Parameters declaration")
     expected = {"configure": ["preset"], "measure": ["cfg", "store_dir", "progress"],
                 "check_claims": ["df", "device"], "figures": ["df"]}
     for name, params in expected.items():
@@ -159,12 +302,15 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     return table
 
 
-def check_results(df: pd.DataFrame) -> str:
-    """Checks every study's results must pass on any hardware; AssertionError saying which failed.
+def check_results(df: pd.DataFrame, cfg=None) -> str:
+    """Checks every study's results must pass on any hardware (a notebook's last cell); AssertionError saying which
+    failed.
 
     Status values are known ones; every point that was not measured says why (``error``); a point's
     latency percentiles are ordered (p10 <= median <= p90); no measured time, throughput or memory is
-    negative. Returns a one-line summary (rows per status).
+    negative or infinite; a GPU's utilisation is never invented where the study ran on a CPU (``cfg.device``) and
+    a utilisation that is missing says why (``gpu_util_missing_reason``). Returns a one-line summary (rows per
+    status).
     """
     if "status" in df.columns:
         unknown = set(df["status"].dropna()) - set(STATUSES)
@@ -184,9 +330,16 @@ def check_results(df: pd.DataFrame) -> str:
             values = df[col].dropna()
             assert not (values < 0).any(), f"{col} has negative values"
             assert not values.map(lambda v: math.isinf(v)).any(), f"{col} has infinite values"
+    for name, part in tables(df).items() if "gpu_util_pct" in df.columns else ():
+        util = [c for c in part.columns if c.startswith("gpu_util_pct")]
+        if cfg is not None and not str(cfg.device).startswith("cuda"):
+            assert part[util].isna().all().all(), f"{name}: GPU utilisation recorded for a run on a CPU"
+        if util and "gpu_util_missing_reason" in part.columns:
+            rows = part[part["gpu_util_pct"].isna() & (part["status"] == "ok" if "status" in part.columns else True)]
+            assert rows["gpu_util_missing_reason"].notna().all(), f"{name}: a missing GPU utilisation must say why"
     counts = df["status"].value_counts().to_dict() if "status" in df.columns else {"rows": len(df)}
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "check_parameters", "check_results", "combine", "load", "paper_of", "save", "signature_problems",
-           "tables"]
+__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "Config", "Experiment", "Parameter", "Parameters",
+           "check_results", "combine", "configure", "load", "paper_of", "save", "signature_problems", "tables"]

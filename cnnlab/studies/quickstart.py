@@ -13,39 +13,49 @@ import pandas as pd
 import torch
 
 from cnnlab import config, models, plotting, studies
+from cnnlab.studies import Experiment, Parameter
 from cnnlab.claims import NOISE_RULE, Claim, Spread, judge
-from cnnlab.profiling import benchmark, profile_ops, sweep, trace_file, trace_folder
+from cnnlab.profiling import benchmark, profile_ops, trace_file, trace_folder
 
-PRESETS = {
-    # save_traces: write the profiled batches' Chrome trace into <figures>/traces/ (off in quick: CI keeps no files).
-    # threads: intra-op CPU threads while measuring (cnnlab.config.threads); quick uses one, as every quick preset:
-    # CI runs two notebooks at once on two cores, and spin-waiting threads inflated batch 1's time ~140x.
-    # repeats: 20 timed batches, so that p10-p90 (the claim's noise) is not just the slowest and fastest of a few.
-    "quick": dict(model_name="resnet20", batch_sizes=[1, 8, 64], repeats=20, save_traces=False, threads=1,
-                  device="auto"),
-    "standard": dict(model_name="resnet20", batch_sizes=[1, 8, 64, 256, 1024], repeats=30, save_traces=True,
-                     threads=None, device="auto"),
-    "paper": dict(model_name="resnet20", batch_sizes=[2**k for k in range(11)], repeats=50, save_traces=True,
-                  threads=None, device="auto"),
-}
+
+def _one_model(value, parameter: str) -> str:
+    names = config.models_list(value, parameter)
+    if len(names) != 1:
+        raise ValueError(f"{parameter}={value!r}: give one model; valid: {', '.join(config.image_models())}")
+    return names[0]
+
+
+PARAMETERS = studies.Parameters(
+    model_name=Parameter("resnet20", check=_one_model, doc="registry name of one image model"),
+    batch_sizes=Parameter([1, 8, 64], [1, 8, 64, 256, 1024], [2**k for k in range(11)], check=config.batch_sizes,
+                          axis=True, doc="images per batch"),
+    # 20 timed batches in quick, so that p10-p90 (the claim's noise) is not just the slowest and fastest of a few
+    repeats=Parameter(20, 30, 50, check=config.positive_int, doc="timed batches per point"),
+    # off in quick: CI keeps no files
+    save_traces=Parameter(False, True, check=config.boolean,
+                          doc="write the profiled batches' Chrome trace into <figures>/traces/"),
+    # quick uses one, as every quick preset: CI runs two notebooks at once on two cores, and spin-waiting threads
+    # inflated batch 1's time ~140x (cnnlab.config.threads)
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+)
+configure = PARAMETERS.configure
 WARMUP = 2
 PROFILE_ITERATIONS = 2
 THROUGHPUT_GAIN = 2.0  # the claim holds when the best batch gives more than this many times batch 1's images/s
 
 
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``)."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    cfg.model_name = config.models_list(cfg.model_name, "model_name")
-    if len(cfg.model_name) != 1:
-        raise ValueError(f"model_name={cfg.model_name!r}: give one model; valid: {', '.join(config.image_models())}")
-    cfg.model_name = cfg.model_name[0]
-    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.repeats = config.positive_int(cfg.repeats, parameter="repeats")
-    cfg.save_traces = config.boolean(cfg.save_traces, parameter="save_traces")
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
+def batch_point(batch_size: int, *, model_name: str, device: str, repeats: int) -> dict:
+    """One point of experiment "batch": ``cnnlab.profiling.benchmark``'s row for ``model_name`` at ``batch_size``."""
+    dev = torch.device(device)
+    net = models.get(model_name).to(dev).eval()
+    x = models.example_input(net, batch_size).to(dev)
+    m = benchmark(net, x, device=dev, warmup=WARMUP, repeats=repeats)
+    return {**m.as_row(), "model": model_name, "data_source": "synthetic"}
+
+
+BATCH = Experiment("batch", batch_point, axes={"batch_size": "batch_sizes"}, desc="quickstart: time per batch")
 
 
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
@@ -55,20 +65,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     ``cfg.save_traces`` their Chrome trace is written to ``<store_dir>/traces/`` (column ``trace_file``). Runs with
     ``cfg.threads`` intra-op CPU threads (None: torch's default), the count in use being part of the store's key."""
     threads = config.set_threads(cfg.threads)
+    batch = BATCH.run(cfg, store_dir, progress=progress, settings=dict(warmup=WARMUP, threads=threads))
     dev = torch.device(cfg.device)
     net = models.get(cfg.model_name).to(dev).eval()
-
-    def point(batch_size):
-        x = models.example_input(net, batch_size).to(dev)
-        m = benchmark(net, x, device=dev, warmup=WARMUP, repeats=cfg.repeats)
-        return {**m.as_row(), "model": cfg.model_name, "data_source": "synthetic"}
-
-    store = None if store_dir is None else Path(store_dir) / "quickstart.csv"
-    settings = {**vars(cfg), "warmup": WARMUP, "threads": threads}
-    settings.pop("batch_sizes")
-    settings.pop("save_traces")  # the batch sweep is not profiled
-    batch = sweep(point, {"batch_size": cfg.batch_sizes}, store, settings=settings,
-                  desc=f"{cfg.model_name} on {dev.type}", progress=progress)
     x = models.example_input(net, max(cfg.batch_sizes)).to(dev)
     folder = trace_folder(store_dir, cfg.save_traces)
     trace = None if folder is None else trace_file(folder, f"quickstart_{cfg.model_name}_b{max(cfg.batch_sizes)}")
