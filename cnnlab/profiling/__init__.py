@@ -15,12 +15,15 @@
 - :func:`combine_rounds`, :func:`time_spread`: a grid timed in rounds, one row per point, and the time a claim
   judges: the median of the rounds within their least and most (``rounds.py``)
 - :func:`loader_sweep`: epoch times per DataLoader batch size x workers x pinning (``loaders.py``)
+- :mod:`derived <cnnlab.profiling.derived>`: metrics derived from measured ones (ratios, speed-ups, changes in
+  percent, time per item, throughput, scaling efficiency; :func:`derived.against` sets rows beside a baseline)
 - :func:`environment`: what the numbers were measured on (``environment.py``)
 - :func:`quiet_profiler`: the C++ profiler's start/stop banners kept out of notebooks, real errors kept (``quiet.py``)
 - :func:`save_chrome_trace`, :func:`memory_snapshot`: files to open elsewhere: a profile as Chrome trace JSON
   (Perfetto, TensorBoard), CUDA allocator history for pytorch.org/memory_viz (``traces.py``)
 """
 
+from cnnlab.profiling import derived
 from cnnlab.profiling.cost import achieved, cost_model, device_peaks
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
@@ -35,7 +38,7 @@ from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot
 
 __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point",
-    "combine_rounds", "cost_model", "device_peaks", "environment", "free_memory", "grid_points", "hardware_counters", "loader_sweep",
+    "combine_rounds", "cost_model", "derived", "device_peaks", "environment", "free_memory", "grid_points", "hardware_counters", "loader_sweep",
     "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler", "resident_bytes", "save_chrome_trace",
     "snapshot_file", "store_file", "sweep", "synchronize", "time_spread", "trace_file", "trace_folder", "wall_time",
 ]
