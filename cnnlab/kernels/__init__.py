@@ -3,10 +3,11 @@
     tiled_conv2d(x, weight, bias, stride, padding, tile=(16, 16))   # Triton kernel, one output tile per program
     tile_model(model, tile=32)                                       # copy with Conv2d -> TiledConv2d
     apply_strategy(model, "fft_tiled")                               # gemm, fft, fft_tiled, direct, best, opt
+    spatial_tiling.tile_spatially(model, 32, until="layer3")         # first layers run tile by tile (strips)
 
 One module per job: ``triton_conv`` (the Triton kernel and its drop-in module), ``strategies`` (the convolution
-algorithms of the Li et al. 2016 comparison). Spatial tiling of a whole model, which runs no kernel of its own,
-is a model rewrite: ``cnnlab.models.spatial_tiling``.
+algorithms of the Li et al. 2016 comparison), ``spatial_tiling`` (a model rewrite that runs a network's first
+layers tile by tile with its own layers: the tiling study's other way to tile; it imports only torch).
 """
 
 from cnnlab.kernels.strategies import STRATEGIES, apply_strategy

@@ -5,8 +5,8 @@
     cnnlab.models.names()                             # all registered names
 
 One module per family (lenet, alexnet, zfnet, convnet_cifar, resnet_cifar, resnet_imagenet, vgg, lstm); each cites
-the paper its design follows. ``spatial_tiling`` is the one model rewrite: ``tile_spatially`` runs a model's first
-layers tile by tile (study 04). The package re-exports the classes; the builder functions (``alexnet``,
+the paper its design follows. Rewrites of a model (``cnnlab.kernels.spatial_tiling``: its first layers run tile by
+tile, study 04) live in ``cnnlab.kernels``. The package re-exports the classes; the builder functions (``alexnet``,
 ``resnet20``, ...) stay in their modules so that none shadows a module of the same name (``cnnlab.models.alexnet``).
 """
 

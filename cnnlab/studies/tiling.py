@@ -11,7 +11,7 @@ against the untiled model:
   program computes a ``tile x tile`` block of output pixels (the paper's GPU tiles: the tile's input window is
   what the kernel keeps close). On a CPU Triton runs only in its interpreter, so there the kernel is checked for
   correctness and never timed: its points are "skipped" with ``triton_conv.TRITON_CPU_REASON``.
-- ``spatial``: the convolutional trunk runs tile by tile over the image (``cnnlab.models.spatial_tiling``,
+- ``spatial``: the convolutional trunk runs tile by tile over the image (``cnnlab.kernels.spatial_tiling``,
   stream mode: strips of ``tile`` input rows with line buffers for the halo), so no full-size activation lives.
 
 :func:`measure`'s experiments: "tiles" (time, utilisation, average and peak memory per (method, tile)),
@@ -34,7 +34,7 @@ from cnnlab import config, models, plotting, studies
 from cnnlab import claims
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import tile_model, tiled_conv2d, triton_conv
-from cnnlab.models import spatial_tiling
+from cnnlab.kernels import spatial_tiling
 from cnnlab.profiling import (benchmark, free_memory, memory_over_time, resident_bytes, sweep, time_spread,
                                wall_time)
 from cnnlab.profiling import combine_rounds as _combine_rounds

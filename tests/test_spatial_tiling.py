@@ -1,0 +1,142 @@
+"""Tests for cnnlab.kernels.spatial_tiling (the model rewrite that runs a network's first layers tile by tile; the
+tiling study compares it with the Triton kernel): receptive fields, exact activations and logits in both modes,
+peak memory falling with the tile, errors naming what is not supported.
+
+Inputs and weights are fresh random tensors every run.
+"""
+
+import random
+
+import pytest
+import torch
+from torch import nn
+
+import cnnlab  # noqa: F401
+from cnnlab import models
+from cnnlab.kernels import spatial_tiling
+from cnnlab.kernels.spatial_tiling import SpatiallyTiled, receptive_field, split_model, tile_spatially
+from margins import check
+
+
+def _seed() -> int:
+    return random.SystemRandom().randrange(2**31)  # fresh inputs every run; printed on failure
+
+
+def _rel_error(y: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6)).item()
+
+
+def _randomise_bn(model: nn.Module, gen: torch.Generator) -> nn.Module:
+    """Non-trivial BatchNorm statistics, so the tiles really carry BatchNorm's per-channel scale and shift."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.copy_(0.3 * torch.randn(m.num_features, generator=gen))
+            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=gen))
+            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=gen))
+            m.bias.data.copy_(0.2 * torch.randn(m.num_features, generator=gen))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def resnet20():
+    gen = torch.Generator().manual_seed(_seed())
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    return _randomise_bn(models.get("resnet20"), gen)
+
+
+def test_receptive_field_of_resnet20_prefixes(resnet20):
+    # stem conv + 6 convs at stride 1: halo 7; layer2 adds one stride-2 conv (+1) and 5 convs at stride 2 (+10);
+    # layer3 adds 1 * 2 + 5 * 4 = 22 more. Right halo equals left for 3x3 / padding 1.
+    expected = {"layer1": (1, 7), "layer2": (2, 18), "layer3": (4, 40)}
+    for until, (stride, halo) in expected.items():
+        prefix, _ = split_model(resnet20, until)
+        g_h, g_w = receptive_field(prefix)
+        assert (g_h.stride, g_h.left, g_h.right) == (stride, halo, halo) == (g_w.stride, g_w.left, g_w.right)
+
+
+def test_receptive_field_matches_a_perturbation_probe(resnet20):
+    """Changing one input pixel changes outputs exactly within the computed receptive field (never outside)."""
+    prefix, _ = split_model(resnet20, "layer2")
+    g_h, g_w = receptive_field(prefix)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        base = prefix(x)
+        x[0, :, 31, 40] += 10.0
+        changed = (prefix(x) - base).abs().amax((0, 1)) > 0
+    rows, cols = changed.nonzero(as_tuple=True)
+    # Output o sees input o*stride - left ... o*stride + right, so pixel p reaches o in [(p-right)/s, (p+left)/s].
+    assert rows.min() >= (31 - g_h.right) / g_h.stride and rows.max() <= (31 + g_h.left) / g_h.stride
+    assert cols.min() >= (40 - g_w.right) / g_w.stride and cols.max() <= (40 + g_w.left) / g_w.stride
+    assert rows.max() - rows.min() >= (g_h.receptive_field // g_h.stride) - 2  # and it is not much smaller
+
+
+@pytest.mark.parametrize("mode", spatial_tiling.MODES)
+@pytest.mark.parametrize("until", ["layer1", "layer2", "layer3"])
+def test_spatial_tiling_reproduces_prefix_activations(resnet20, mode, until):
+    prefix, _ = split_model(resnet20, until)
+    stride = receptive_field(prefix)[0].stride
+    h, w = random.randrange(20, 50), random.randrange(20, 50)  # odd sizes: ragged last tiles
+    x = torch.randn(2, 3, h, w)
+    with torch.no_grad():
+        ref = prefix(x)
+        for tile in (8 * stride, 12 * stride):
+            y = SpatiallyTiled(prefix, tile, mode)(x)
+            assert y.shape == ref.shape
+            check("test_spatial_tiling_reproduces_prefix_activations: relative error",
+                  _rel_error(y, ref), "<", 1e-5, detail=(mode, until, tile, (h, w)))
+
+
+@pytest.mark.parametrize("mode,tile", [("stream", 32), ("recompute", 64)])
+def test_tiled_resnet20_gives_the_same_logits(resnet20, mode, tile):
+    x = torch.randn(1, 3, 224, 224)  # the tiling study's Mini-ImageNet size
+    tiled = tile_spatially(resnet20, tile, until="layer3", mode=mode)
+    with torch.no_grad():
+        ref, y = resnet20(x), tiled(x)
+    assert y.shape == ref.shape == (1, 10)
+    check("test_tiled_resnet20_gives_the_same_logits: relative error", _rel_error(y, ref), "<", 1e-5)
+    assert tiled.num_classes == 10 and tiled.input_shape == resnet20.input_shape
+
+
+def test_spatial_tiling_with_pooling_and_inplace_ops():
+    torch.manual_seed(_seed())
+    prefix = nn.Sequential(
+        nn.Conv2d(3, 4, 5, stride=2, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, padding=1),
+        nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.AvgPool2d(2), nn.Conv2d(4, 3, 1),
+    ).eval()  # fmt: skip
+    x = torch.randn(2, 3, 71, 53)
+    with torch.no_grad():
+        ref = prefix(x.clone())
+        for mode in spatial_tiling.MODES:
+            y = SpatiallyTiled(list(prefix), 16, mode)(x)
+            check("test_spatial_tiling_with_pooling_and_inplace_ops: relative error",
+                  _rel_error(y, ref), "<", 1e-5, detail=mode)
+
+
+def test_stream_tiling_cuts_peak_activation_memory(resnet20):
+    """Peak live tensor memory (allocator events) falls with the tile size, to under half of untiled at 16 rows."""
+    from cnnlab.profiling.memory import cpu_peak_bytes
+
+    x = torch.randn(1, 3, 128, 128)
+    with torch.no_grad():
+        untiled = cpu_peak_bytes(lambda: resnet20(x))
+        tiled = {}
+        for tile in (16, 64):
+            model = tile_spatially(resnet20, tile, until="layer3")
+            tiled[tile] = cpu_peak_bytes(lambda: model(x))  # noqa: B023 - called right here
+    assert tiled[16] * 2 < untiled, (tiled, untiled)
+    assert tiled[16] < tiled[64] < untiled, (tiled, untiled)
+
+
+def test_spatial_tiling_errors(resnet20):
+    prefix, _ = split_model(resnet20, "layer2")
+    with pytest.raises(ValueError, match="multiple of the prefix's total stride"):
+        SpatiallyTiled(prefix, 15)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        SpatiallyTiled(prefix, 16, "fancy")
+    with pytest.raises(ValueError, match="does not support module"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.Flatten()], 8)
+    with pytest.raises(ValueError, match="not a submodule"):
+        split_model(resnet20, "layer9")
+    train_mode = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3)], 8)  # modules default to train mode
+    with pytest.raises(ValueError, match="eval mode"):
+        train_mode(torch.randn(1, 3, 16, 16))
