@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import pickle
+import sys
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from torch import nn
 
 import cnnlab  # noqa: F401  (first: makes torchvision importable on this CPU torch)
 import cnnlab.models as models
+from cnnlab.models import registry
 from cnnlab.models.resnet_cifar import PadShortcut
 
 ALL_NAMES = [
@@ -113,6 +116,65 @@ def test_parameter_count(name, opts, expected):
 
 def test_names_lists_every_model_once():
     assert models.names() == ALL_NAMES
+
+
+def test_every_model_is_registered_in_its_family_module():
+    for name in ALL_NAMES:
+        builder = registry._lookup(name).build
+        assert builder.__name__ == name
+        assert builder.__module__ == f"cnnlab.models.{models.spec(name).family}"
+
+
+def test_registering_a_taken_name_fails_naming_both_builders(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # whatever this test registers goes again
+
+    def vgg11(num_classes: int = 10) -> nn.Module:
+        return nn.Linear(1, num_classes)
+
+    taken = r"model name 'vgg11' is already registered by cnnlab\.models\.vgg\.vgg11; cannot register "
+    with pytest.raises(ValueError, match=taken + r"\S+\.<locals>\.vgg11 under the same name"):
+        models.register_model(input_shape=(3, 32, 32), num_classes=10)(vgg11)
+    assert registry._lookup("vgg11").build is models.vgg.vgg11
+    # the same builder registered again (what reloading its module does) replaces its own entry in place
+    models.register_model(input_shape=(3, 32, 32), num_classes=10)(models.vgg.vgg11)
+    assert models.names() == ALL_NAMES
+    with pytest.raises(ValueError, match=r"input_kind must be one of \['image', 'tokens'\], got 'audio'"):
+        models.register_model(input_shape=(16000,), num_classes=10, input_kind="audio")
+
+
+# A family module outside cnnlab: one decorated builder is all a new model needs.
+NEW_FAMILY = """
+from torch import nn
+
+from cnnlab.models.registry import register_model
+
+
+@register_model(input_shape=(3, 8, 8), num_classes=4)
+def tiny_net(num_classes: int = 4, *, width: int = 2) -> nn.Module:
+    model = nn.Sequential(nn.Conv2d(3, width, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))
+    model.input_shape, model.num_classes = (3, 8, 8), num_classes
+    return model
+"""
+
+
+def test_a_model_registered_in_a_new_module_is_listed_built_and_specified(tmp_path, monkeypatch):
+    (tmp_path / "tiny_family.py").write_text(NEW_FAMILY)
+    with monkeypatch.context() as patch:
+        patch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # restored on leaving: tiny_net goes again
+        patch.syspath_prepend(str(tmp_path))
+        try:
+            importlib.import_module("tiny_family")
+            assert models.names() == [*ALL_NAMES, "tiny_net"]
+            assert models.spec("tiny_net") == models.ModelSpec("tiny_net", "tiny_family", (3, 8, 8), 4, "image")
+            assert models.spec("tiny_net", num_classes=3).num_classes == 3
+            assert models.options("tiny_net") == {"width": 2}
+            model = models.get("tiny_net", num_classes=3, width=5)
+            assert model(models.example_input(model, batch_size=2)).shape == (2, 3)
+        finally:
+            sys.modules.pop("tiny_family", None)
+    assert models.names() == ALL_NAMES
+    with pytest.raises(ValueError, match="unknown model name 'tiny_net'"):
+        models.get("tiny_net")
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 # Convolutions as (out_channels, kernel, stride, padding); "M" is a max pool.
 _FEATURES = {
     "imagenet": [(64, 11, 4, 2), "M", (192, 5, 1, 2), "M", (384, 3, 1, 1), (256, 3, 1, 1), (256, 3, 1, 1), "M"],
@@ -59,6 +61,7 @@ class AlexNet(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def alexnet(num_classes: int | None = None, *, variant: str = "cifar") -> AlexNet:
     """AlexNet; ``variant`` is "cifar" (32x32, 10 classes by default) or "imagenet" (224x224, 1000 classes)."""
     if variant not in VARIANTS:
@@ -68,6 +71,7 @@ def alexnet(num_classes: int | None = None, *, variant: str = "cifar") -> AlexNe
     return AlexNet(num_classes, variant)
 
 
+@register_model(input_shape=(3, 224, 224), num_classes=1000)
 def alexnet_imagenet(num_classes: int = 1000) -> AlexNet:
     """The 224x224 original AlexNet (same as ``alexnet(variant="imagenet")``)."""
     return AlexNet(num_classes, "imagenet")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 
 class ConvNetCifar(nn.Module):
     """cuda-convnet CIFAR-10 network for 32x32 images; returns logits of shape (batch, num_classes)."""
@@ -40,6 +42,7 @@ class ConvNetCifar(nn.Module):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def convnet_cifar(num_classes: int = 10) -> ConvNetCifar:
     """The cuda-convnet / Caffe ``cifar10_quick`` CIFAR-10 network (32x32 input)."""
     return ConvNetCifar(num_classes)

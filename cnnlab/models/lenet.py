@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 
 class LeNet5(nn.Module):
     """LeNet-5 for 32x32 images (the paper's input size); returns logits of shape (batch, num_classes)."""
@@ -38,6 +40,7 @@ class LeNet5(nn.Module):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def lenet5(num_classes: int = 10, *, in_channels: int = 3) -> LeNet5:
     """LeNet-5; ``in_channels=1`` gives the paper's grey-scale input."""
     if not isinstance(in_channels, int) or in_channels < 1:

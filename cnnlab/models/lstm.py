@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from cnnlab.models.registry import register_model
+
 PAD_INDEX = 0  # token id 0 is padding: its embedding row stays zero
 
 
@@ -62,6 +64,7 @@ class LSTMSentiment(nn.Module):
         return self.head(self.dropout(final))
 
 
+@register_model(input_shape=(256,), num_classes=2, input_kind="tokens")
 def lstm_sentiment(
     num_classes: int = 2,
     *,

@@ -1,4 +1,11 @@
-"""Model registry: one table from name to builder and default spec, so studies build any model the same way."""
+"""Model registry: each family module registers its builders where it defines them, with ``@register_model``
+(as timm does), so studies build any model the same way and a new model is one decorated function.
+
+    @register_model(input_shape=(3, 32, 32), num_classes=10)
+    def resnet20(num_classes: int = 10) -> ResNetCifar: ...
+
+The registry's name for a model is its builder's function name; its family is the module's name.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cnnlab.models import alexnet, convnet_cifar, lenet, lstm, resnet_cifar, resnet_imagenet, vgg, zfnet
+INPUT_KINDS = ("image", "tokens")
 
 
 @dataclass(frozen=True)
@@ -35,34 +42,33 @@ class _Entry:
     build: Callable[..., nn.Module]
 
 
-def _entry(builder: Callable[..., nn.Module], family: str, input_shape, num_classes: int, input_kind="image"):
-    return _Entry(ModelSpec(builder.__name__, family, tuple(input_shape), num_classes, input_kind), builder)
+# Name -> entry, in registration order: cnnlab.models imports the family modules in the order names() lists them.
+_REGISTRY: dict[str, _Entry] = {}
 
 
-_CIFAR = (3, 32, 32)
-_IMAGENET = (3, 224, 224)
+def register_model(*, input_shape: tuple[int, ...], num_classes: int, input_kind: str = "image"):
+    """Decorator that registers a builder under its function name, with the spec of the model it builds by default
+    (``input_shape`` without the batch dimension, default ``num_classes``, ``input_kind`` "image" or "tokens").
 
-_REGISTRY: dict[str, _Entry] = {
-    entry.spec.name: entry
-    for entry in [
-        _entry(lenet.lenet5, "lenet", _CIFAR, 10),
-        _entry(alexnet.alexnet, "alexnet", _CIFAR, 10),
-        _entry(alexnet.alexnet_imagenet, "alexnet", _IMAGENET, 1000),
-        _entry(zfnet.zfnet, "zfnet", _IMAGENET, 1000),
-        _entry(convnet_cifar.convnet_cifar, "convnet_cifar", _CIFAR, 10),
-        _entry(resnet_cifar.resnet20, "resnet_cifar", _CIFAR, 10),
-        _entry(resnet_cifar.resnet32, "resnet_cifar", _CIFAR, 10),
-        _entry(resnet_cifar.resnet44, "resnet_cifar", _CIFAR, 10),
-        _entry(resnet_cifar.resnet56, "resnet_cifar", _CIFAR, 10),
-        _entry(resnet_cifar.resnet110, "resnet_cifar", _CIFAR, 10),
-        _entry(resnet_imagenet.resnet152, "resnet_imagenet", _CIFAR, 100),
-        _entry(vgg.vgg11, "vgg", _CIFAR, 10),
-        _entry(vgg.vgg13, "vgg", _CIFAR, 10),
-        _entry(vgg.vgg16, "vgg", _CIFAR, 10),
-        _entry(vgg.vgg19, "vgg", _CIFAR, 10),
-        _entry(lstm.lstm_sentiment, "lstm", (256,), 2, "tokens"),
-    ]
-}
+    Returns the builder unchanged. Raises ValueError if another builder already has that name (re-importing the
+    same module, as a reload does, replaces its own entry) or if ``input_kind`` is not valid.
+    """
+    if input_kind not in INPUT_KINDS:
+        raise ValueError(f"input_kind must be one of {list(INPUT_KINDS)}, got {input_kind!r}")
+
+    def decorate(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+        name = builder.__name__
+        where = f"{builder.__module__}.{builder.__qualname__}"
+        if name in _REGISTRY:
+            taken = _REGISTRY[name].build
+            if f"{taken.__module__}.{taken.__qualname__}" != where:
+                raise ValueError(f"model name {name!r} is already registered by {taken.__module__}."
+                                 f"{taken.__qualname__}; cannot register {where} under the same name")
+        family = builder.__module__.rpartition(".")[2]
+        _REGISTRY[name] = _Entry(ModelSpec(name, family, tuple(input_shape), num_classes, input_kind), builder)
+        return builder
+
+    return decorate
 
 
 def names() -> list[str]:

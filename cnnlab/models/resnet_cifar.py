@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 DEPTHS = (20, 32, 44, 56, 110)  # the depths of He et al. Table 6 that cnnlab registers
 STAGE_WIDTHS = (16, 32, 64)
 
@@ -91,26 +93,31 @@ class ResNetCifar(nn.Module):
         return self.linear(torch.flatten(self.avgpool(out), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def resnet20(num_classes: int = 10) -> ResNetCifar:
     """ResNet-20 (n = 3), 269,722 parameters with 10 classes."""
     return ResNetCifar(20, num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def resnet32(num_classes: int = 10) -> ResNetCifar:
     """ResNet-32 (n = 5), 464,154 parameters with 10 classes."""
     return ResNetCifar(32, num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def resnet44(num_classes: int = 10) -> ResNetCifar:
     """ResNet-44 (n = 7), 658,586 parameters with 10 classes."""
     return ResNetCifar(44, num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def resnet56(num_classes: int = 10) -> ResNetCifar:
     """ResNet-56 (n = 9), 853,018 parameters with 10 classes."""
     return ResNetCifar(56, num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def resnet110(num_classes: int = 10) -> ResNetCifar:
     """ResNet-110 (n = 18), 1,727,962 parameters with 10 classes."""
     return ResNetCifar(110, num_classes)

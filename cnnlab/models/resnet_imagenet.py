@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 BLOCKS_PER_STAGE = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}  # He et al. Table 1
 STAGE_WIDTHS = (64, 128, 256, 512)
 STEMS = ("imagenet", "cifar")
@@ -101,6 +103,7 @@ class ResNetImageNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=100)
 def resnet152(num_classes: int = 100, *, stem: str = "imagenet", image_size: int = 32) -> ResNetImageNet:
     """ResNet-152 for CIFAR-100 (100 classes, 32x32 inputs) with torchvision's ImageNet stem, as paper 002 ran it;
     ``stem="cifar"`` for the 3x3 stem, ``num_classes=1000, image_size=224`` for ImageNet."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 # Conv widths (3x3, padding 1) and "M" for a 2x2 max pool, per configuration of the paper's Table 1.
 CONFIGS: dict[str, list[int | str]] = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -48,21 +50,25 @@ class VGG(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def vgg11(num_classes: int = 10) -> VGG:
     """VGG-11 (configuration A) with batch norm."""
     return VGG("vgg11", num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def vgg13(num_classes: int = 10) -> VGG:
     """VGG-13 (configuration B) with batch norm."""
     return VGG("vgg13", num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def vgg16(num_classes: int = 10) -> VGG:
     """VGG-16 (configuration D) with batch norm."""
     return VGG("vgg16", num_classes)
 
 
+@register_model(input_shape=(3, 32, 32), num_classes=10)
 def vgg19(num_classes: int = 10) -> VGG:
     """VGG-19 (configuration E) with batch norm."""
     return VGG("vgg19", num_classes)

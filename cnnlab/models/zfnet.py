@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cnnlab.models.registry import register_model
+
 
 class ZFNet(nn.Module):
     """ZFNet for 224x224 images; returns logits of shape (batch, num_classes)."""
@@ -52,6 +54,7 @@ class ZFNet(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+@register_model(input_shape=(3, 224, 224), num_classes=1000)
 def zfnet(num_classes: int = 1000) -> ZFNet:
     """ZFNet as in Zeiler & Fergus 2013 (224x224 input)."""
     return ZFNet(num_classes)
