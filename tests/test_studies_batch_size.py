@@ -76,8 +76,8 @@ def test_peak_memory_grows_with_batch_and_cost_grows_with_depth(measured):
 def test_store_resumes_and_returns_only_this_grid(measured, monkeypatch):
     df, cfg, store = measured
     calls = []
-    monkeypatch.setattr(bs, "batch_point", lambda *a, **k: calls.append(a) or {})
-    monkeypatch.setattr(bs, "breakdown_point", lambda *a, **k: calls.append(a) or [])
+    monkeypatch.setattr(bs, "benchmark", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(bs, "profile_ops", lambda *a, **k: calls.append(a))
     again = bs.measure(cfg, store, progress=False)
     assert calls == [] and again["finished_utc"].tolist() == df["finished_utc"].tolist()  # nothing re-measured
     params = {k: v for k, v in vars(cfg).items() if k != "preset"}
@@ -89,7 +89,7 @@ def test_store_resumes_and_returns_only_this_grid(measured, monkeypatch):
 
 def test_another_setting_never_reads_the_stored_rows(tmp_path, monkeypatch):
     calls = {"batch": 0, "breakdown": 0}
-    real_batch, real_breakdown = bs.batch_point, bs.breakdown_point
+    real_batch, real_breakdown = bs.benchmark, bs.profile_ops  # one call per point on a CPU
 
     def counted(kind, fn):
         def wrapper(*args, **kwargs):
@@ -97,8 +97,8 @@ def test_another_setting_never_reads_the_stored_rows(tmp_path, monkeypatch):
             return fn(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(bs, "batch_point", counted("batch", real_batch))
-    monkeypatch.setattr(bs, "breakdown_point", counted("breakdown", real_breakdown))
+    monkeypatch.setattr(bs, "benchmark", counted("batch", real_batch))
+    monkeypatch.setattr(bs, "profile_ops", counted("breakdown", real_breakdown))
     small = dict(models=["lenet5"], batch_sizes=[1, 2], warmup=0, min_repeats=1, profile_iterations=1)
     cfg_a, cfg_b = bs.configure("quick", images=2, **small), bs.configure("quick", images=4, **small)
     a = bs.measure(cfg_a, tmp_path, progress=False)
@@ -186,7 +186,15 @@ def test_roofline_places_each_model_at_its_best_batch(measured):
         assert r["achieved_tflop_per_s"] == pytest.approx(expected)
         assert r["arithmetic_intensity_flop_per_byte"] == pytest.approx(r["flops"] / r["memory_bytes"])
     assert roof["peak_fp32_tflop_per_s"].isna().all() and roof["peaks_missing_reason"].notna().all()
+    assert (roof["achieved_tflop_per_s"] > 0).all()
     assert bs.roofline(batch.assign(status="error")).empty  # nothing measured: no best batch
+
+
+def test_a_real_run_judges_every_claim_by_its_noise_rule_and_leaves_the_gpu_ones_to_a_gpu(measured):
+    df, cfg, _ = measured
+    checks = bs.check_claims(df, cfg.device)
+    assert all(c.held in (True, False, None, INCONCLUSIVE) and "noise" in c.criterion for c in checks)
+    assert [c.held for c in checks if "GPU utilisation" in c.claim or "semwait" in c.claim] == [None, None]
 
 
 def _frame(mem, util=None, model="resnet20", lat=None, spread=0.02, gflops=0.04, util_spread=None):

@@ -14,6 +14,7 @@ does not depend on pixel values.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -26,26 +27,35 @@ import torch
 from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge, trend
 from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
-                              memory_snapshot, profile_ops, snapshot_file, sweep, synchronize, trace_file,
-                              trace_folder)
+                              memory_snapshot, profile_ops, snapshot_file, synchronize, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, summarise_counters
+from cnnlab.profiling.derived import per_item
+from cnnlab.studies import Experiment, Parameter
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
+count = config.positive_int
 
-PRESETS = {
-    # CPU smoke run of the whole code path: two models, five batch sizes (up to 256: the paper's mid-range rise
-    # is checked), 128 images per point. One intra-op thread (see cnnlab.config.threads): CI runs two notebooks
-    # at once on two cores.
-    "quick": dict(models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16, 64, 256], images=128, warmup=2,
-                  min_repeats=3, profile_iterations=2, save_traces=False, threads=1, device=None),
-    # One Colab GPU: the paper's models and batch sizes, 2048 images per point.
-    "standard": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=2048, warmup=5,
-                     min_repeats=10, profile_iterations=5, save_traces=True, threads=None, device=None),
-    # The paper: the whole CIFAR-10 test set (10,000 images) per point.
-    "paper": dict(models=PAPER_MODELS, batch_sizes=PAPER_BATCH_SIZES, images=10000, warmup=10,
-                  min_repeats=20, profile_iterations=10, save_traces=True, threads=None, device=None),
-}
+# quick: a CPU smoke run of the whole code path: two models, five batch sizes (up to 256: the paper's mid-range rise
+# is checked), 128 images per point, one intra-op thread (see cnnlab.config.threads: CI runs two notebooks at once on
+# two cores). standard: one Colab GPU, the paper's models and batch sizes, 2048 images per point. paper: the whole
+# CIFAR-10 test set (10,000 images) per point.
+PARAMETERS = studies.Parameters(
+    models=Parameter(["lenet5", "resnet20"], PAPER_MODELS, check=config.models_list, axis=True,
+                     doc="registry names of image models"),
+    batch_sizes=Parameter([1, 4, 16, 64, 256], PAPER_BATCH_SIZES, check=config.batch_sizes, axis=True,
+                          doc="images per batch"),
+    images=Parameter(128, 2048, 10000, check=count, doc="images inferred per point for the total time"),
+    warmup=Parameter(2, 5, 10, check=partial(count, minimum=0), doc="untimed batches before timing"),
+    min_repeats=Parameter(3, 10, 20, check=count, doc="at least this many timed batches per point"),
+    profile_iterations=Parameter(2, 5, 10, check=count, doc="profiled steps per point for the time breakdown"),
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    save_traces=Parameter(False, True, check=config.boolean,
+                          doc="write Chrome traces of the profiled points into <figures>/traces/"),
+    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+)
+configure = PARAMETERS.configure
 # Measurement fields left out: batch_size (the grid's), settings never set here, first_call_ms (NaN), total_time_s
 NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s")
 # Components of experiment "breakdown". The stacked ones partition the wall time of a batch; sync wait
@@ -56,20 +66,6 @@ DATA_SOURCE = "synthetic"
 THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives more than this many times batch 1's images/s
 SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
 EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is no rise: did not hold"
-
-
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``): known image
-    models, batch sizes >= 1, integer counts, threads >= 1 or None, a device that exists here."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    cfg.models = config.models_list(cfg.models, "models")
-    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    for name, minimum in (("images", 1), ("warmup", 0), ("min_repeats", 1), ("profile_iterations", 1)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
-    cfg.save_traces = config.boolean(cfg.save_traces, parameter="save_traces")
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
 
 
 def _build(name: str, batch_size: int, device) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -102,28 +98,26 @@ def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup
     finally:
         del net, x
         free_memory()
-    cost = _cost(model)
-    timed = m.repeats * batch_size
-    per_image_ms = float(np.sum(m.latencies_ms)) / timed
+    cost, timed = _cost(model), m.repeats * batch_size
+    per_image_ms = per_item(float(np.sum(m.latencies_ms)), timed)
     return {"images": images, "images_timed": timed, "time_per_image_ms": per_image_ms,
             "total_time_s": images * per_image_ms / 1e3,
             **{k: v for k, v in m.as_row().items() if k not in NOT_KEPT},
             "params_m": cost["param_bytes"] / 4 / 1e6, "gflops_per_image": cost["flops"] / 1e9,
             "data_source": DATA_SOURCE}
-
-
-def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int,
+def breakdown_point(model: str, batch_size: int, *, device: str, profile_iterations: int,
                     trace_dir: Path | None = None) -> list[dict]:
     """One serving step (batch in from the host, forward, predicted classes back) under the profiler, one row
-    per component, times in ms per batch (mean over ``iterations``; profiling adds a few µs per operator).
+    per component, times in ms per batch (mean over ``profile_iterations``; profiling adds a few µs per
+    operator).
 
     GPU: kernel time, the copies in and out, other device work (memsets, DtoD copies) and CPU-side overhead
     (wall time with the GPU idle) make up the wall time (``stacked``); sync wait (host blocked in
-    cuda*Synchronize, the paper's "semwait") overlaps device work; it is the median of ``max(iterations,
+    cuda*Synchronize, the paper's "semwait") overlaps device work; it is the median of ``max(profile_iterations,
     SYNC_SAMPLES)`` one-step profiles, their smallest and largest in ``time_per_batch_ms_low`` / ``_high`` (NaN for
     the other components). CPU: time inside aten operators and the rest of the wall time; the device components
-    are NaN with ``time_missing_reason``. With ``trace_dir`` the profile of ``iterations`` steps is also written
-    there as a Chrome trace (column ``trace_file``)."""
+    are NaN with ``time_missing_reason``. With ``trace_dir`` the profile of ``profile_iterations`` steps is also
+    written there as a Chrome trace (column ``trace_file``)."""
     dev = torch.device(device)
     trace = None if trace_dir is None else trace_file(trace_dir, f"batch_size_{model}_b{batch_size}")
     net, x = _build(model, batch_size, dev)
@@ -133,14 +127,15 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
             return net(x.to(dev)).argmax(1).cpu()
 
     try:
-        prof = profile_ops(step, iterations=iterations, device=dev, warmup=1, profile_memory=False, trace_path=trace)
+        prof = profile_ops(step, iterations=profile_iterations, device=dev, warmup=1, profile_memory=False,
+                           trace_path=trace)
         # the sync wait of single steps: its spread (the claim on it needs one); a CPU has none to measure
         waits = [profile_ops(step, iterations=1, device=dev, warmup=0, profile_memory=False).summary["sync_wait_ms"]
-                 for _ in range(max(iterations, SYNC_SAMPLES))] if dev.type == "cuda" else []
+                 for _ in range(max(profile_iterations, SYNC_SAMPLES))] if dev.type == "cuda" else []
     finally:
         del net, x
         free_memory()
-    s, per, nan = prof.summary, 1.0 / iterations, math.nan
+    s, per, nan = prof.summary, 1.0 / profile_iterations, math.nan
     wall = s["wall_time_ms"] * per
     reasons = {}
     if dev.type == "cuda":
@@ -161,7 +156,8 @@ def breakdown_point(model: str, batch_size: int, *, device: str, iterations: int
              "time_per_batch_ms_high": spread.get(c, (nan, nan))[1],
              "stacked": c in STACKED,
              "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
-             "wall_time_per_batch_ms": wall, "iterations": iterations, "time_missing_reason": reasons.get(c),
+             "wall_time_per_batch_ms": wall, "iterations": profile_iterations,
+             "time_missing_reason": reasons.get(c),
              "device": str(dev), "trace_file": None if trace is None else str(trace), "data_source": DATA_SOURCE}
             for c in COMPONENTS]
 
@@ -240,6 +236,12 @@ def counters_point(model: str, batch_size: int, *, device: str) -> dict:
     return {**summarise_counters(table), "device": device, "data_source": DATA_SOURCE}
 
 
+GRID = {"model": "models", "batch_size": "batch_sizes"}
+BATCH = Experiment("batch", batch_point, axes=GRID, desc="batch size: time and memory")
+BREAKDOWN = Experiment("breakdown", breakdown_point, axes=GRID, desc="batch size: time breakdown")
+COUNTERS = Experiment("counters", counters_point, desc="batch size: Nsight Compute counters")  # at points= given
+
+
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Experiments "batch", "breakdown", "roofline" and "counters" (see :func:`batch_point`,
     :func:`breakdown_point`, :func:`roofline`, :func:`counters_point`) for every model and batch size (counters:
@@ -247,27 +249,20 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     ``store_dir`` keyed by every setting and the thread count in use; counters are "skipped" with the reason
     where Nsight Compute cannot run (a CPU, no ``ncu``). With ``cfg.save_traces`` the profiled points' Chrome
     traces and experiment "memory_snapshots" (:func:`memory_snapshots`) go to ``<store_dir>/traces/``."""
-    settings = {k: v for k, v in vars(cfg).items() if k not in ("models", "batch_sizes")}
-    settings.update(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE)
-    grid = {"model": cfg.models, "batch_size": cfg.batch_sizes}
-    store = {n: None if store_dir is None else Path(store_dir) / f"sweep_{n}.csv"
-             for n in ("batch", "breakdown", "counters")}
-    timed = partial(batch_point, device=cfg.device, images=cfg.images, warmup=cfg.warmup, min_repeats=cfg.min_repeats)
+    kw = dict(progress=progress, settings=dict(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE))
     folder = trace_folder(store_dir, cfg.save_traces)
-    parts = partial(breakdown_point, device=cfg.device, iterations=cfg.profile_iterations, trace_dir=folder)
-    kw = dict(settings=settings, progress=progress)
-    batch = sweep(timed, grid, store["batch"], desc="batch size: time and memory", **kw)
-    breakdown = sweep(parts, grid, store["breakdown"], desc="batch size: time breakdown", **kw)
+    batch = BATCH.run(cfg, store_dir, **kw)
+    # where the traces go is no setting (save_traces is): the points are told, the store is not keyed by it
+    traced = dataclasses.replace(BREAKDOWN, point=partial(BREAKDOWN.point, trace_dir=folder))
+    breakdown = traced.run(cfg, store_dir, **kw)
     roof = roofline(batch)
     best = [{"model": r["model"], "batch_size": int(r["batch_size"])} for _, r in roof.iterrows()]
     missing = counters_missing_reason(cfg.device)
-    counters = sweep(partial(counters_point, device=cfg.device), best, store["counters"],
-                     skip=lambda model, batch_size: missing, desc="batch size: Nsight Compute counters",
-                     **kw) if best else pd.DataFrame()
+    counters = COUNTERS.run(cfg, store_dir, points=best, skip=lambda model, batch_size: missing, **kw) \
+        if best else pd.DataFrame()
     snapshots = memory_snapshots(batch, folder) if folder is not None else pd.DataFrame()
     return studies.combine(batch=batch, breakdown=breakdown, roofline=roof, counters=counters,
                            memory_snapshots=snapshots)
-
 
 def breakdown_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Experiment "breakdown" as one row per (model, batch size) and one column per component (time per batch, ms),
@@ -327,20 +322,27 @@ def _throughput(row) -> Spread:
     return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
 
 
+def _judged(claim: str, paper: str, criterion: str, dev: str, parts: list, ours: str, missing: str, *,
+            applies: bool | None = None, how=all_of) -> Claim:
+    """``claim`` judged as ``how`` (:func:`cnnlab.claims.all_of` or ``any_of``) of the verdicts ``parts``;
+    "not measured" with the note ``missing`` where it does not apply (``applies``; default: there are parts)."""
+    if not (bool(parts) if applies is None else applies):
+        return Claim(claim, paper, "not measured", None, dev, criterion=criterion, note=missing)
+    held, note = how(*parts)
+    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+
+
 def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    mem = {m: g for m, g in ok.groupby("model", sort=False)}
-    verdict = all_of(*(trend([Spread.exact(v) for v in g["peak_mem_alloc_mib"]], "up", unit=" MiB",
-                             labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
-                       for m, g in mem.items() if len(g) > 1))
-    return Claim("peak memory grows monotonically with batch size",
-                 "Sec. IV-A: \"Peak GPU Memory Allocated: Increased monotonically and significantly with batch "
-                 "size\" (Fig. 1 bottom)",
-                 ", ".join(f"{m} {g['peak_mem_alloc_mib'].iloc[0]:.1f}->{g['peak_mem_alloc_mib'].iloc[-1]:.1f} MiB "
-                           f"({g['peak_mem_alloc_mib'].iloc[-1] / g['peak_mem_alloc_mib'].iloc[0]:.1f}x)"
-                           for m, g in mem.items()) or "not measured",
-                 verdict[0] if mem else None, dev,
-                 criterion=f"peak_mem_alloc_mib rises at every batch-size step, every model ({EXACT_MEMORY})",
-                 note=verdict[1] if mem else "no point measured")
+    mem = {m: g["peak_mem_alloc_mib"] for m, g in ok.groupby("model", sort=False)}
+    return _judged("peak memory grows monotonically with batch size",
+                   "Sec. IV-A: \"Peak GPU Memory Allocated: Increased monotonically and significantly with batch "
+                   "size\" (Fig. 1 bottom)",
+                   f"peak_mem_alloc_mib rises at every batch-size step, every model ({EXACT_MEMORY})", dev,
+                   [trend([Spread.exact(v) for v in g["peak_mem_alloc_mib"]], "up", unit=" MiB",
+                          labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
+                    for m, g in ok.groupby("model", sort=False) if len(g) > 1],
+                   ", ".join(f"{m} {v.iloc[0]:.1f}->{v.iloc[-1]:.1f} MiB ({v.iloc[-1] / v.iloc[0]:.1f}x)"
+                             for m, v in mem.items()), "no point measured", applies=bool(mem))
 
 
 def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
@@ -351,31 +353,26 @@ def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
     upto = [b for b in sizes if 1 < b <= 64]
     to = upto[-1] if 1 in sizes and upto else None
     pairs = [m for m in names if (m, 1) in rows and (m, to) in rows] if to else []
-    ratios = {m: _total_time(rows[m, to]) / _total_time(rows[m, 1]) for m in pairs}
-    drop = all_of(*(judge(r, "<", 1.0, unit="x") for r in ratios.values()))
     rule = f"the ratio's interval from both points' p10-p90 time per batch; {NOISE_RULE}"
-    claims = [Claim(f"total inference time drops from batch 1 to batch {to or 64}",
-                    "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
-                    "(up to around 64)\" (Fig. 1 top)",
-                    ", ".join(f"{m} {_total_time(rows[m, 1]).text('.3g', ' s')} -> "
-                              f"{_total_time(rows[m, to]).text('.3g', ' s')}" for m in pairs) or "not measured",
-                    drop[0] if pairs else None, dev,
-                    criterion=f"total_time_s at batch {to or 64} / at batch 1 < 1, every model ({rule})",
-                    note=drop[1] if pairs else "the grid needs batch size 1 and a larger one <= 64")]
     mid = [b for b in (128, 256) if b in sizes]
     rises = {(m, b): _total_time(rows[m, b]) / _total_time(rows[m, 64])
              for m in names for b in mid if (m, 64) in rows and (m, b) in rows}
-    label = "/".join(map(str, mid or (128, 256)))
-    rise = any_of(*(judge(r, ">", 1.0, unit="x") for r in rises.values()))
-    claims.append(Claim("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
-                        "Sec. IV-A: \"for mid-range sizes (like 128 or 256), we sometimes saw the time increase "
-                        "again\" (Fig. 1 top)",
-                        ", ".join(f"{m} batch {b} / batch 64: {r.text('.2f', 'x')}" for (m, b), r in rises.items())
-                        or "not measured", rise[0] if rises else None, dev,
-                        criterion=f"total_time_s at batch {label} / at batch 64 > 1 for at least one model and size "
-                                  f"(the paper: 'sometimes'; {rule})",
-                        note=rise[1] if rises else "the grid needs batch 64 and 128 or 256"))
-    return claims
+    return [_judged(f"total inference time drops from batch 1 to batch {to or 64}",
+                    "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
+                    "(up to around 64)\" (Fig. 1 top)",
+                    f"total_time_s at batch {to or 64} / at batch 1 < 1, every model ({rule})", dev,
+                    [judge(_total_time(rows[m, to]) / _total_time(rows[m, 1]), "<", 1.0, unit="x") for m in pairs],
+                    ", ".join(f"{m} {_total_time(rows[m, 1]).text('.3g', ' s')} -> "
+                              f"{_total_time(rows[m, to]).text('.3g', ' s')}" for m in pairs),
+                    "the grid needs batch size 1 and a larger one <= 64"),
+            _judged("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
+                    "Sec. IV-A: \"for mid-range sizes (like 128 or 256), we sometimes saw the time increase "
+                    "again\" (Fig. 1 top)",
+                    f"total_time_s at batch {'/'.join(map(str, mid or (128, 256)))} / at batch 64 > 1 for at least "
+                    f"one model and size (the paper: 'sometimes'; {rule})", dev,
+                    [judge(r, ">", 1.0, unit="x") for r in rises.values()],
+                    ", ".join(f"{m} batch {b} / batch 64: {r.text('.2f', 'x')}" for (m, b), r in rises.items()),
+                    "the grid needs batch 64 and 128 or 256", how=any_of)]
 
 
 def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
@@ -388,15 +385,13 @@ def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
         best = max(rates, key=lambda i: rates[i].value)
         gains[m] = (Spread.exact(1.0) if best == ones.index[0] else rates[best] / rates[ones.index[0]],
                     int(g.loc[best, "batch_size"]))
-    verdict = all_of(*(judge(gain, ">", THROUGHPUT_GAIN, unit="x") for gain, _ in gains.values()))
-    return Claim(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
-                 "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
-                 ", ".join(f"{m} {gain.text('.3g', 'x')} (batch {b})" for m, (gain, b) in gains.items())
-                 or "not measured", verdict[0] if gains else None, dev,
-                 criterion=f"images/s at the best batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model (images/s = "
-                           f"batch size / time per batch; the ratio's interval from both points' p10-p90; "
-                           f"{NOISE_RULE})",
-                 note=verdict[1] if gains else "batch size 1 is not in the grid or not measured")
+    return _judged(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
+                   "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
+                   f"images/s at the best batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model (images/s = batch "
+                   f"size / time per batch; the ratio's interval from both points' p10-p90; {NOISE_RULE})", dev,
+                   [judge(gain, ">", THROUGHPUT_GAIN, unit="x") for gain, _ in gains.values()],
+                   ", ".join(f"{m} {gain.text('.3g', 'x')} (batch {b})" for m, (gain, b) in gains.items()),
+                   "batch size 1 is not in the grid or not measured")
 
 
 def _latency_claim(ok: pd.DataFrame, dev: str) -> Claim:
@@ -491,12 +486,11 @@ def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
             ends[m] = [(int(r["batch_size"]), Spread(float(r["time_per_batch_ms"]), float(r["time_per_batch_ms_low"]),
                                                       float(r["time_per_batch_ms_high"])))
                        for r in (g.iloc[0], g.iloc[-1])]
-    held, note = all_of(*(trend([a[1], b[1]], "up", unit=" ms", labels=[f"{m} batch {a[0]}", f"{m} batch {b[0]}"])
-                          for m, (a, b) in ends.items()))
-    ours = ", ".join(f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})"
-                     for m, (a, b) in ends.items())
-    return Claim(claim, paper, ours or "not measured", held if ends else None, dev, criterion=criterion,
-                 note=note if ends else "the grid needs two batch sizes")
+    return _judged(claim, paper, criterion, dev,
+                   [trend([a[1], b[1]], "up", unit=" ms", labels=[f"{m} batch {a[0]}", f"{m} batch {b[0]}"])
+                    for m, (a, b) in ends.items()],
+                   ", ".join(f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})"
+                             for m, (a, b) in ends.items()), "the grid needs two batch sizes")
 
 
 def _panels(ok: pd.DataFrame, panels: list[tuple[str, str, str]]):
