@@ -7,6 +7,7 @@ whatever the pixel values. The claim checked is paper 001's (Sec. IV-A): larger 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,7 @@ PARAMETERS = studies.Parameters(
                           axis=True, doc="images per batch"),
     # 20 timed batches in quick, so that p10-p90 (the claim's noise) is not just the slowest and fastest of a few
     repeats=Parameter(20, 30, 50, check=config.positive_int, doc="timed batches per point"),
+    warmup=Parameter(2, check=partial(config.positive_int, minimum=0), doc="untimed batches before the timed ones"),
     # off in quick: CI keeps no files
     save_traces=Parameter(False, True, check=config.boolean,
                           doc="write the profiled batches' Chrome trace into <figures>/traces/"),
@@ -41,17 +43,16 @@ PARAMETERS = studies.Parameters(
     device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
 )
 configure = PARAMETERS.configure
-WARMUP = 2
 PROFILE_ITERATIONS = 2
 THROUGHPUT_GAIN = 2.0  # the claim holds when the best batch gives more than this many times batch 1's images/s
 
 
-def batch_point(batch_size: int, *, model_name: str, device: str, repeats: int) -> dict:
+def batch_point(batch_size: int, *, model_name: str, device: str, repeats: int, warmup: int) -> dict:
     """One point of experiment "batch": ``cnnlab.profiling.benchmark``'s row for ``model_name`` at ``batch_size``."""
     dev = torch.device(device)
     net = models.get(model_name).to(dev).eval()
     x = models.example_input(net, batch_size).to(dev)
-    m = benchmark(net, x, device=dev, warmup=WARMUP, repeats=repeats)
+    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats)
     return {**m.as_row(), "model": model_name, "data_source": "synthetic"}
 
 
@@ -65,7 +66,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     ``cfg.save_traces`` their Chrome trace is written to ``<store_dir>/traces/`` (column ``trace_file``). Runs with
     ``cfg.threads`` intra-op CPU threads (None: torch's default), the count in use being part of the store's key."""
     threads = config.set_threads(cfg.threads)
-    batch = BATCH.run(cfg, store_dir, progress=progress, settings=dict(warmup=WARMUP, threads=threads))
+    batch = BATCH.run(cfg, store_dir, progress=progress, settings=dict(threads=threads))
     dev = torch.device(cfg.device)
     net = models.get(cfg.model_name).to(dev).eval()
     x = models.example_input(net, max(cfg.batch_sizes)).to(dev)
