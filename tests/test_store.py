@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from cnnlab.profiling import sweep
-from cnnlab.profiling.store import ResultStore, remove_stores
+from cnnlab.profiling.store import Attempts, ResultStore, remove_stores
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -267,13 +267,9 @@ def test_damaged_lines_are_set_aside_once_even_after_a_kill_between_the_two_writ
 
 
 def test_an_attempt_marker_that_cannot_be_written_names_its_file(tmp_path, monkeypatch):
-    import importlib
-
-    sweep_module = importlib.import_module("cnnlab.profiling.sweep")
-
     def full_disk(self, point):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(sweep_module._Attempts, "note", full_disk)
+    monkeypatch.setattr(Attempts, "_add", full_disk)
     with pytest.raises(OSError, match=r"s\.csv\.attempts: could not be written for point \{'i': 0\} .*free on"):
         sweep(lambda i: {"value": i}, {"i": [0, 1]}, tmp_path / "s.csv", progress=False)

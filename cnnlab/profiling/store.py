@@ -17,12 +17,20 @@ exclusive ``flock`` on ``<store>.lock`` for a whole sweep, so two notebooks on t
 of measuring points twice or interleaving rows; :func:`remove_stores` (``make figures FRESH=1``) takes the same
 locks. A store deleted or replaced while its writer runs is noticed at the next write or read, said, and written
 whole again from the rows the writer holds.
+
+The store also owns its name and its side files: :func:`store_file` names it after a digest of the settings it is
+keyed by and of cnnlab's own source (:func:`code_digest`); :func:`write_env` keeps ``<store>.env.json`` (the
+environment and those settings); :class:`Attempts` keeps ``<store>.attempts`` (points started and not yet stored,
+to recognise a point that kills its process); :func:`store_point` writes a point's rows. A write that fails (a
+full disk) is raised again naming the file, the point and the free space.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import hashlib
 import io
 import json
 import math
@@ -31,9 +39,12 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
+
+from cnnlab.profiling.environment import environment
 
 
 def key_value(value: Any) -> str:
@@ -382,3 +393,144 @@ def _cell(value: Any) -> Any:
     if value is None or isinstance(value, (tuple, list)) or hasattr(value, "item"):
         return key_value(value)
     return value
+
+
+# ---------------------------------------------------------------- the store's name and side files
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of cnnlab's own source (every ``.py`` file of the package): a store measured by other code is
+    another store. Over-inclusive on purpose: a change anywhere in cnnlab starts new stores."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _settings_dict(settings: Mapping[str, Any] | SimpleNamespace) -> dict[str, Any]:
+    return dict(vars(settings)) if isinstance(settings, SimpleNamespace) else dict(settings)
+
+
+def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNamespace) -> Path:
+    """``<folder>/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
+    setting in ``settings`` and :func:`code_digest`, so each combination has its own file."""
+    path = Path(store)
+    suffix = path.suffix or ".csv"
+    key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return path.with_name(f"{path.stem}_{digest}{suffix}")
+
+
+@contextlib.contextmanager
+def _naming_the_file(path: Path, point: dict[str, Any] | None):
+    """An OSError inside the block (a full disk, a read-only folder) raised again naming ``path``, the point and
+    the free space: the rows stored before are kept, and the point is measured on the next run."""
+    try:
+        yield
+    except OSError as err:
+        from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
+
+        what = "could not be written" + (f" for point {point}" if point is not None else "")
+        raise OSError(err.errno, f"{path}: {what} ({err}; {free_space(path.parent)}). Every row stored before is "
+                                 "kept; free some space and run again: what is missing is measured then") from err
+
+
+def write_env(store_path: Path, settings: Mapping[str, Any] | SimpleNamespace | None = None) -> None:
+    """Write ``<store>.env.json`` (environment, and the settings the store is keyed by with :func:`code_digest`);
+    on resume keep the first run's record and add this one if it differs. A damaged record is moved aside to
+    ``<store>.env.json.damaged`` and written again."""
+    path = store_path.with_name(store_path.name + ".env.json")
+    with _naming_the_file(path, None):
+        env = environment()
+        if settings is not None:
+            env["store_settings"] = _settings_dict(settings)
+            env["cnnlab_code"] = code_digest()
+        if path.exists():
+            try:
+                first = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:  # JSONDecodeError, UnicodeDecodeError: damaged
+                first = None
+            if not isinstance(first, dict):
+                side = path.with_name(path.name + ".damaged")
+                os.replace(path, side)
+                warnings.warn(f"{path} was damaged (not a JSON object of UTF-8 text): moved to {side.name} and "
+                              "written again for this run; the rows in the store are not affected", stacklevel=3)
+            else:
+                fields = ("device_name", "torch_version", "cuda_version", "driver_version", "git_commit", "preset")
+                changed = [f for f in fields if first.get(f) != env.get(f)]
+                if changed:
+                    warnings.warn(f"resuming {store_path} in a different environment ({', '.join(changed)} changed); "
+                                  f"both are recorded in {path.name}", stacklevel=3)
+                    first.setdefault("resumed_runs", []).append(env)
+                    path.write_text(json.dumps(first, indent=2, default=str))
+                return
+        path.write_text(json.dumps(env, indent=2, default=str))
+
+
+class Attempts:
+    """``<store>.attempts``: one JSON line per point started, so that a point whose process keeps dying (and so
+    never stores a row) is recognised. Only the points not stored are ever looked up."""
+
+    def __init__(self, store: Path):
+        self.path = store.with_name(store.name + ".attempts")
+
+    def _keys(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        return [line.strip() for line in self.path.read_text(errors="replace").splitlines() if line.strip()]
+
+    @staticmethod
+    def _text(point: Mapping[str, Any]) -> str:
+        return json.dumps({k: key_value(v) for k, v in sorted(point.items())})
+
+    def count(self, point: Mapping[str, Any]) -> int:
+        """How many times ``point`` was started and did not end (its process died)."""
+        return self._keys().count(self._text(point))
+
+    def note(self, point: Mapping[str, Any]) -> None:
+        """Note that ``point`` starts now (durably: if the process dies next, the next run knows); a marker that
+        cannot be written is an OSError naming this file, the point and the free space."""
+        with _naming_the_file(self.path, dict(point)):
+            self._add(point)
+
+    def _add(self, point: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # the folder may have been deleted under the sweep
+        with open(self.path, "a") as f:
+            f.write(self._text(point) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def forget(self, point: Mapping[str, Any], *, every: bool = False) -> None:
+        """Remove the last attempt of ``point`` (it was stopped by the user: not a death), or ``every`` one (it was
+        stored: it ended). Written in place: a full disk can still shrink a file, and a lost marker only means a
+        point is tried once more."""
+        keys = self._keys()
+        text = self._text(point)
+        if text in keys:
+            if every:
+                kept = [k for k in keys if k != text]
+            else:
+                kept = keys[::-1]
+                kept.remove(text)
+                kept.reverse()
+            try:
+                self.path.write_text("".join(k + "\n" for k in kept))
+            except OSError:
+                pass
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def store_point(results: ResultStore, attempts: Attempts, point: dict[str, Any], rows: list[dict]) -> None:
+    """Store a point's rows, then forget its attempt (it ended: it did not kill the process). A store that cannot
+    be written is no death either: the attempt is forgotten and the error names the store and the free space."""
+    try:
+        with _naming_the_file(results.path, point):
+            for row in rows:
+                results.append(row)
+    finally:  # stored, or a write error: neither is the death of the process
+        attempts.forget(point, every=True)

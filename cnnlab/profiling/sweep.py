@@ -3,18 +3,15 @@
 Sweeps over batch size, model and precision take long and die (OOM, a closed laptop, a preempted
 Colab). So every finished point is on disk at once, a restart skips what is stored, an OOM point is
 a result (``status="oom"``: the configuration does not fit) rather than a crash, and bad grid
-values are rejected before the first point runs. The sweep owns its store: the file is keyed by every
-setting that changes a measurement (``settings``, plus the source of cnnlab's measured code), so a run
-with other settings never returns another run's rows, and a run returns only its own grid's points.
+values are rejected before the first point runs. Each sweep has its own store (:mod:`cnnlab.profiling.store`,
+which names the file and keeps its side files): the file is keyed by every setting that changes a measurement
+(``settings``, plus the source of cnnlab's measured code), so a run with other settings never returns another
+run's rows, and a run returns only its own grid's points.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import itertools
-import json
 import math
 import os
 import tempfile
@@ -29,9 +26,8 @@ import torch
 from tqdm.auto import tqdm
 
 from cnnlab import config
-from cnnlab.profiling.environment import environment
 from cnnlab.profiling.memory import free_memory
-from cnnlab.profiling.store import ResultStore, key_value
+from cnnlab.profiling.store import Attempts, ResultStore, key_value, store_file, store_point, write_env
 
 RESERVED = ("status", "error", "point_time_s", "finished_utc")
 FAILED = ("oom", "error", "killed")
@@ -62,21 +58,15 @@ def grid_points(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Any]]) -> l
 def check_point(point: Mapping[str, Any]) -> None:
     """Built-in checks of well-known parameter names; ValueError naming the parameter and valid values.
 
-    batch_size: int >= 1; model / model_name: in ``cnnlab.models.names()``; dtype: a known dtype;
-    autocast, memory_format, device: as :func:`cnnlab.profiling.benchmark` accepts them.
+    batch_size: int >= 1; dtype: a known dtype; autocast, memory_format, device: as
+    :func:`cnnlab.profiling.benchmark` accepts them. Names of models are not checked here (profiling knows no
+    models): a study's configure checks them, another caller passes ``validate=``.
     """
     for name in RESERVED:
         if name in point:
             raise ValueError(f"grid parameter {name!r} clashes with a column the sweep writes; rename it")
     if "batch_size" in point:
         config.positive_int(point["batch_size"], parameter="batch_size")
-    for name in ("model", "model_name"):
-        if name in point and isinstance(point[name], str):
-            from cnnlab import models  # lazy: the registry imports every architecture
-
-            valid = models.names()
-            if point[name] not in valid:
-                raise ValueError(f"{name}={point[name]!r} is not a known model; valid: {', '.join(valid)}")
     if "dtype" in point:
         config.dtype_name(point["dtype"])
     if "autocast" in point:
@@ -91,36 +81,6 @@ def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(exc, RuntimeError) and any(t.lower() in str(exc).lower() for t in _OOM_TEXT)
-
-
-def _write_env(store_path: Path, settings: dict[str, Any] | None = None) -> None:
-    """Write ``<store>.env.json`` (environment, and the settings the store is keyed by); on resume keep the
-    first run's record and add this one if it differs."""
-    path = store_path.with_name(store_path.name + ".env.json")
-    env = environment()
-    if settings is not None:
-        env["store_settings"] = settings
-        env["cnnlab_code"] = code_digest()
-    if path.exists():
-        try:
-            first = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:  # JSONDecodeError, UnicodeDecodeError: damaged
-            first = None
-        if not isinstance(first, dict):
-            side = path.with_name(path.name + ".damaged")
-            os.replace(path, side)
-            warnings.warn(f"{path} was damaged (not a JSON object of UTF-8 text): moved to {side.name} and written "
-                          "again for this run; the rows in the store are not affected", stacklevel=3)
-        else:
-            fields = ("device_name", "torch_version", "cuda_version", "driver_version", "git_commit", "preset")
-            changed = [f for f in fields if first.get(f) != env.get(f)]
-            if changed:
-                warnings.warn(f"resuming {store_path} in a different environment ({', '.join(changed)} changed); "
-                              f"both are recorded in {path.name}", stacklevel=3)
-                first.setdefault("resumed_runs", []).append(env)
-                path.write_text(json.dumps(first, indent=2, default=str))
-            return
-    path.write_text(json.dumps(env, indent=2, default=str))
 
 
 def sweep(
@@ -183,8 +143,7 @@ def sweep(
     path = Path(store) if settings is None else store_file(store, settings)
     results = ResultStore(path)
     with results.lock():  # one writer per store: a second run waits, then finds the points stored
-        with _naming_the_file(results.path.with_name(results.path.name + ".env.json"), None):
-            _write_env(results.path, None if settings is None else _settings_dict(settings))
+        write_env(results.path, settings)
 
         reasons = [skip(**p) if skip is not None else None for p in points]
         measured = [p for p, reason in zip(points, reasons) if reason is None]
@@ -197,7 +156,7 @@ def sweep(
 
         if retry_errors is None:
             retry_errors = os.environ.get("CNNLAB_RETRY", "") not in ("", "0")
-        attempts = _Attempts(results.path)
+        attempts = Attempts(results.path)
         if retry_errors:
             kept = [r for r in stored if not failed_here(r, RETRIED)]
             if len(kept) != len(stored):
@@ -227,8 +186,7 @@ def sweep(
                 if died >= KILLED_AFTER:
                     rows, status, message = _killed_row(point, died)
                 else:
-                    with _naming_the_file(attempts.path, point):
-                        attempts.note(point)  # if the process dies now, the next run knows
+                    attempts.note(point)  # if the process dies now, the next run knows
                     try:
                         rows, status, message = _run_point(fn, point)
                     except KeyboardInterrupt:  # stopped by the user: not a death of the process
@@ -237,7 +195,7 @@ def sweep(
                 if status != "ok":
                     failures.append((point, status, message))
                     free_memory()
-                _store_rows(results, attempts, point, rows)
+                store_point(results, attempts, point, rows)
                 bar.update(1)
         finally:
             bar.close()
@@ -247,31 +205,6 @@ def sweep(
         df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
     df.attrs["store"] = results.path
     return df
-
-
-@contextlib.contextmanager
-def _naming_the_file(path: Path, point: dict[str, Any] | None):
-    """An OSError inside the block (a full disk, a read-only folder) raised again naming ``path``, the point and
-    the free space: the rows stored before are kept, and the point is measured on the next run."""
-    try:
-        yield
-    except OSError as err:
-        from cnnlab.data.storage import free_space  # lazy: cnnlab.data imports the profiling package
-
-        what = "could not be written" + (f" for point {point}" if point is not None else "")
-        raise OSError(err.errno, f"{path}: {what} ({err}; {free_space(path.parent)}). Every row stored before is "
-                                 "kept; free some space and run again: what is missing is measured then") from err
-
-
-def _store_rows(results: ResultStore, attempts: "_Attempts", point: dict[str, Any], rows: list[dict]) -> None:
-    """Store a point's rows, then forget its attempt (it ended: it did not kill the process). A store that cannot
-    be written is no death either: the attempt is forgotten and the error names the store and the free space."""
-    try:
-        with _naming_the_file(results.path, point):
-            for row in rows:
-                results.append(row)
-    finally:  # stored, or a write error: neither is the death of the process
-        attempts.forget(point, every=True)
 
 
 def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[dict],
@@ -299,80 +232,6 @@ def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[di
         except (ValueError, TypeError):
             pass
     return df
-
-
-def _settings_dict(settings) -> dict[str, Any]:
-    return dict(vars(settings)) if isinstance(settings, SimpleNamespace) else dict(settings)
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """Digest of cnnlab's own source (every ``.py`` file of the package): a store measured by other code is
-    another store. Over-inclusive on purpose: a change anywhere in cnnlab starts new stores."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha1()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNamespace) -> Path:
-    """``<folder>/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
-    setting in ``settings`` and :func:`code_digest`, so each combination has its own file."""
-    path = Path(store)
-    suffix = path.suffix or ".csv"
-    key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return path.with_name(f"{path.stem}_{digest}{suffix}")
-
-
-class _Attempts:
-    """``<store>.attempts``: one JSON line per point started, so that a point whose process keeps dying (and so
-    never stores a row) is recognised. Only the points not stored are ever looked up."""
-
-    def __init__(self, store: Path):
-        self.path = store.with_name(store.name + ".attempts")
-
-    def _keys(self) -> list[str]:
-        if not self.path.exists():
-            return []
-        return [line.strip() for line in self.path.read_text(errors="replace").splitlines() if line.strip()]
-
-    @staticmethod
-    def _text(point: Mapping[str, Any]) -> str:
-        return json.dumps({k: key_value(v) for k, v in sorted(point.items())})
-
-    def count(self, point: Mapping[str, Any]) -> int:
-        return self._keys().count(self._text(point))
-
-    def note(self, point: Mapping[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)  # the folder may have been deleted under the sweep
-        with open(self.path, "a") as f:
-            f.write(self._text(point) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def forget(self, point: Mapping[str, Any], *, every: bool = False) -> None:
-        """Remove the last attempt of ``point`` (it was stopped by the user: not a death), or ``every`` one (it was
-        stored: it ended). Written in place: a full disk can still shrink a file, and a lost marker only means a
-        point is tried once more."""
-        keys = self._keys()
-        text = self._text(point)
-        if text in keys:
-            if every:
-                kept = [k for k in keys if k != text]
-            else:
-                kept = keys[::-1]
-                kept.remove(text)
-                kept.reverse()
-            try:
-                self.path.write_text("".join(k + "\n" for k in kept))
-            except OSError:
-                pass
-
-    def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 def _killed_row(point: dict[str, Any], died: int) -> tuple[list[dict[str, Any]], str, str]:
