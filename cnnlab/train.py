@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from cnnlab import data as datasets
+from cnnlab import data
 from cnnlab import models
 from cnnlab.data.storage import DamagedFileError, data_root, read_or_explain, save_or_warn
 from cnnlab.profiling import wall_time
@@ -82,8 +82,9 @@ def _scheduler(optimizer, recipe: Recipe, steps_per_epoch: int):
 def model_code_version(model_name: str) -> str:
     """A digest (12 hex digits) of the source file that defines registry model ``model_name``.
 
-    Each family lives in one file that imports only torch, so any change to that file (a layer, an init, even a
-    comment) gives a new digest and a new checkpoint key, while other families' checkpoints stay valid.
+    Each family lives in one file that imports only torch and the registry's decorator, so any change to that file
+    (a layer, an init, even a comment) gives a new digest and a new checkpoint key, while other families'
+    checkpoints stay valid.
     """
     # the registry has no public way from a name to its builder; _lookup also raises the "valid names" error
     module = sys.modules[models.registry._lookup(model_name).build.__module__]
@@ -214,9 +215,9 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
         recipe = RECIPES[recipe]
     device = torch.device(device)
     data_options = data_options or {}
-    train_set = datasets.load(dataset_name, "train", synthetic=synthetic, augment=recipe.augment, root=root,
+    train_set = data.load(dataset_name, "train", synthetic=synthetic, augment=recipe.augment, root=root,
                               **data_options)
-    test_set = datasets.load(dataset_name, "test", synthetic=synthetic, root=root, **data_options)
+    test_set = data.load(dataset_name, "test", synthetic=synthetic, root=root, **data_options)
     options = dict(model_options or {})
     options.setdefault("num_classes", train_set.num_classes)
     path = checkpoint_path(model_name, dataset_name, recipe, data_source=train_set.data_source,
@@ -236,8 +237,8 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
         return model.to(device), history
 
     model.to(device)
-    train_loader = datasets.make_loader(train_set, recipe.batch_size, shuffle=True, seed=recipe.seed)
-    test_loader = datasets.make_loader(test_set, 512)
+    train_loader = data.make_loader(train_set, recipe.batch_size, shuffle=True, seed=recipe.seed)
+    test_loader = data.make_loader(test_set, 512)
     optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
                                 weight_decay=recipe.weight_decay)
 
