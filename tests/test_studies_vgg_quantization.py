@@ -2,6 +2,7 @@
 tables on an untrained VGG-11 and tiny loaders (the quantization numbers themselves are tested in test_quantize),
 the claims, and the stores (a run with other settings never returns another run's rows)."""
 
+import dataclasses
 import itertools
 import math
 import time
@@ -87,7 +88,7 @@ def test_without_torchao_pt2e_the_int8_rows_are_skipped_with_the_reason(cfg, tmp
     and nothing tries to quantize."""
     monkeypatch.setattr(vq, "train", untrained)
     monkeypatch.setattr(vq.quantize, "int8_unavailable", lambda: "torchao 0.10.0 has no PT2E flow")
-    monkeypatch.setattr(vq, "_quantize", lambda *a: pytest.fail("quantized although int8 is unavailable"))
+    monkeypatch.setattr(vq.Trained, "int8", lambda *a: pytest.fail("quantized although int8 is unavailable"))
     tables = studies.tables(vq.measure(vq.configure("quick", **{**TINY, "methods": []}), tmp_path, progress=False))
     for name in ("int8", "inference_profile"):
         rows = tables[name].drop_duplicates("precision").set_index("precision")
@@ -334,22 +335,22 @@ def test_other_settings_never_return_stored_rows_and_a_rerun_resumes(tmp_path, m
     def fake(kind):
         def point(*args, **kwargs):
             calls.append(kind)
-            return {"export_size_mb": 1.0, "latency_ms_median": float(next(counter)), "name": "op"}
+            return {"export_size_mb": 1.0, "first_pass_s": 1.0, "latency_ms_median": float(next(counter)),
+                    "name": "op"}
         return point
 
     real_fit = vq.fit
     monkeypatch.setattr(vq, "train", untrained)
     monkeypatch.setattr(vq, "fit", lambda *a, **k: (calls.append("loader"), real_fit(*a, **k)))
-    for name in ("_int8_row", "_profile_rows", "time_inference"):
-        monkeypatch.setattr(vq, name, fake(name))
+    for name in ("INT8", "PROFILE", "COMPILED"):
+        monkeypatch.setattr(vq, name, dataclasses.replace(getattr(vq, name), point=fake(name)))
     small = dict(TINY, num_workers=[0], pin_memory=[False], methods=["eager"], timing_rounds=1)
     runs = []
     for repeats in (2, 3, 2):
         calls.clear()
         df = vq.measure(vq.configure("quick", **{**small, "repeats": repeats}), tmp_path, progress=False)
         runs.append((sorted(calls), studies.tables(df)))
-    assert runs[0][0] == runs[1][0] == ["_int8_row", "_int8_row", "_profile_rows", "_profile_rows", "loader",
-                                        "time_inference"]
+    assert runs[0][0] == runs[1][0] == ["COMPILED", "INT8", "INT8", "PROFILE", "PROFILE", "loader"]
     assert runs[2][0] == [], "the first configuration's points are stored: nothing to measure again"
     for name, col in (("int8", "latency_ms_median"), ("inference_profile", "latency_ms_median"),
                       ("compiled_inference", "latency_ms_median"), ("loader_sweep", "train_epoch_s")):
@@ -357,4 +358,4 @@ def test_other_settings_never_return_stored_rows_and_a_rerun_resumes(tmp_path, m
         assert len(first) == len(other) == len(again), name
         assert set(first[col]).isdisjoint(other[col]), f"{name}: the second configuration got the first one's rows"
         pd.testing.assert_frame_equal(first, again, obj=name)
-    assert len(list(tmp_path.glob("int8_*.csv"))) == len(list(tmp_path.glob("loader_sweep_*.csv"))) == 2
+    assert len(list(tmp_path.glob("sweep_int8_*.csv"))) == len(list(tmp_path.glob("sweep_loader_sweep_*.csv"))) == 2

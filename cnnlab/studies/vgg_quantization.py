@@ -22,6 +22,7 @@ torch.ao.quantization, is timed beside ``torch.compile`` and ``torch.export``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -33,7 +34,8 @@ import torch.nn.functional as F
 
 from cnnlab import config, data, models, plotting, quantize, studies
 from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
-from cnnlab.profiling import benchmark, loader_sweep, profile_ops, sweep, wall_time
+from cnnlab.profiling import benchmark, derived, loader_sweep, profile_ops, wall_time
+from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
 
 MODEL = "vgg11"
@@ -50,58 +52,60 @@ MB = 1e6  # the paper's "MB" (os.path.getsize / 1e6)
 SIZE_RATIO = (3.5, 4.5)  # "about 4x smaller": int8 weights take one byte instead of four
 ACCURACY_PP = 1.0  # "keeps accuracy" / "slightly" (greater): at most 1 percentage point, our bound
 LITTLE_CHANGE = 0.2  # "little to no change" in time: within 20% (the workbook's bound for "little"/"slight")
-GRID = ("num_workers", "pin_memory", "loader_batch_size", "methods")  # grid axes, not settings of a store
-
 MAX_LR = 1.0  # SGD's learning rate: kuangliu's recipe starts at 0.1; inf or 1e9 would train to chance accuracy
-PRESETS = {
-    # CPU smoke run: one epoch on the real, offline `digits` set (about 98% test accuracy), tiny loader subset,
-    # one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
-    # latency_batch_size 40 divides the 360 test images as the paper's 100 divides CIFAR-10's 10,000: no partial
-    # last batch in a pass over the test set (torch.compile would compile it again). Three timing rounds (the noise
-    # rule needs a range), at about the old run time: the DataLoader sweep reads 5% of the data per round (it read
-    # 10% once) and times pageable memory only (pinning only changes copies to a GPU; the claims use pageable rows).
-    "quick": dict(dataset="digits", synthetic=False, epochs=1, batch_size=32, lr=0.01, schedule="cosine",
-                  augment=False, num_workers=[0, 1, 2, 4, 8], pin_memory=[False], loader_fraction=0.05,
-                  loader_batch_size=32, calibration_batches=4, latency_batch_size=40, warmup=1, repeats=5,
-                  timing_rounds=3, methods=list(METHODS), profile_iterations=2, top_ops=10, threads=1, device=None),
-    # One Colab GPU: CIFAR-10 (the paper's data), 30 epochs.
-    "standard": dict(dataset="cifar10", synthetic=False, epochs=30, batch_size=128, lr=0.05, schedule="cosine",
-                     augment=True, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=0.2,
-                     loader_batch_size=128, calibration_batches=32, latency_batch_size=100, warmup=3, repeats=20,
-                     timing_rounds=3, methods=list(METHODS), profile_iterations=5, top_ops=15, threads=None,
-                     device=None),
-    # kuangliu's recipe length (200 epochs, cosine), whole loaders; test batches of 100 as in the paper's log.
-    "paper": dict(dataset="cifar10", synthetic=False, epochs=200, batch_size=128, lr=0.1, schedule="cosine",
-                  augment=True, num_workers=[0, 1, 2, 4, 8], pin_memory=[False, True], loader_fraction=1.0,
-                  loader_batch_size=128, calibration_batches=100, latency_batch_size=100, warmup=10, repeats=50,
-                  timing_rounds=5, methods=list(METHODS), profile_iterations=10, top_ops=15, threads=None,
-                  device=None),
-}
 
 
-def configure(preset: str | None = None, **overrides) -> SimpleNamespace:
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); ``methods`` always
-    starts with ``eager``, the baseline of the speed-ups."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    for name, valid in (("dataset", [n for n in data.names() if data.info(n).input_shape == (3, 32, 32)]),
-                        ("schedule", SCHEDULES)):
-        config.one_of(getattr(cfg, name), valid, parameter=name)
-    for name in ("synthetic", "augment"):  # True/False only: 1 == True would pass a plain membership test
-        setattr(cfg, name, config.boolean(getattr(cfg, name), parameter=name))
-    for name in ("epochs", "calibration_batches", "repeats", "profile_iterations", "top_ops", "warmup", "timing_rounds"):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=int(name != "warmup")))
-    for name in ("batch_size", "loader_batch_size", "latency_batch_size"):
-        setattr(cfg, name, config.batch_size(getattr(cfg, name), parameter=name))
-    cfg.lr = config.number(cfg.lr, parameter="lr", low=0, high=MAX_LR)
-    cfg.loader_fraction = config.number(cfg.loader_fraction, parameter="loader_fraction", low=0, high=1)
-    cfg.num_workers = config.num_workers(cfg.num_workers)
-    pins = config.as_list(cfg.pin_memory) or [None]  # an empty list fails as a missing value
-    cfg.pin_memory = [config.boolean(p, parameter="pin_memory") for p in pins]
-    methods = [config.one_of(m, METHODS, parameter="methods") for m in config.as_list(cfg.methods)]
-    cfg.methods = ["eager", *(m for m in dict.fromkeys(methods) if m != "eager")]
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
+def _pins(value, parameter: str) -> list[bool]:
+    """True/False only (1 == True would pass a plain membership test); an empty list fails as a missing value."""
+    return [config.boolean(p, parameter=parameter) for p in config.as_list(value) or [None]]
+
+
+def _methods(value, parameter: str) -> list[str]:
+    """``methods`` always starts with ``eager``, the baseline of the speed-ups."""
+    methods = [config.one_of(m, METHODS, parameter=parameter) for m in config.as_list(value)]
+    return ["eager", *(m for m in dict.fromkeys(methods) if m != "eager")]
+
+
+PARAMETERS = studies.Parameters(
+    # quick: a CPU smoke run, one epoch on the real, offline `digits` set (about 98% test accuracy); standard: one
+    # Colab GPU, CIFAR-10 (the paper's data), 30 epochs; paper: kuangliu's recipe length (200 epochs, cosine)
+    dataset=Parameter("digits", "cifar10", check=functools.partial(config.one_of, valid=[
+        n for n in data.names() if data.info(n).input_shape == (3, 32, 32)]), doc="digits (quick) | cifar10 (paper)"),
+    synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic images of the dataset's shape"),
+    epochs=Parameter(1, 30, 200, check=config.positive_int, doc="training epochs"),
+    batch_size=Parameter(32, 128, check=config.batch_size, doc="training batch (images)"),
+    lr=Parameter(0.01, 0.05, 0.1, check=functools.partial(config.number, low=0, high=MAX_LR), doc="SGD learning rate"),
+    schedule=Parameter("cosine", check=functools.partial(config.one_of, valid=SCHEDULES), doc="learning-rate schedule"),
+    augment=Parameter(False, True, check=config.boolean, doc="random crops and flips while training"),
+    num_workers=Parameter([0, 1, 2, 4, 8], check=config.num_workers, axis=True,
+                          doc="DataLoader workers (paper: [0, 1, 2, 4, 8]); above os.cpu_count(): recorded as skipped"),
+    # quick times pageable memory only (pinning only changes copies to a GPU; the claims use pageable rows)
+    pin_memory=Parameter([False], [False, True], check=_pins, axis=True, doc="DataLoader pin_memory values"),
+    # quick reads 5% of the data per round (it read 10% once): three rounds at about the old run time
+    loader_fraction=Parameter(0.05, 0.2, 1.0, check=functools.partial(config.number, low=0, high=1),
+                              doc="share of the data each DataLoader-sweep epoch reads"),
+    loader_batch_size=Parameter(32, 128, check=config.batch_size, axis=True, doc="DataLoader-sweep batch (images)"),
+    calibration_batches=Parameter(4, 32, 100, check=config.positive_int,
+                                  doc="training batches that set the int8 activation ranges"),
+    # 40 divides the 360 digits test images as the paper's 100 divides CIFAR-10's 10,000: no partial last batch in a
+    # pass over the test set (torch.compile would compile it again)
+    latency_batch_size=Parameter(40, 100, check=config.batch_size,
+                                 doc="images per test batch: timed batches and passes (paper: 100)"),
+    warmup=Parameter(1, 3, 10, check=functools.partial(config.positive_int, minimum=0),
+                     doc="untimed batches before timing"),
+    repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per latency"),
+    # three rounds in every preset but paper's five: the noise rule needs a range
+    timing_rounds=Parameter(3, 3, 5, check=config.positive_int,
+                            doc="rounds of the DataLoader sweep and of eager's and TorchScript's first passes"),
+    methods=Parameter(list(METHODS), check=_methods, axis=True, doc=", ".join(METHODS)),
+    profile_iterations=Parameter(2, 5, 10, check=config.positive_int, doc="profiled batches per precision"),
+    top_ops=Parameter(10, 15, check=config.positive_int, doc="operators kept per profile"),
+    # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads (None: torch's default)"),
+    device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda (int8 always runs on the CPU)"),
+)
+configure = PARAMETERS.configure
 
 
 def vgg_sizes() -> pd.DataFrame:
@@ -128,27 +132,48 @@ relative_error = config.relative_error
 output_tolerance = config.output_tolerance
 
 
-def _quantize(fp32, train_set, cfg) -> SimpleNamespace:
-    """int8 PT2E static quantization of ``fp32`` (on the CPU) calibrated on ``cfg.calibration_batches`` training
-    batches: ``quantized`` (q/dq graph, int8 weights: the artifact whose size we measure), ``lowered`` (its oneDNN
-    form: what runs), ``prepare_s`` (quantize + lower, s), ``calibration_items``."""
-    calibration = data.make_loader(train_set, cfg.latency_batch_size, shuffle=True, seed=1)
-    example = (next(iter(calibration))[0],)
-    q = wall_time(lambda: quantize.quantize_int8(fp32, calibration, example, max_batches=cfg.calibration_batches))
-    lowered = wall_time(lambda: quantize.lower_for_cpu(q.result, example))
-    return SimpleNamespace(quantized=q.result, lowered=lowered.result, prepare_s=q.seconds + lowered.seconds,
-                           calibration_items=min(cfg.calibration_batches * cfg.latency_batch_size, len(train_set)))
+class Trained:
+    """The trained model and what the inference experiments share: ``fp32`` (a CPU copy), ``net`` (a copy on
+    ``device``), ``test_loader`` (batches of ``latency_batch_size``), its first batch ``x_cpu`` / ``x`` (on
+    ``device``), eager's logits on it (``reference``); :meth:`int8` quantizes ``fp32`` once, when an int8 point is
+    first measured."""
+
+    def __init__(self, model, train_set, test_set, *, latency_batch_size: int, device: str):
+        self.train_set, self.test_loader = train_set, data.make_loader(test_set, latency_batch_size)
+        self.fp32, self.net = copy.deepcopy(model).cpu().eval(), copy.deepcopy(model).to(device).eval()
+        self.x_cpu = next(iter(self.test_loader))[0]
+        self.x = self.x_cpu.to(device)
+        with torch.inference_mode():
+            self.reference = self.net(self.x)
+        self._int8 = None
+
+    def int8(self, calibration_batches: int, latency_batch_size: int) -> SimpleNamespace:
+        """int8 PT2E static quantization of ``fp32`` (on the CPU) calibrated on ``calibration_batches`` training
+        batches: ``quantized`` (q/dq graph, int8 weights: the artifact whose size we measure), ``lowered`` (its
+        oneDNN form: what runs), ``prepare_s`` (quantize + lower, s), ``calibration_items``."""
+        if self._int8 is None:
+            calibration = data.make_loader(self.train_set, latency_batch_size, shuffle=True, seed=1)
+            example = (next(iter(calibration))[0],)
+            q = wall_time(lambda: quantize.quantize_int8(self.fp32, calibration, example,
+                                                         max_batches=calibration_batches))
+            lowered = wall_time(lambda: quantize.lower_for_cpu(q.result, example))
+            self._int8 = SimpleNamespace(quantized=q.result, lowered=lowered.result,
+                                         prepare_s=q.seconds + lowered.seconds, calibration_items=min(
+                                             calibration_batches * latency_batch_size, len(self.train_set)))
+        return self._int8
 
 
-def _int8_row(precision: str, fp32, prepared, test_loader, batch, cfg) -> dict:
-    """One precision on the CPU (int8: ``prepared()``, see :func:`_quantize`): serialized size (MB), test accuracy
-    (%), mean cross-entropy loss, top-1 agreement with fp32 (%), latency per batch (ms), throughput (images/s), peak
-    memory (MiB), preparation time (s)."""
-    q = prepared() if precision == "int8" else None
+def int8_point(precision: str, *, trained: Trained, calibration_batches: int, latency_batch_size: int, warmup: int,
+               repeats: int) -> dict:
+    """One precision on the CPU (int8: :meth:`Trained.int8`): serialized size (MB), test accuracy (%), mean
+    cross-entropy loss, top-1 agreement with fp32 (%), latency per batch (ms), throughput (images/s), peak memory
+    (MiB), preparation time (s)."""
+    fp32, batch = trained.fp32, trained.x_cpu
+    q = trained.int8(calibration_batches, latency_batch_size) if precision == "int8" else None
     runner, artifact = (quantize.GraphRunner(q.lowered, "int8 oneDNN"), q.quantized) if q else (fp32, fp32)
-    logits, labels = _predictions(runner, test_loader)
-    reference = _predictions(fp32, test_loader)[0] if q else logits
-    m = benchmark(runner, batch, device="cpu", warmup=cfg.warmup, repeats=cfg.repeats)
+    logits, labels = _predictions(runner, trained.test_loader)
+    reference = _predictions(fp32, trained.test_loader)[0] if q else logits
+    m = benchmark(runner, batch, device="cpu", warmup=warmup, repeats=repeats)
     return {"device": "cpu", "runtime": "PT2E int8 graph, oneDNN int8 kernels (Inductor freezing passes)" if q
             else "eager PyTorch (oneDNN fp32)", "export_size_mb": quantize.export_bytes(artifact, (batch,)) / MB,
             "state_dict_size_mb": quantize.state_dict_bytes(artifact) / MB,
@@ -160,21 +185,29 @@ def _int8_row(precision: str, fp32, prepared, test_loader, batch, cfg) -> dict:
             "prepare_time_s": q.prepare_s if q else 0.0, "calibration_items": q.calibration_items if q else 0}
 
 
-def _profile_rows(fn, device, cfg) -> list[dict]:
-    """The ``cfg.top_ops`` operators of highest self CPU time in ``cfg.profile_iterations`` calls of ``fn``: self and
-    total CPU and device time (ms), share of self CPU time (%), CPU memory (bytes allocated minus freed: may be < 0)."""
+def profile_point(precision: str, *, trained: Trained, calibration_batches: int, latency_batch_size: int,
+                  profile_iterations: int, top_ops: int) -> list[dict]:
+    """The ``top_ops`` operators of highest self CPU time in ``profile_iterations`` calls of one precision (fp32 on
+    the configured device, int8 on the CPU): self and total CPU and device time (ms), share of self CPU time (%), CPU
+    memory (bytes allocated minus freed: may be < 0)."""
+    if precision == "int8":
+        lowered, x, device = trained.int8(calibration_batches, latency_batch_size).lowered, trained.x_cpu, "cpu"
+        fn = lambda: lowered(x)  # noqa: E731
+    else:
+        fn, device = lambda: trained.net(trained.x), trained.x.device
+
     def step():
         with torch.inference_mode():
             return fn()
 
-    prof = profile_ops(step, iterations=cfg.profile_iterations, device=device, warmup=1)
+    prof = profile_ops(step, iterations=profile_iterations, device=device, warmup=1)
     ops = prof.operators.sort_values("self_cpu_time_us", ascending=False)
-    top = ops.head(cfg.top_ops)
+    top = ops.head(top_ops)
     times = ("self_cpu_time_us", "cpu_time_total_us", "self_device_time_us", "device_time_total_us")
     return top[["name", "calls", "self_cpu_memory_bytes", "cpu_memory_bytes"]].assign(
         **{c.removesuffix("_us") + "_ms": top[c] / 1e3 for c in times}, device=str(device),
         self_cpu_share_pct=100.0 * top["self_cpu_time_us"] / ops["self_cpu_time_us"].sum(),
-        iterations=cfg.profile_iterations, batch_size=cfg.latency_batch_size,
+        iterations=profile_iterations, batch_size=latency_batch_size,
         **{k: prof.summary[k] for k in ("max_cpu_mem_mib", "device_missing_reason")}).to_dict("records")
 
 
@@ -238,74 +271,66 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
             "rel_error_vs_eager": error, "output_tolerance": output_tolerance(dev), "note": note}
 
 
-def _relative(df: pd.DataFrame, key: str, base: str, col: str = "latency_ms_median") -> pd.Series:
-    """``df[col]`` over its value in the ok row where ``key == base`` (NaN where either is missing)."""
-    values = df.get(col, pd.Series(float("nan"), index=df.index))
-    ref = values[(df[key] == base) & (df["status"] == "ok")]
-    return values / (ref.iloc[0] if len(ref) else float("nan"))
+def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, timing_rounds: int) -> dict:
+    """:func:`time_inference` of one method on ``trained.net``: eager and TorchScript (:data:`TRACE_PAIR`) in
+    ``timing_rounds`` rounds from fresh copies, with the profiler's CPU total of as many warm calls on a GPU."""
+    rounds = timing_rounds if method in TRACE_PAIR else 1
+    return time_inference(method, trained.net, trained.test_loader, trained.x, trained.reference, warmup=warmup,
+                          repeats=repeats, rounds=rounds,
+                          profile_calls=rounds if trained.x.device.type == "cuda" and method in TRACE_PAIR else 0)
+
+
+INT8 = Experiment("int8", int8_point, desc="int8")
+PROFILE = Experiment("inference_profile", profile_point, desc="inference_profile")
+COMPILED = Experiment("compiled_inference", compiled_point, axes={"method": "methods"}, desc="compiled_inference")
+
+
+def _train_epoch(net, loader, device) -> None:
+    """One epoch of SGD, lr 1e-3, momentum 0.9 (the DataLoader sweep's training epoch: only its time matters)."""
+    fit(net, loader, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), epochs=1, device=device)
 
 
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Every measurement, by ``experiment``: "sizes" (:func:`vgg_sizes`), "training" (``cnnlab.train.train``'s
-    history, checkpoint-cached), and four sweeps stored under ``store_dir``: "loader_sweep" (one train and one test
-    epoch, s, per ``round`` x ``num_workers`` x ``pin_memory``: ``cnnlab.profiling.loader_sweep`` once per round,
-    ``cfg.timing_rounds`` rounds over the whole grid), "int8" (fp32 vs int8 on the
-    CPU, with ``size_ratio_vs_fp32``, ``speedup_vs_fp32``), "inference_profile" (top operators per precision: fp32
-    on ``cfg.device``, int8 on the CPU), "compiled_inference" (per method, :func:`time_inference`: eager and
-    TorchScript in ``cfg.timing_rounds`` rounds from fresh copies, with the profiler's CPU total of a warm call on a
-    GPU; ``first_pass_speedup_vs_eager`` and the warm ``speedup_vs_eager``). Every pass comes after the model has
-    already run in this process (training, the other experiments): process-wide first-use costs (CUDA context,
-    cuDNN's, oneDNN's kernel set-up) are in no method's pass, and each method's own first-call costs are in its."""
-    config.set_threads(cfg.threads)
-    dev = torch.device(cfg.device)
-    settings = {k: v for k, v in vars(cfg).items() if k not in GRID} | {"cpu_threads": torch.get_num_threads()}
-
-    def store(name):
-        return None if store_dir is None else Path(store_dir) / f"{name}.csv"
-
-    def run(fn, grid, name, skip=None):
-        return sweep(fn, grid, store(name), settings=settings, desc=name, progress=progress, skip=skip)
-
-    int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
-
-    def no_int8(precision):
-        return int8_reason if precision == "int8" else None
-
-    def train_epoch(net, loader):  # SGD, lr 1e-3, momentum 0.9: only the time matters
-        fit(net, loader, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), epochs=1, device=dev)
-
+    history, checkpoint-cached), the DataLoader sweep "loader_sweep" (one train and one test epoch, s, per ``round`` x
+    ``num_workers`` x ``pin_memory``: ``cnnlab.profiling.loader_sweep`` once per round, ``cfg.timing_rounds`` rounds
+    over the whole grid) and three experiments on the trained model (:class:`Trained`): :data:`INT8` (fp32 vs int8 on
+    the CPU, :func:`int8_point`, with ``size_ratio_vs_fp32``, ``speedup_vs_fp32``), :data:`PROFILE` (top operators
+    per precision, :func:`profile_point`), :data:`COMPILED` (per method, :func:`compiled_point`;
+    ``first_pass_speedup_vs_eager`` and the warm ``speedup_vs_eager``), all stored under ``store_dir`` keyed by
+    ``cfg.settings()`` and the threads in use. Every pass comes after the model has already run in this process
+    (training, the other experiments): process-wide first-use costs (CUDA context, cuDNN's, oneDNN's kernel set-up)
+    are in no method's pass, and each method's own first-call costs are in its."""
+    extra = dict(cpu_threads=config.set_threads(cfg.threads))
     recipe = Recipe(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, schedule=cfg.schedule, augment=cfg.augment)
-    model, history = train(MODEL, cfg.dataset, recipe=recipe, synthetic=cfg.synthetic, device=dev, progress=progress)
+    model, history = train(MODEL, cfg.dataset, recipe=recipe, synthetic=cfg.synthetic, device=cfg.device,
+                           progress=progress)
     train_set, test_set = (data.load(cfg.dataset, split, synthetic=cfg.synthetic) for split in ("train", "test"))
     loaders = pd.concat([loader_sweep(
-        model, train_epoch, lambda net, loader: evaluate(net, loader, device=dev), train_set, test_set,
+        model, functools.partial(_train_epoch, device=cfg.device),
+        lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
         batch_sizes=[cfg.loader_batch_size], num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
-        fraction=cfg.loader_fraction, device=dev, store=store("loader_sweep"), settings={**settings, "round": r},
-        progress=progress).assign(round=r) for r in range(cfg.timing_rounds)], ignore_index=True)
-    test_loader = data.make_loader(test_set, cfg.latency_batch_size)
-    net, x_cpu = copy.deepcopy(model).to(dev).eval(), next(iter(test_loader))[0]
-    x = x_cpu.to(dev)
-    fp32 = copy.deepcopy(model).cpu().eval()
-    prepared = functools.cache(lambda: _quantize(fp32, train_set, cfg))  # only when an int8 point is measured
-    int8 = run(lambda precision: _int8_row(precision, fp32, prepared, test_loader, x_cpu, cfg),
-               {"precision": PRECISIONS}, "int8", skip=no_int8)
-    int8["size_ratio_vs_fp32"] = _relative(int8, "precision", "fp32", "export_size_mb")
-    int8["speedup_vs_fp32"] = 1 / _relative(int8, "precision", "fp32")
-    calls = {"fp32": (lambda: net(x), dev), "int8": (lambda: prepared().lowered(x_cpu), torch.device("cpu"))}
-    ops = run(lambda precision: _profile_rows(*calls[precision], cfg), {"precision": PRECISIONS}, "inference_profile",
-              skip=no_int8)
-    with torch.inference_mode():
-        reference = net(x)
-    paired = {m: cfg.timing_rounds if m in TRACE_PAIR else 1 for m in cfg.methods}
-    compiled = run(lambda method: time_inference(
-        method, net, test_loader, x, reference, warmup=cfg.warmup, repeats=cfg.repeats, rounds=paired[method],
-        profile_calls=paired[method] if dev.type == "cuda" and method in TRACE_PAIR else 0),
-        {"method": cfg.methods}, "compiled_inference")
-    compiled["first_pass_speedup_vs_eager"] = 1 / _relative(compiled, "method", "eager", "first_pass_s")
-    compiled["speedup_vs_eager"] = 1 / _relative(compiled, "method", "eager")
-    source = {"data_source": train_set.data_source}
-    return studies.combine(sizes=vgg_sizes(), training=history, loader_sweep=loaders, int8=int8.assign(**source),
-                           inference_profile=ops.assign(**source), compiled_inference=compiled.assign(**source))
+        fraction=cfg.loader_fraction, device=cfg.device, settings=cfg.settings(**extra, round=r), progress=progress,
+        store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv").assign(round=r)
+        for r in range(cfg.timing_rounds)], ignore_index=True)
+    trained = Trained(model, train_set, test_set, latency_batch_size=cfg.latency_batch_size, device=cfg.device)
+    int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
+
+    def run(experiment, **options):  # the experiment on the trained model, stored under store_dir
+        on_trained = dataclasses.replace(experiment, point=functools.partial(experiment.point, trained=trained))
+        return on_trained.run(cfg, store_dir, progress=progress, settings=extra, **options).assign(
+            data_source=train_set.data_source)
+
+    precisions = dict(points=[{"precision": p} for p in PRECISIONS],
+                      skip=lambda precision: int8_reason if precision == "int8" else None)
+    int8, ops, compiled = run(INT8, **precisions), run(PROFILE, **precisions), run(COMPILED)
+    fp32, eager = {"precision": "fp32"}, {"method": "eager"}
+    int8["size_ratio_vs_fp32"] = derived.against(int8, "export_size_mb", fp32)
+    int8["speedup_vs_fp32"] = derived.against(int8, "latency_ms_median", fp32, how="speedup")
+    compiled["first_pass_speedup_vs_eager"] = derived.against(compiled, "first_pass_s", eager, how="speedup")
+    compiled["speedup_vs_eager"] = derived.against(compiled, "latency_ms_median", eager, how="speedup")
+    return studies.combine(sizes=vgg_sizes(), training=history, loader_sweep=loaders, int8=int8,
+                           inference_profile=ops, compiled_inference=compiled)
 
 
 def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
