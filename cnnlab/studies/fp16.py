@@ -12,7 +12,9 @@ values); accuracy and loss come from the test split.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +22,8 @@ import torch
 
 from cnnlab import config, data, models, plotting, studies, train
 from cnnlab.claims import NOISE_RULE, Claim, Spread, all_of, judge
-from cnnlab.profiling import benchmark, free_memory, memory_over_time, resident_bytes, sweep, wall_time
+from cnnlab.profiling import benchmark, free_memory, memory_over_time, resident_bytes, wall_time
+from cnnlab.studies import Experiment, Parameter
 
 # User-facing names -> (dtype of model and inputs, autocast dtype). "autocast" resolves per device (configure).
 PRECISIONS = {
@@ -31,23 +34,62 @@ PRECISIONS = {
     "fp16": ("float16", None),
     "bf16": ("bfloat16", None),
 }
-PRESETS = {
-    # CPU smoke run: ResNet-20 trained on the real, offline `digits` set (recipe "quick"); fp16 (model.half())
-    # is timed on a CPU only at the batch sizes in cpu_fp16_batch_sizes (it can be ~25x slower than fp32
-    # on CPUs without native fp16 arithmetic). One intra-op thread: see cnnlab.config.threads.
-    "quick": dict(model="resnet20", dataset="digits", synthetic=False, recipe="quick",
-                  precisions=["fp32", "autocast", "fp16"], batch_sizes=[8, 32, 128], cpu_fp16_batch_sizes=[8],
-                  warmup=2, repeats=5, eval_batch_size=128, threads=1, device=None),
-    # One Colab GPU: the paper's model, trained on CIFAR-10 with the standard (30-epoch) recipe.
-    "standard": dict(model="resnet110", dataset="cifar10", synthetic=False, recipe="standard", device=None,
-                     precisions=["fp32", "autocast", "fp16"], batch_sizes=[1, 4, 16, 64, 256, 1024],
-                     cpu_fp16_batch_sizes=[1, 4, 16], warmup=5, repeats=20, eval_batch_size=512, threads=None),
-    # The paper: batch sizes 1 ... 1024, the full-length recipe.
-    "paper": dict(model="resnet110", dataset="cifar10", synthetic=False, recipe="paper",
-                  precisions=["fp32", "autocast", "fp16"], batch_sizes=[2**k for k in range(11)],
-                  cpu_fp16_batch_sizes=[1, 2, 4, 8, 16], warmup=10, repeats=50, eval_batch_size=512, threads=None,
-                  device=None),
-}
+
+
+def _one_model(value, parameter: str) -> str:
+    names = config.models_list(value, parameter)
+    if len(names) != 1:
+        raise ValueError(f"{parameter}={names!r}: give one model; valid: {', '.join(config.image_models())}")
+    return names[0]
+
+
+def _recipe(value, parameter: str):
+    if not isinstance(value, train.Recipe) and value not in train.RECIPES:
+        raise ValueError(f"{parameter}={value!r} is not valid; valid: {', '.join(train.RECIPES)} "
+                         "(or a cnnlab.train.Recipe)")
+    return value
+
+
+def _resolve(cfg) -> None:
+    """``precisions`` becomes the labels run on ``cfg.device``, duplicates dropped: ``"autocast"`` is autocast-fp16
+    on CUDA and autocast-bf16 on a CPU; ``fp32`` (the baseline every change is measured against) is required."""
+    names = cfg.precisions
+    cfg.precisions = list(dict.fromkeys(("autocast-fp16" if cfg.device.startswith("cuda") else "autocast-bf16")
+                                        if n == "autocast" else n for n in names))
+    if "fp32" not in cfg.precisions:
+        raise ValueError(f"precisions={names!r} must include 'fp32' (the baseline); valid: {', '.join(PRECISIONS)}")
+
+
+# quick: a CPU smoke run, ResNet-20 trained on the real, offline `digits` set; fp16 (model.half()) is timed on a CPU
+# only at cpu_fp16_batch_sizes (it can be ~25x slower than fp32 on CPUs without native fp16 arithmetic); one intra-op
+# thread (see cnnlab.config.threads). standard: one Colab GPU, the paper's model trained on CIFAR-10 with the
+# standard (30-epoch) recipe. paper: batch sizes 1 ... 1024, the full-length recipe.
+PARAMETERS = studies.Parameters(
+    model=Parameter("resnet20", "resnet110", check=_one_model, doc="registry name of one image model"),
+    dataset=Parameter("digits", "cifar10", doc="image data set to train and evaluate on",
+                      check=partial(config.one_of, valid=[n for n in data.names()
+                                                          if data.info(n).input_kind == "image"])),
+    synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
+    recipe=Parameter("quick", "standard", "paper", check=_recipe, doc="training recipe: quick | standard | paper"),
+    precisions=Parameter(["fp32", "autocast", "fp16"], axis=True,
+                         doc=f"from {', '.join(PRECISIONS)} (fp32 is required)",
+                         check=lambda value, parameter: [config.one_of(n, PRECISIONS, parameter=parameter)
+                                                         for n in config.as_list(value)]),
+    batch_sizes=Parameter([8, 32, 128], [1, 4, 16, 64, 256, 1024], [2**k for k in range(11)], axis=True,
+                          check=config.batch_sizes, doc="images per timed batch"),
+    cpu_fp16_batch_sizes=Parameter([8], [1, 4, 16], [1, 2, 4, 8, 16], axis=True,
+                                   check=lambda value, parameter: config.batch_sizes(value, parameter) if value else [],
+                                   doc="on a CPU, fp16 arithmetic is timed only at these batch sizes"),
+    warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
+    repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point"),
+    eval_batch_size=Parameter(128, 512, check=config.batch_size, doc="batch size of the accuracy evaluation"),
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    check=_resolve,
+)
+configure = PARAMETERS.configure
+
 ACCURACY_TOLERANCE_PP = 0.5  # issue 4: "accuracy changes by at most 0.5 percentage points"
 # "A slight increase in the inference time at smaller batch sizes" (Sec. IV-B) has no number; we read "slight" as at
 # most 1.2x, the bound the workbook uses for "little change" (notebook 07): slower, but not by more than 20%.
@@ -63,35 +105,6 @@ MIB = 1024**2
 EXACT_EVAL = ("noise: none, the same trained weights on the same test set give the same accuracy and loss on every "
               "run")
 
-
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``). ``precisions``
-    becomes the labels run on ``cfg.device``, duplicates dropped: ``"autocast"`` is autocast-fp16 on CUDA and
-    autocast-bf16 on a CPU; ``fp32`` (the baseline every change is measured against) is required."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    cfg.model = config.models_list(cfg.model, "model")
-    if len(cfg.model) != 1:
-        raise ValueError(f"model={cfg.model!r}: give one model; valid: {', '.join(config.image_models())}")
-    cfg.model = cfg.model[0]
-    config.one_of(cfg.dataset, [n for n in data.names() if data.info(n).input_kind == "image"], parameter="dataset")
-    if not isinstance(cfg.recipe, train.Recipe) and cfg.recipe not in train.RECIPES:
-        raise ValueError(f"recipe={cfg.recipe!r} is not valid; valid: {', '.join(train.RECIPES)} "
-                         "(or a cnnlab.train.Recipe)")
-    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
-    cfg.device = str(config.resolve_device(cfg.device))
-    names = [config.one_of(n, PRECISIONS, parameter="precisions") for n in config.as_list(cfg.precisions)]
-    cfg.precisions = list(dict.fromkeys(("autocast-fp16" if cfg.device.startswith("cuda") else "autocast-bf16")
-                                        if n == "autocast" else n for n in names))
-    if "fp32" not in cfg.precisions:
-        raise ValueError(f"precisions={names!r} must include 'fp32' (the baseline); valid: {', '.join(PRECISIONS)}")
-    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.cpu_fp16_batch_sizes = config.batch_sizes(cfg.cpu_fp16_batch_sizes, "cpu_fp16_batch_sizes") \
-        if cfg.cpu_fp16_batch_sizes else []
-    for name, minimum in (("warmup", 0), ("repeats", 1)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum))
-    cfg.eval_batch_size = config.batch_size(cfg.eval_batch_size, parameter="eval_batch_size")
-    cfg.threads = config.threads(cfg.threads)
-    return cfg
 
 
 def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, device) -> dict:
@@ -122,38 +135,70 @@ def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, dev
             "avg_mem_weighting": runs[0]["weighting"], "avg_mem_missing_reason": None}
 
 
+
+def _trained_dtype(net: torch.nn.Module) -> str:
+    """The trained model's dtype after a point (each point converts its copy: the trained model stays fp32)."""
+    return config.dtype_name(next(net.parameters()).dtype)
+
+
+def time_point(precision: str, batch_size: int, *, net: torch.nn.Module, device: str, warmup: int,
+               repeats: int) -> dict:
+    """One point of experiment "timing": ``benchmark``'s row for a copy of ``net`` in ``precision`` at
+    ``batch_size`` (latency_ms_* per batch in ms, throughput_items_per_s, peak_mem_alloc_mib in MiB...) and
+    :func:`average_memory`'s columns."""
+    dtype, autocast = PRECISIONS[precision]
+    model = copy.deepcopy(net)  # benchmark converts the model in place
+    m = benchmark(model, models.example_input(model, batch_size), device=torch.device(device), dtype=dtype,
+                  autocast=autocast, warmup=warmup, repeats=repeats)
+    row = {k: v for k, v in m.as_row().items() if k not in ("first_call_ms", "memory_format")}  # not used here
+    avg = average_memory(model, batch_size, dtype, autocast, device)
+    del model
+    free_memory()
+    return {**row, **avg, "trained_model_dtype": _trained_dtype(net), "data_source": "synthetic"}
+
+
+def accuracy_point(precision: str, *, net: torch.nn.Module, test_set, dataset: str, eval_batch_size: int,
+                   device: str) -> dict:
+    """One point of experiment "accuracy": a copy of ``net`` in ``precision`` evaluated on ``test_set`` in
+    batches of ``eval_batch_size``: accuracy_pct (%), loss (mean cross-entropy, nats), num_examples, eval_time_s
+    (s)."""
+    dtype, autocast = PRECISIONS[precision]
+    dev, model = torch.device(device), copy.deepcopy(net)  # evaluate converts the model in place
+    loader = data.make_loader(test_set, eval_batch_size)
+    run = wall_time(lambda: train.evaluate(model, loader, device=dev, dtype=config.to_dtype(dtype),
+                                           autocast=config.to_dtype(autocast)), device=dev)
+    del model
+    free_memory()
+    return {**run.result, "eval_time_s": run.seconds, "trained_model_dtype": _trained_dtype(net),
+            "dataset": dataset, "data_source": test_set.data_source, "device": device}
+
+
+TIMING = Experiment("timing", time_point, axes={"precision": "precisions", "batch_size": "batch_sizes"},
+                    desc="precision: time and memory")
+ACCURACY = Experiment("accuracy", accuracy_point, axes={"precision": "precisions"}, desc="precision: accuracy")
+
+
+def _given(experiment: Experiment, **objects) -> Experiment:
+    """``experiment`` with ``objects`` (the trained model, the test set: what a point works on, not settings that
+    key its store) passed to its point function."""
+    return dataclasses.replace(experiment, point=partial(experiment.point, **objects))
+
+
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train (or load the cached checkpoint of) ``cfg.model`` in FP32, then infer it in each precision.
 
     Experiment "training": ``cnnlab.train.train``'s history (one row per epoch). Experiment "timing" (Fig. 3):
-    one row per (precision, batch size) with ``benchmark``'s columns (latency_ms_* per batch in ms,
-    throughput_items_per_s, peak_mem_alloc_mib in MiB...) and :func:`average_memory`'s avg_mem_mib (MiB, with
-    avg_mem_mib_low / _high over its repeated passes); on a CPU, fp16 arithmetic outside
+    one row per (precision, batch size) (:func:`time_point`); on a CPU, fp16 arithmetic outside
     ``cpu_fp16_batch_sizes`` is a "skipped" row with the reason in ``error``. Experiment "accuracy" (Fig. 4): one
-    row per precision: accuracy_pct (%), loss (mean cross-entropy, nats), num_examples, eval_time_s (s),
-    accuracy_change_pp (percentage points vs fp32), loss_change (vs fp32). Every measured row has dtype, autocast
-    and trained_model_dtype (the trained model's dtype after the point). Each sweep's store is keyed by the settings
-    that change its measurement (timing: not eval_batch_size; accuracy: not warmup and repeats).
+    row per precision (:func:`accuracy_point`) with accuracy_change_pp (percentage points vs fp32) and loss_change
+    (vs fp32). Every measured row has dtype, autocast and trained_model_dtype (the trained model's dtype after the
+    point). Each sweep's store is keyed by every setting (``cfg.settings``) and the thread count in use.
     """
-    config.set_threads(cfg.threads)
+    settings = dict(threads=config.set_threads(cfg.threads))
     dev = torch.device(cfg.device)
     net, history = train.train(cfg.model, cfg.dataset, recipe=cfg.recipe, synthetic=cfg.synthetic, device=dev,
                                progress=progress)
     net = net.cpu()  # each point measures a copy on the device: the device's memory counters see only that copy
-
-    def trained_dtype():  # each point converts its copy: the trained model stays fp32
-        return config.dtype_name(next(net.parameters()).dtype)
-
-    def time_point(precision, batch_size):
-        dtype, autocast = PRECISIONS[precision]
-        model = copy.deepcopy(net)  # benchmark converts the model in place
-        m = benchmark(model, models.example_input(model, batch_size), device=dev, dtype=dtype, autocast=autocast,
-                      warmup=cfg.warmup, repeats=cfg.repeats)
-        row = {k: v for k, v in m.as_row().items() if k not in ("first_call_ms", "memory_format")}  # not used here
-        avg = average_memory(model, batch_size, dtype, autocast, dev)
-        del model
-        free_memory()
-        return {**row, **avg, "trained_model_dtype": trained_dtype(), "data_source": "synthetic"}
 
     def not_timed(precision, batch_size):
         if dev.type == "cpu" and "float16" in PRECISIONS[precision] and batch_size not in cfg.cpu_fp16_batch_sizes:
@@ -161,28 +206,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                     "fp16 arithmetic can be ~25x slower than fp32 there")
         return None
 
+    times = _given(TIMING, net=net).run(cfg, store_dir, progress=progress, settings=settings, skip=not_timed)
     test_set = data.load(cfg.dataset, "test", synthetic=cfg.synthetic)
-    loader = data.make_loader(test_set, cfg.eval_batch_size)
-
-    def accuracy_point(precision):
-        dtype, autocast = PRECISIONS[precision]
-        model = copy.deepcopy(net)  # evaluate converts the model in place
-        run = wall_time(lambda: train.evaluate(model, loader, device=dev, dtype=config.to_dtype(dtype),
-                                               autocast=config.to_dtype(autocast)), device=dev)
-        del model
-        free_memory()
-        return {**run.result, "eval_time_s": run.seconds, "trained_model_dtype": trained_dtype(),
-                "dataset": cfg.dataset, "data_source": test_set.data_source, "device": str(dev)}
-
-    settings = {k: v for k, v in vars(cfg).items() if k not in ("precisions", "batch_sizes", "cpu_fp16_batch_sizes")}
-    settings["cpu_threads"] = torch.get_num_threads()
-    folder = None if store_dir is None else Path(store_dir)
-    times = sweep(time_point, {"precision": cfg.precisions, "batch_size": cfg.batch_sizes},
-                  folder and folder / "sweep_timing.csv", settings={**settings, "eval_batch_size": "not used"},
-                  skip=not_timed, desc="precision: time and memory", progress=progress)
-    acc = sweep(accuracy_point, {"precision": cfg.precisions}, folder and folder / "sweep_accuracy.csv",
-                settings={**settings, "warmup": "not used", "repeats": "not used"}, desc="precision: accuracy",
-                progress=progress)
+    acc = _given(ACCURACY, net=net, test_set=test_set).run(cfg, store_dir, progress=progress, settings=settings)
     fp32 = acc[acc["status"] == "ok"].set_index("precision")
     for col, change in (("accuracy_pct", "accuracy_change_pp"), ("loss", "loss_change")):
         acc[change] = acc[col] - fp32[col].get("fp32", math.nan) if col in acc else math.nan
