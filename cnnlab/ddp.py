@@ -17,7 +17,8 @@ through the process group (so it also works when the ranks are on different mach
 ``rank<r>.error.json`` first, so that the launcher can say why.
 
 The launcher is here too: :func:`launch` runs one configuration through torchrun from another process (a study's
-sweep), kills the whole process tree on a timeout and reads the failure reason; it never raises for a failed run.
+sweep), kills the whole process tree on a timeout and raises :class:`LaunchFailed` with the failure reason
+(:class:`LaunchOutOfMemory`, a ``torch.OutOfMemoryError``, when a rank ran out of memory), which a sweep records.
 """
 
 from __future__ import annotations
@@ -420,7 +421,7 @@ def main(argv=None) -> int:
         oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
         _write_json(out / f"rank{rank}.error.json", {
             "rank": rank, "hostname": socket.gethostname(), "error_type": type(exc).__name__,
-            "error": f"{'out of memory: ' if oom else ''}{type(exc).__name__}: {exc}",
+            "error": f"{'out of memory: ' if oom else ''}{type(exc).__name__}: {exc}", "oom": oom,
             "traceback": traceback.format_exc()})
         raise
     finally:
@@ -442,6 +443,20 @@ def main(argv=None) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # The launcher: one configuration = one torchrun launch, from another process.
 
+class LaunchFailed(RuntimeError):
+    """A launch that did not finish (a rank raised or was killed, the process group did not form, a timeout): the
+    message is the reason; ``run_dir`` holds the ranks' files and ``torchrun.log``."""
+
+    def __init__(self, reason: str, run_dir: Path | None = None):
+        super().__init__(reason)
+        self.run_dir = run_dir
+
+
+class LaunchOutOfMemory(LaunchFailed, torch.OutOfMemoryError):
+    """A launch whose first failing rank ran out of memory: a result (the configuration does not fit), which
+    :func:`cnnlab.profiling.sweep` records as status "oom"."""
+
+
 def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str, out_dir,
            epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
            timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
@@ -450,12 +465,12 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
            fail_rank: int | None = None) -> dict:
     """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
 
-    Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`) plus ``launch_time_s`` (s, the whole
-    launch with process start-up) and ``run_dir`` (the ranks' files and ``torchrun.log``). A launch that
-    fails (a rank raises, runs out of memory, the process group cannot form) or does not finish within
-    ``timeout_s`` seconds (then torchrun and every worker are killed) returns the same fields with NaN
-    metrics, ``status="error"`` and the reason in ``error``; it never raises for a failed run and never
-    hangs. A launch that fails after rank 0 wrote ``row.json`` (every rank's metrics merged: a rank that then dies
+    Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`, ``status="ok"``) plus ``launch_time_s`` (s,
+    the whole launch with process start-up) and ``run_dir`` (the ranks' files and ``torchrun.log``). A launch that
+    fails (a rank raises, the process group cannot form) or does not finish within ``timeout_s`` seconds (then
+    torchrun and every worker are killed) raises :class:`LaunchFailed` with the reason (:class:`LaunchOutOfMemory`
+    where the first failing rank ran out of memory); it never hangs. A launch that fails after rank 0 wrote
+    ``row.json`` (every rank's metrics merged: a rank that then dies
     at shutdown) keeps that row, ``status="ok"``, with what happened in ``note`` (None otherwise). On any exit of
     this function (a timeout, Ctrl-C, an exception) torchrun and its workers are killed and waited for; if the
     calling process is killed outright, torchrun gets SIGTERM and its workers stop with it (Linux).
@@ -486,7 +501,7 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
                PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])))
     log = run_dir / "torchrun.log"
 
-    def run() -> str | None:  # why the launch failed, None if it did not
+    def run() -> tuple[str, bool] | None:  # why the launch failed and whether out of memory; None if it did not
         with open(log, "w") as out:
             # Its own session: a Ctrl-C in the caller's terminal does not reach it, so that the finally below
             # decides; and SIGTERM when the caller dies outright (papermill killed: no finally runs), on which
@@ -502,22 +517,18 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
                 _kill_tree(proc)
         # only a timeout gets here
         reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
-        partial = _failure_reason(run_dir, log, -9)
-        return reason + (f" (earlier: {partial})" if partial.startswith("rank") else "")
+        partial, _ = _failure_reason(run_dir, log, -9)
+        return reason + (f" (earlier: {partial})" if partial.startswith("rank") else ""), False
 
     launched = wall_time(run)
-    reason, row_path = launched.result, run_dir / "row.json"
-    row = _read_row(row_path)
-    if row is not None:
-        # Rank 0 writes row.json only after every rank's metrics reached it: a rank that died after that (at
-        # shutdown, say) took nothing from the result, so it is kept, and says what happened.
-        if reason is not None:
-            row["note"] = f"kept: row.json was complete when the launch then failed at shutdown: {reason}"
-    else:
-        row = failed_row(reason or "torchrun exited with code 0 but rank 0 wrote no row.json",
-                         world_size=world_size, batch_size_per_rank=batch_size_per_rank,
-                         data_fraction=data_fraction, model=model, dataset=dataset, epochs=epochs, device=device,
-                         synthetic=synthetic, stem=stem)
+    reason, oom = launched.result or ("torchrun exited with code 0 but rank 0 wrote no row.json", False)
+    row = _read_row(run_dir / "row.json")
+    if row is None:
+        raise (LaunchOutOfMemory if oom else LaunchFailed)(reason, run_dir)
+    # Rank 0 writes row.json only after every rank's metrics reached it: a rank that died after that (at shutdown,
+    # say) took nothing from the result, so it is kept, and says what happened.
+    if launched.result is not None:
+        row["note"] = f"kept: row.json was complete when the launch then failed at shutdown: {reason}"
     row.update(launch_time_s=launched.seconds, run_dir=str(run_dir))
     return row
 
@@ -534,18 +545,6 @@ if os.getppid() != int(sys.argv[1]):  # the launcher died before the request too
     sys.exit(1)
 os.execv(sys.argv[2], sys.argv[2:])
 """
-
-
-def failed_row(reason: str, *, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device,
-               synthetic=False, stem=None, status: str = "error") -> dict:
-    """A row with every field of :data:`ROW_FIELDS`: the configuration, NaN metrics, the reason."""
-    row = {name: math.nan for name in ROW_FIELDS}
-    row.update(model=model, stem=stem, dataset=dataset, data_source="synthetic" if synthetic else "real",
-               backend="nccl" if device == "cuda" else "gloo", device=device, world_size=world_size,
-               batch_size_per_rank=batch_size_per_rank, global_batch_size=batch_size_per_rank * world_size,
-               data_fraction=data_fraction, epochs=epochs, status=status, error=reason, note=None,
-               cuda_missing_reason=reason, max_gpu_mem_missing_reason=reason)
-    return row
 
 
 def _read_row(path: Path) -> dict | None:
@@ -610,10 +609,12 @@ def _kill_tree(proc: subprocess.Popen, wait_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
-    """Why a launch failed. A rank killed by a signal writes no error file and the others then fail echoing it, so
-    torchrun's "Root Cause" block is read first: a negative exit code there is the signal (SIGKILL: often the
-    kernel's out-of-memory killer). Else the first rank's error file (later ones are its echoes), else the log."""
+def _failure_reason(run_dir: Path, log: Path, returncode: int) -> tuple[str, bool]:
+    """Why a launch failed, and whether the first failing rank ran out of memory (its error file says so). A rank
+    killed by a signal writes no error file and the others then fail echoing it, so torchrun's "Root Cause" block is
+    read first: a negative exit code there is the signal (SIGKILL: often the kernel's out-of-memory killer, which
+    no rank saw: not counted as out of memory). Else the first rank's error file (later ones are its echoes), else
+    the log."""
     tail = log.read_text(errors="replace").splitlines()[-80:] if log.exists() else []
     root = next((i for i, line in enumerate(tail) if line.startswith("Root Cause")), None)
     if root is not None:
@@ -627,7 +628,7 @@ def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
                 name = f"signal {killed.group(1)}"
             why = ": often the kernel's out-of-memory killer" if name == "SIGKILL" else ""
             rank = block.get("rank", "?").split()[0]
-            return f"rank {rank} was killed by {name} (exitcode -{killed.group(1)}){why}"
+            return f"rank {rank} was killed by {name} (exitcode -{killed.group(1)}){why}", False
     errors = []
     for path in run_dir.glob("rank*.error.json"):
         try:
@@ -638,9 +639,9 @@ def _failure_reason(run_dir: Path, log: Path, returncode: int) -> str:
         _, first = min(errors, key=lambda e: (e[0], e[1].get("rank", 0)))
         others = sorted(e["rank"] for _, e in errors if e is not first)
         also = f" (ranks {others} failed after it)" if others else ""
-        return f"rank {first.get('rank')}: {first.get('error')}{also}"
+        return f"rank {first.get('rank')}: {first.get('error')}{also}", bool(first.get("oom"))
     lines = [line for line in tail if "Error" in line or "error" in line] or tail[-3:]
-    return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:])
+    return f"torchrun exited with code {returncode}: " + " | ".join(line.strip() for line in lines[-3:]), False
 
 if __name__ == "__main__":
     code = main()

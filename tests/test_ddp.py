@@ -65,15 +65,27 @@ def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     assert math.isnan(row["max_gpu_mem_mib"]) and row["max_gpu_mem_missing_reason"]
     assert row["data_source"] == "real" and row["torch_threads_per_rank"] == 1 and math.isfinite(row["final_loss"])
     assert {p.name for p in run_dir.glob("rank*.json")} == {"rank0.json", "rank1.json"}
+    # every time and count carries its range, which holds its value
+    for col in ("cpu_total_ms", "calls_total", "cpu_mem_allocated_mib", "throughput_samples_per_s"):
+        assert row[f"{col}_min"] <= row[col] * (1 + 1e-9) and row[col] <= row[f"{col}_max"] * (1 + 1e-9), col
 
 
-def test_a_crashing_rank_is_recorded_as_failed_within_the_timeout(tmp_path):
+def test_a_crashing_rank_raises_its_reason_within_the_timeout(tmp_path):
     start = time.perf_counter()
-    row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, fail_rank=1, **TINY)
+    with pytest.raises(ddp.LaunchFailed, match=r"^rank 1: RuntimeError: injected failure") as failed:
+        ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, fail_rank=1, **TINY)
     assert time.perf_counter() - start < 90
-    assert row["status"] == "error"
-    assert row["error"].startswith("rank 1: RuntimeError: injected failure")
-    assert set(ROW_FIELDS) <= set(row) and math.isnan(row["wall_time_s"])
+    assert not isinstance(failed.value, torch.OutOfMemoryError)  # the sweep records it as "error", not "oom"
+    assert (failed.value.run_dir / "rank1.error.json").exists()
+
+
+def test_a_rank_out_of_memory_raises_an_out_of_memory_error(tmp_path):
+    # what a rank writes when it runs out of memory (cnnlab.ddp.main): the launcher raises an OOM the sweep knows
+    error = {"rank": 0, "error": "out of memory: OutOfMemoryError: CUDA out of memory", "oom": True}
+    (tmp_path / "rank0.error.json").write_text(__import__("json").dumps(error))
+    reason, oom = ddp._failure_reason(tmp_path, tmp_path / "torchrun.log", 1)
+    assert oom is True and reason == "rank 0: out of memory: OutOfMemoryError: CUDA out of memory"
+    assert isinstance(ddp.LaunchOutOfMemory(reason), (torch.OutOfMemoryError, ddp.LaunchFailed))
 
 
 def test_launch_rejects_a_timeout_that_is_not_a_finite_number_of_seconds(tmp_path):
@@ -85,9 +97,8 @@ def test_launch_rejects_a_timeout_that_is_not_a_finite_number_of_seconds(tmp_pat
 
 def test_a_sigkilled_rank_is_recorded_with_the_signal(tmp_path, monkeypatch):
     monkeypatch.setenv("CNNLAB_DDP_KILL_RANK", "1")
-    row = ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, **TINY)
-    assert row["status"] == "error"
-    assert row["error"].startswith("rank 1 was killed by SIGKILL (exitcode -9)"), row["error"]
+    with pytest.raises(ddp.LaunchFailed, match=r"^rank 1 was killed by SIGKILL \(exitcode -9\)"):
+        ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=90, **TINY)
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -111,8 +122,9 @@ def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_pa
         runs = ddp_scaling.measure(cfg, tmp_path, progress=False)
     assert time.perf_counter() - start < 30
     assert runs["world_size"].tolist() == [1, 2]  # the second point ran after the first failed
-    assert (runs["status"] == "error").all() and runs["error"].str.startswith("timeout").all()
+    assert (runs["status"] == "error").all() and runs["error"].str.startswith("LaunchFailed: timeout").all()
     assert set(ROW_FIELDS) <= set(runs.columns) and runs["global_batch_size"].tolist() == [8, 16]
+    assert runs["epochs"].eq(cfg.epochs).all() and runs["backend"].eq("gloo").all()  # from the configuration
     assert runs["scaling_missing_reason"].eq("point error").all()
     assert _processes_mentioning(str(tmp_path)) == []
 

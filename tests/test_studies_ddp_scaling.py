@@ -12,17 +12,17 @@ from cnnlab import claims, ddp, studies
 from cnnlab.studies import ddp_scaling
 
 
-def fake_launch(calls: list, *, fail_world=None):
+def fake_launch(calls: list, *, fail_world=None, oom_world=None):
     """A stand-in for cnnlab.ddp.launch: a row like merge()'s, throughput 100 x world_size, fewer calls and less
-    time at larger batches; ``fail_world`` fails like a crashed rank."""
+    time at larger batches; ``fail_world`` fails like a crashed rank, ``oom_world`` like one out of memory."""
 
     def launch(*, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device, synthetic,
                stem=None, profile_steps=5, profile_repeats=1, **_):
         calls.append((data_fraction, batch_size_per_rank, world_size, model, stem, profile_steps, profile_repeats))
         if world_size == fail_world:
-            return ddp.failed_row("rank 1: RuntimeError: boom", world_size=world_size,
-                                  batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction, model=model,
-                                  dataset=dataset, epochs=epochs, device=device)
+            raise ddp.LaunchFailed("rank 1: RuntimeError: boom")
+        if world_size == oom_world:
+            raise ddp.LaunchOutOfMemory("rank 0: out of memory: OutOfMemoryError: CUDA out of memory")
         row = {name: math.nan for name in ddp.ROW_FIELDS}
         row.update(model=model, dataset=dataset, data_source="real", backend="gloo", device=device,
                    world_size=world_size, nnodes=1, batch_size_per_rank=batch_size_per_rank,
@@ -106,9 +106,11 @@ def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, mon
     assert df[["data_fraction", "world_size"]].values.tolist() == [[1.0, 1], [1.0, 2], [0.1, 1], [0.1, 2]]
     assert df["status"].tolist() == ["ok", "error"] * 2
     failed = df[df["status"] == "error"]
-    assert failed["error"].eq("rank 1: RuntimeError: boom").all()  # the launcher's reason, not the wrapper's
-    assert failed["cuda_missing_reason"].eq(failed["error"]).all()
+    assert failed["error"].eq("LaunchFailed: rank 1: RuntimeError: boom").all()  # the launcher's reason, recorded once
+    assert failed[["wall_time_s", "cpu_total_ms", "throughput_samples_per_s"]].isna().all().all()
+    # the configuration columns of a failed point come from the configuration and the grid point
     assert df["global_batch_size"].tolist() == [32, 64, 32, 64] and df["backend"].eq("gloo").all()
+    assert df["profiled_steps"].eq(2).all() and df["epochs"].eq(3).all() and df["stem"].isna().all()
     assert df[["model", "dataset", "device", "data_source"]].drop_duplicates().values.tolist() == \
         [["lenet5", "digits", "cpu", "real"]]
     assert df["scaling_missing_reason"].tolist()[1] == "point error"
@@ -117,6 +119,18 @@ def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, mon
     with pytest.warns(UserWarning, match="2 of 2 points failed"):  # failed points are launched again, ok ones not
         ddp_scaling.measure(cfg, tmp_path, progress=False)
     assert len(calls) == 4 + 2
+
+
+def test_a_launch_out_of_memory_is_an_oom_point_and_not_launched_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(ddp, "launch", fake_launch(calls, oom_world=2))
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2])
+    with pytest.warns(UserWarning, match="1 of 2 points failed"):
+        df = ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert df["status"].tolist() == ["ok", "oom"] and "out of memory" in df["error"].iloc[1]
+    assert df["global_batch_size"].tolist() == [32, 64] and df["scaling_missing_reason"].iloc[1] == "point oom"
+    again = ddp_scaling.measure(cfg, tmp_path, progress=False)  # an OOM is a result: not launched again
+    assert len(calls) == 2 and again["status"].tolist() == ["ok", "oom"]
 
 
 def test_points_that_need_more_gpus_than_present_are_skipped(monkeypatch):
@@ -214,8 +228,10 @@ def paper_like(noise=0.01, **columns):
 def judged(df, device="cuda"):
     checks = {c.claim: c for c in ddp_scaling.check_claims(df, device)}
     assert set(checks) == set(CLAIMS.values())
-    for check in checks.values():  # every criterion names its noise rule
+    for check in checks.values():  # every criterion names its noise rule; an inconclusive verdict says why
         assert check.criterion and "noise" in check.criterion, check
+        assert check.held in (True, False, None, claims.INCONCLUSIVE), check
+        assert check.held != claims.INCONCLUSIVE or "within noise" in check.note or ddp_scaling.ONCE in check.note
     return checks
 
 
@@ -352,3 +368,13 @@ def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
     assert len(texts) == 2 and all("no device activity" in t for t in texts)
     for fig in figs.values():
         ddp_scaling.plotting.plt.close(fig)
+
+
+def test_a_panel_without_a_measured_point_says_why_its_launches_failed(monkeypatch):
+    monkeypatch.setattr(ddp, "launch", fake_launch([], fail_world=2))
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[2])
+    with pytest.warns(UserWarning, match="1 of 1 points failed"):
+        df = ddp_scaling.measure(cfg, None, progress=False)
+    fig = ddp_scaling._plot_metric(df, "cuda_total_ms")  # the status and error say why: no other column copies it
+    assert df["cuda_missing_reason"].isna().all() and "RuntimeError: boom" in fig.axes[0].texts[0].get_text()
+    ddp_scaling.plotting.plt.close(fig)

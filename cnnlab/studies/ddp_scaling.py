@@ -5,7 +5,7 @@ ResNet-152 on 1, 1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and
 reports, from the PyTorch profiler, CPU and CUDA runtime, number of calls and "maximum CPU and GPU
 memory transfer" (its Fig. 1-15). Here every grid point is one ``torchrun`` launch of ``cnnlab.ddp``
 (:func:`cnnlab.ddp.launch`: timed epochs, then ``profile_steps`` profiled steps whose totals are scaled to the
-epochs) through :func:`cnnlab.profiling.sweep` (resumable; a failed point is recorded and the sweep goes on), and
+epochs), experiment "ddp" (resumable; a failed launch raises its reason, which the sweep records, and goes on), and
 :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency against one process.
 
 Memory is reported two ways: the peak of live tensor bytes (``max_*_mem_mib``) and the cumulative bytes allocated
@@ -19,50 +19,114 @@ sample), every measured quantity with its noise (:mod:`cnnlab.claims`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 import torch
 
-from cnnlab import config, ddp, plotting
+from cnnlab import config, ddp, plotting, studies
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, judge, trend
-from cnnlab.profiling import store_file, sweep
+from cnnlab.profiling import derived, store_file
+from cnnlab.studies import Experiment, Parameter
 
-# Four threads per process on a GPU run (data loading, the optimizer), never more than the cores present (Colab's
-# free GPU runtime has two).
-_THREADS = min(4, config.cores())
 MAX_WORLD_SIZE = 64  # processes of one standalone launch (one machine), whatever is present
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week per configuration
-
-# The grid parameter "batch size" is the batch of each process (the paper's DataLoader batch_size in
-# every process, sec. 3.2); the global batch is batch_size_per_rank x world_size.
-PRESETS = {
-    # CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option: stem=None) on the real offline digits set
-    # (1437 images), batch sizes of 32 and 128; the full set and the paper's smallest fraction, 1/10 (its claim that
-    # gains are "less pronounced" there). 3 epochs (their spread is the throughput's noise) and 3 profiled blocks
-    # (their spread is the profiler totals' noise): a few seconds more per launch, whose start-up dominates.
-    "quick": dict(model="lenet5", stem=None, dataset="digits", synthetic=False, data_fractions=[1.0, 0.1],
-                  batch_sizes=[32, 128], world_sizes=[1, 2], epochs=3, profile_steps=3, profile_repeats=3,
-                  device="cpu", threads_per_rank=1, timeout_s=180, oversubscribe=False),
-    # One Colab GPU: the paper's model and data, a smaller grid; world sizes above the GPU count are skipped.
-    "standard": dict(model="resnet152", stem="imagenet", dataset="cifar100", synthetic=False,
-                     data_fractions=[0.5, 0.1], batch_sizes=[128, 512], world_sizes=[1, 2], epochs=1, profile_steps=5,
-                     profile_repeats=3, device="auto", threads_per_rank=_THREADS, timeout_s=1800, oversubscribe=False),
-    # The paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100, which
-    # is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
-    # paper does not give the epoch count: one epoch, timed whole; 10 steps of it profiled.
-    "paper": dict(model="resnet152", stem="imagenet", dataset="cifar100", synthetic=False,
-                  data_fractions=[1.0, 0.5, 0.1], batch_sizes=[128, 512, 1024, 2048], world_sizes=[1, 2, 4],
-                  epochs=1, profile_steps=10, profile_repeats=3, device="auto", threads_per_rank=_THREADS,
-                  timeout_s=3600,
-                  oversubscribe=False),
-}
 DEVICES = ("auto", "cpu", "cuda")
-GRID = {"data_fraction": "data_fractions", "batch_size_per_rank": "batch_sizes", "world_size": "world_sizes"}
+
+
+def _model(value, parameter: str) -> str:
+    from cnnlab import models
+    return config.one_of(value, models.names(), parameter=parameter)
+
+
+def _dataset(value, parameter: str) -> str:
+    from cnnlab import data
+    return config.one_of(value, data.names(), parameter=parameter)
+
+
+def _fractions(value, parameter: str) -> list[float]:
+    fractions = config.as_list(value)
+    if not fractions:
+        raise ValueError(f"{parameter} is empty; valid: a non-empty list of fractions in (0, 1], e.g. [1.0, 0.5]")
+    return list(dict.fromkeys(config.number(f, parameter=parameter, low=0, high=1) for f in fractions))
+
+
+def _device(value, parameter: str) -> str:
+    """"cpu" or "cuda" ("auto": CUDA when available)."""
+    return config.resolve_device(config.one_of(value, DEVICES, parameter=parameter), parameter=parameter).type
+
+
+def _check(cfg) -> None:
+    """The stem the model has (explicit where it has one: the results say which ran); on a CPU, world sizes and
+    threads_per_rank at most the cores present unless ``oversubscribe=True`` (then at most :data:`MAX_WORLD_SIZE`)."""
+    from cnnlab import models
+    from cnnlab.models import resnet_imagenet
+
+    default_stem = models.options(cfg.model).get("stem")  # None: the model has no stem option
+    if default_stem is None and cfg.stem is not None:
+        raise ValueError(f"stem={cfg.stem!r} is not valid for model={cfg.model!r}, which has no stem option; "
+                         f"valid: None")
+    if default_stem is not None:
+        cfg.stem = config.one_of(cfg.stem or default_stem, resnet_imagenet.STEMS, parameter="stem")
+    # Every process of a CPU run needs a core of its own, and each of its threads too: more would measure the
+    # cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On CUDA a
+    # world size above the GPUs present is a skipped point (see measure): no process starts.
+    cores, over = config.cores(), cfg.oversubscribe
+    cfg.threads_per_rank = min(4, cores) if cfg.threads_per_rank is None else cfg.threads_per_rank
+    on_cpu = cfg.device == "cpu" and not over
+    cfg.world_sizes = config.positive_ints(
+        cfg.world_sizes, parameter="world_sizes", maximum=cores if on_cpu else MAX_WORLD_SIZE, example="[1, 2, 4]",
+        bound=f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}" if on_cpu else
+        "one machine's processes")
+    cfg.threads_per_rank = config.positive_int(
+        cfg.threads_per_rank, parameter="threads_per_rank", maximum=MAX_WORLD_SIZE if over else cores,
+        bound="oversubscribe=True" if over else f"the {cores} CPU cores present; oversubscribe=True allows up to "
+                                                f"{MAX_WORLD_SIZE}")
+
+
+# quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option: stem=None) on the real offline digits set
+# (1437 images), batch sizes of 32 and 128; the full set and the paper's smallest fraction, 1/10 (its claim that
+# gains are "less pronounced" there). 3 epochs (their spread is the throughput's noise) and 3 profiled blocks
+# (their spread is the profiler totals' noise): a few seconds more per launch, whose start-up dominates.
+# standard: one Colab GPU: the paper's model and data, a smaller grid; world sizes above the GPU count are skipped.
+# paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
+# which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
+# paper does not give the epoch count: one epoch, timed whole; 10 steps of it profiled.
+PARAMETERS = studies.Parameters(
+    model=Parameter("lenet5", "resnet152", check=_model, doc="registry name"),
+    stem=Parameter(None, "imagenet", check=None, type="str",
+                   doc='resnet152: "imagenet" (torchvision\'s, the paper\'s) or "cifar"; None for models without one'),
+    dataset=Parameter("digits", "cifar100", check=_dataset, doc="cnnlab.data name"),
+    synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
+    data_fractions=Parameter([1.0, 0.1], [0.5, 0.1], [1.0, 0.5, 0.1], check=_fractions, axis=True,
+                             doc="fractions of the training set, in (0, 1]"),
+    # the batch of each process (the paper's DataLoader batch_size in every process, sec. 3.2); the global batch is
+    # batch_size_per_rank x world_size
+    batch_sizes=Parameter([32, 128], [128, 512], [128, 512, 1024, 2048], check=config.batch_sizes, axis=True,
+                          doc="images per batch per process"),
+    world_sizes=Parameter([1, 2], [1, 2], [1, 2, 4], axis=True, doc="processes (GPUs)"),
+    epochs=Parameter(3, 1, check=config.positive_int, doc="timed training epochs"),
+    profile_steps=Parameter(3, 5, 10, check=config.positive_int, doc="training steps profiled after the timed "
+                            "epochs (their totals are scaled to the epochs)"),
+    profile_repeats=Parameter(3, check=config.positive_int,
+                              doc="blocks of profile_steps steps: the totals are their median, their range the noise"),
+    # None: four threads per process on a GPU run (data loading, the optimizer), never more than the cores present
+    # (Colab's free GPU runtime has two)
+    threads_per_rank=Parameter(1, None, type="int", doc="OMP threads of each process (None: min(4, cores))"),
+    timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
+                        doc="per configuration (s); a launch past it is killed and recorded as failed"),
+    oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more CPU processes than cores (each "
+                            "still measured; timings then compete)"),
+    device=Parameter("cpu", "auto", check=_device, doc="auto | cpu | cuda"),
+    check=_check,
+)
+configure = PARAMETERS.configure
 # The paper's five profiler metrics (its Fig. 1-15), with axis labels; the figure of each is "05_<metric>".
 # Profiled totals are per rank and per epoch (see cnnlab.ddp.train_and_profile); peaks are per rank.
 METRICS = {
@@ -76,54 +140,24 @@ METRICS = {
 }
 MISSING_REASON = {"cuda_total_ms": "cuda_missing_reason", "max_gpu_mem_mib": "max_gpu_mem_missing_reason",
                   "gpu_mem_allocated_mib": "max_gpu_mem_missing_reason"}
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); ``cfg.device`` is
-    "cpu" or "cuda" (``device="auto"``: CUDA when available). On a CPU, world sizes and threads_per_rank are at most
-    the cores present unless ``oversubscribe=True`` (then at most :data:`MAX_WORLD_SIZE`)."""
-    from cnnlab import data, models
-    from cnnlab.models import resnet_imagenet
-
-    cfg = config.configure(preset, PRESETS, **overrides)
-    config.one_of(cfg.model, models.names(), parameter="model")
-    default_stem = models.options(cfg.model).get("stem")  # None: the model has no stem option
-    if default_stem is None and cfg.stem is not None:
-        raise ValueError(f"stem={cfg.stem!r} is not valid for model={cfg.model!r}, which has no stem option; "
-                         f"valid: None")
-    if default_stem is not None:  # always explicit where there is one: the results say which stem ran
-        cfg.stem = config.one_of(cfg.stem or default_stem, resnet_imagenet.STEMS, parameter="stem")
-    config.one_of(cfg.dataset, data.names(), parameter="dataset")
-    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
-    fractions = config.as_list(cfg.data_fractions)
-    if not fractions:
-        raise ValueError("data_fractions is empty; valid: a non-empty list of fractions in (0, 1], e.g. [1.0, 0.5]")
-    cfg.data_fractions = list(dict.fromkeys(config.number(f, parameter="data_fractions", low=0, high=1)
-                                            for f in fractions))
-    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.epochs = config.positive_int(cfg.epochs, parameter="epochs")
-    cfg.profile_steps = config.positive_int(cfg.profile_steps, parameter="profile_steps")
-    cfg.profile_repeats = config.positive_int(cfg.profile_repeats, parameter="profile_repeats")
-    cfg.timeout_s = config.number(cfg.timeout_s, parameter="timeout_s", low=0, high=MAX_TIMEOUT_S)
-    cfg.oversubscribe = config.boolean(cfg.oversubscribe, parameter="oversubscribe")
-    config.one_of(cfg.device, DEVICES, parameter="device")
-    cfg.device = config.resolve_device(cfg.device).type
-    # Every process of a CPU run needs a core of its own, and each of its threads too: more would measure the
-    # cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On CUDA a
-    # world size above the GPUs present is a skipped point (see measure): no process starts.
-    cores, over = config.cores(), cfg.oversubscribe
-    on_cpu = cfg.device == "cpu" and not over
-    cfg.world_sizes = config.positive_ints(
-        cfg.world_sizes, parameter="world_sizes", maximum=cores if on_cpu else MAX_WORLD_SIZE, example="[1, 2, 4]",
-        bound=f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}" if on_cpu else
-        "one machine's processes")
-    cfg.threads_per_rank = config.positive_int(
-        cfg.threads_per_rank, parameter="threads_per_rank", maximum=MAX_WORLD_SIZE if over else cores,
-        bound="oversubscribe=True" if over else f"the {cores} CPU cores present; oversubscribe=True allows up to "
-                                                f"{MAX_WORLD_SIZE}")
-    return cfg
 
 
-class LaunchFailed(RuntimeError):
-    """A configuration that did not finish; the sweep records its message (an OOM one as status "oom")."""
+def ddp_point(data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str, stem: str | None,
+              dataset: str, synthetic: bool, epochs: int, profile_steps: int, profile_repeats: int, device: str,
+              threads_per_rank: int, timeout_s: float, out_dir: Path) -> dict:
+    """One point of experiment "ddp": :func:`cnnlab.ddp.launch`'s row (its run folder under ``out_dir``) without
+    the status it leaves to the sweep; a launch that fails raises its reason (:class:`cnnlab.ddp.LaunchFailed`;
+    :class:`cnnlab.ddp.LaunchOutOfMemory` is recorded as "oom")."""
+    row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction,
+                     model=model, dataset=dataset, epochs=epochs, synthetic=synthetic, device=device,
+                     out_dir=out_dir, timeout_s=timeout_s, threads_per_rank=threads_per_rank, stem=stem,
+                     profile_steps=profile_steps, profile_repeats=profile_repeats)
+    return {k: v for k, v in row.items() if k not in ("status", "error")}
+
+
+DDP = Experiment("ddp", ddp_point, desc="ddp configurations",
+                 axes={"data_fraction": "data_fractions", "batch_size_per_rank": "batch_sizes",
+                       "world_size": "world_sizes"})
 
 
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
@@ -134,74 +168,53 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     scaled from ``profile_steps`` steps to the epochs, see :func:`cnnlab.ddp.train_and_profile`), run_dir (the
     launch's logs and rank files, under ``store_dir/runs/<store name>``), point_time_s, and :func:`add_scaling`'s
     columns.
-    Status "error" (a crash, a timeout: the reason in ``error``; run again by the next call), "oom", or
-    "skipped" (a process needs its own GPU: more processes than GPUs present). Configuration columns are
-    filled in on every row.
+    Status "error" (a crash, a timeout: the launch's reason in ``error``; run again by the next call), "oom", or
+    "skipped" (a process needs its own GPU: more processes than GPUs present). The configuration columns (model,
+    backend, global_batch_size, ...) are filled in on every row from ``cfg`` and the grid point.
     """
     gpus = torch.cuda.device_count() if cfg.device == "cuda" else None
 
     def skip(world_size, **_):
         return f"needs {world_size} GPUs, {gpus} present" if gpus is not None and world_size > gpus else None
 
-    # oversubscribe only permits a grid, it changes no measurement: not in the store's key
-    settings = {k: v for k, v in vars(cfg).items() if k not in (*GRID.values(), "oversubscribe")}
-    store = None if store_dir is None else Path(store_dir) / "ddp_runs.csv"
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
-        runs = Path(tmp) if store is None else Path(store_dir) / "runs" / store_file(store, settings).stem
-
-        def point(data_fraction, batch_size_per_rank, world_size):
-            row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank,
-                             data_fraction=data_fraction, model=cfg.model, dataset=cfg.dataset, epochs=cfg.epochs,
-                             synthetic=cfg.synthetic, device=cfg.device, out_dir=runs, timeout_s=cfg.timeout_s,
-                             threads_per_rank=cfg.threads_per_rank, stem=cfg.stem, profile_steps=cfg.profile_steps,
-                             profile_repeats=cfg.profile_repeats)
-            if row["status"] != "ok":
-                raise LaunchFailed(row["error"])
-            return {k: v for k, v in row.items() if k not in (*GRID, "status", "error")}
-
-        df = sweep(point, {name: getattr(cfg, values) for name, values in GRID.items()}, store, settings=settings,
-                   skip=skip, retry_errors=True, desc="ddp configurations", progress=progress)
+        runs = Path(tmp) if store_dir is None else \
+            Path(store_dir) / "runs" / store_file(DDP.store(store_dir), cfg.settings()).stem
+        experiment = dataclasses.replace(DDP, point=partial(ddp_point, out_dir=runs))
+        df = experiment.run(cfg, store_dir, progress=progress, skip=skip, retry_errors=True)
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
     text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason")
     df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran
-    # A point that did not run is stored as its parameters + error: fill in what the configuration says.
-    df["error"] = df["error"].map(lambda e: e.removeprefix("LaunchFailed: ") if isinstance(e, str) else None)
     df = df.assign(model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, device=cfg.device, epochs=cfg.epochs,
                    profiled_steps=cfg.profile_steps, profile_repeats=cfg.profile_repeats,
                    backend="nccl" if cfg.device == "cuda" else "gloo",
                    global_batch_size=df["batch_size_per_rank"] * df["world_size"],
                    data_source=df["data_source"].fillna("synthetic" if cfg.synthetic else "real"))
-    missed = df["status"] != "ok"
-    for col in MISSING_REASON.values():
-        df.loc[missed, col] = df.loc[missed, "error"]
     return add_scaling(df)
 
 
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with speedup_vs_1 (throughput / throughput with 1 process), scaling_efficiency (speed-up /
-    processes, 1 = ideal) with its noise, scaling_efficiency_min / _max (from the range of each point's epoch
-    throughputs, ``throughput_samples_per_s_min`` / ``_max``; equal to the value where a point has no range), and
+    """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process, :func:`cnnlab.profiling.derived.ratio`),
+    scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
+    noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
+    ``throughput_samples_per_s_min`` / ``_max``; equal to the value where a point has no range), and
     scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and batch
     size per rank (so each process keeps its batch: the paper's setting)."""
-    df = df.assign(speedup_vs_1=math.nan, scaling_efficiency=math.nan, scaling_efficiency_min=math.nan,
-                   scaling_efficiency_max=math.nan, scaling_missing_reason=None)
+    columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
+    df = df.assign(**dict.fromkeys(columns, math.nan), scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
     for _, group in df.groupby(keys, dropna=False):
         base = group[(group["world_size"] == 1) & (group["status"] == "ok")]
         for idx in group.index:
-            if df.at[idx, "status"] != "ok":
-                df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}"
-            elif base.empty:
-                df.at[idx, "scaling_missing_reason"] = "no successful 1-process point to compare with"
-            else:
-                world = df.at[idx, "world_size"]
-                speedup = Spread.exact(1.0) if idx == base.index[0] else (  # a point against itself: exactly 1
-                    _spread(df.loc[idx], "throughput_samples_per_s")
-                    / _spread(base.iloc[0], "throughput_samples_per_s"))
-                df.at[idx, "speedup_vs_1"] = speedup.value
-                df.at[idx, "scaling_efficiency"] = speedup.value / world
-                df.at[idx, "scaling_efficiency_min"] = speedup.low / world
-                df.at[idx, "scaling_efficiency_max"] = speedup.high / world
+            if df.at[idx, "status"] != "ok" or base.empty:
+                df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}" if df.at[idx, "status"] != \
+                    "ok" else "no successful 1-process point to compare with"
+                continue
+            b, t = (_spread(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
+            # speed-up, and its lowest and highest within both ranges; a point against itself: exactly 1
+            x = (1.0, 1.0, 1.0) if idx == base.index[0] else \
+                (derived.ratio(t.value, b.value), derived.ratio(t.low, b.high), derived.ratio(t.high, b.low))
+            df.loc[idx, columns] = [x[0], *(derived.efficiency(v, df.at[idx, "world_size"]) for v in x)]
     return df
 
 
@@ -589,8 +602,8 @@ def _plot_metric(df: pd.DataFrame, metric: str):
         ax.set_title(f"data fraction {fraction:g}")
         ax.set_xlabel("Batch size per process")
         if part.empty:
-            reasons = df.loc[df["data_fraction"] == fraction, MISSING_REASON[metric]].dropna() \
-                if metric in MISSING_REASON else []
+            rows = df[df["data_fraction"] == fraction]  # a point that did not run says why in error
+            reasons = rows[MISSING_REASON[metric]].fillna(rows["error"]).dropna() if metric in MISSING_REASON else []
             plotting.missing_panel(ax, f"not measured:\n{reasons.iloc[0] if len(reasons) else 'no successful point'}")
             ax.set_xticks([])
             ax.grid(False)
