@@ -22,6 +22,7 @@ from matplotlib import pyplot as plt  # noqa: E402
 
 from cnnlab import claims, studies  # noqa: E402
 from cnnlab.kernels import triton_conv  # noqa: E402
+from cnnlab.profiling import combine_rounds  # noqa: E402
 from cnnlab.studies import tiling  # noqa: E402
 from margins import check as check_margin  # noqa: E402
 
@@ -138,23 +139,25 @@ def test_the_stores_resume_and_never_serve_rows_of_other_settings(tmp_path, monk
     mem = tiling.AVG_MEM_REPEATS  # profiled passes per tile point (the average memory's spread)
     assert calls == {"build": 4, "memory_over_time": 2 * mem, "wall_time": 3}  # 2 tile points, 1 logits, 3 layers
     b = tiling.measure(cfg_b, tmp_path, progress=False)
-    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 3}
+    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 6}
     tiles_b = _tiles(b)
     assert (tiles_b["image_size"] == 48).all()
     assert not set(tiles_b["point_time_s"]) & set(_tiles(a)["point_time_s"])
     again = tiling.measure(cfg_a, tmp_path, progress=False)
-    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 3}
+    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 6}
     ok = a["status"] == "ok"
     assert again.loc[ok, "point_time_s"].tolist() == a.loc[ok, "point_time_s"].tolist()
 
 
-def test_check_triton_runs_the_kernel_and_compares_with_conv2d(ran_interpreted_in_subprocess):
+def test_check_triton_runs_the_kernel_and_compares_with_conv2d(ran_interpreted_in_subprocess, monkeypatch):
     if ran_interpreted_in_subprocess:
         return
     assert triton_conv.triton_check_device() == ("cpu", None)
     layers = {"stem": (3, 16, 1), "down": (16, 32, 2)}
+    monkeypatch.setattr(tiling, "CHECK_LAYERS", layers)
+    monkeypatch.setattr(tiling, "CHECK_BATCH", 1)
     cfg = tiling.configure("quick", tile_sizes=[8, 16], check_size=10, device="cpu")
-    check = tiling.check_triton(cfg, layers=layers, batch_size=1)
+    check = tiling.check_triton(cfg)
     assert list(zip(check["tile"], check["layer"])) == [(t, name) for t in ("8x8", "16x16") for name in layers]
     assert (check["status"] == "ok").all() and check["passed"].all()
     check_margin("tiling.check_triton: worst relative error", check["rel_error"].max(), "<", 2e-5)
@@ -165,15 +168,16 @@ def test_check_triton_runs_the_kernel_and_compares_with_conv2d(ran_interpreted_i
 def test_check_triton_says_why_when_the_kernel_cannot_run(monkeypatch):
     monkeypatch.setattr(triton_conv, "interpreter_enabled", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(tiling, "CHECK_LAYERS", {"stem": (3, 16, 1)})
     cfg = tiling.configure("quick", tile_sizes=[8], check_size=10, device="cpu")
-    check = tiling.check_triton(cfg, layers={"stem": (3, 16, 1)})
+    check = tiling.check_triton(cfg)
     assert (check["status"] == "skipped").all() and "passed" not in check
     assert check["error"].str.contains("TRITON_INTERPRET=1").all()
 
 
 def test_check_logits_matches_the_untiled_model():
     cfg = tiling.configure("quick", tile_sizes=[8, 32], image_size=48, device="cpu")
-    logits = tiling.check_logits(cfg)
+    logits = tiling.LOGITS_CHECK.run(cfg, None, progress=False, points=[dict(tile="8x8"), dict(tile="32x32")])
     assert logits["shape_ok"].all() and list(logits["tile_px"]) == [8, 32]
     check_margin("tiling.check_logits: worst relative error", logits["rel_error"].max(), "<", 1e-5)
 
@@ -243,7 +247,7 @@ def test_rounds_combine_into_one_row_per_point():
              "avg_mem_mib_high": a + 1, "gpu_util_pct": math.nan, "gpu_util_pct_low": math.nan,
              "gpu_util_pct_high": math.nan} for r, (m, a) in enumerate(((10, 5), (14, 6), (11, 7)))]
     rows.append({"round": 0, "method": "triton", "tile": "8x8", "status": "skipped", "error": "no GPU"})
-    out = tiling.combine_rounds(pd.DataFrame(rows)).set_index("method")
+    out = combine_rounds(pd.DataFrame(rows), ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"]).set_index("method")
     row = out.loc["spatial"]
     assert (row["latency_ms_median"], row["latency_ms_rounds_min"], row["latency_ms_rounds_max"]) == (11, 10, 14)
     assert (row["latency_ms_p10"], row["latency_ms_p90"], row["repeats"], row["rounds"]) == (9, 15, 9, 3)
@@ -313,7 +317,7 @@ def test_configure_names_the_parameter(name, value, needle):
 
 def test_presets_follow_the_paper_where_it_speaks():
     for name in ("standard", "paper"):
-        p = tiling.PRESETS[name]
+        p = tiling.PARAMETERS.presets[name]
         assert p["batch_size"] == 8 and p["image_size"] == 224 and p["tile_sizes"] == [8, 16, 32, 64]
     quick = tiling.configure("quick", device="cpu")
     assert quick.threads == 1 and quick.tile_sizes == [8, 16, 32, 64] and quick.device == "cpu"

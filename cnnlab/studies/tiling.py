@@ -23,6 +23,7 @@ input shape (``data_source = synthetic``): a dense CNN does the same work whatev
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +31,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from cnnlab import config, models, plotting, studies
-from cnnlab import claims
+from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
-from cnnlab.kernels import tile_model, tiled_conv2d, triton_conv
-from cnnlab.kernels import spatial_tiling
-from cnnlab.profiling import (benchmark, free_memory, memory_over_time, resident_bytes, sweep, time_spread,
-                               wall_time)
-from cnnlab.profiling import combine_rounds as _combine_rounds
+from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
+from cnnlab.profiling import (benchmark, combine_rounds, derived, free_memory, memory_over_time, resident_bytes,
+                              time_spread, wall_time)
 from cnnlab.profiling.memory import MIB
+from cnnlab.studies import Experiment, Parameter
 
 TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, as the baseline
 PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
@@ -73,55 +72,55 @@ PAPER_MEM = ('"We observed a slight increase in the average memory usage with la
 PAPER_UNTILED = ('"This proved very effective at reducing latency and boosting GPU utilization, particularly when '
                  'dealing with larger input images like those in ImageNet" (Sec. V, on memory tiling)')
 
-PRESETS = {
-    # CPU smoke run: batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
-    # (see config.threads), Triton checked on small inputs and not timed.
-    "quick": dict(model="resnet20", image_size=PAPER_IMAGE_SIZE, batch_size=2, tile_sizes=PAPER_TILE_SIZES,
-                  methods=["spatial", "triton"], until="layer3", spatial_mode="stream", check_size=18, warmup=1,
-                  repeats=3, rounds=3, threads=1, device=None),
-    # One GPU: the paper's setting.
-    "standard": dict(model="resnet20", image_size=PAPER_IMAGE_SIZE, batch_size=PAPER_BATCH_SIZE,
-                     tile_sizes=PAPER_TILE_SIZES, methods=["spatial", "triton"], until="layer3",
-                     spatial_mode="stream", check_size=34, warmup=5, repeats=20, rounds=3, threads=None,
-                     device=None),
-    "paper": dict(model="resnet20", image_size=PAPER_IMAGE_SIZE, batch_size=PAPER_BATCH_SIZE,
-                  tile_sizes=PAPER_TILE_SIZES, methods=["spatial", "triton"], until="layer3",
-                  spatial_mode="stream", check_size=66, warmup=10, repeats=50, rounds=3, threads=None,
-                  device=None),
-}
+
+def _resnet(value, parameter: str) -> str:  # the models whose trunk tile_spatially splits at layer1-3
+    return config.one_of(value, [n for n in models.names() if models.spec(n).family == "resnet_cifar"],
+                         parameter=parameter)
 
 
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``).
-
-    model: a CIFAR ResNet (the models whose trunk ``tile_spatially`` splits at layer1-3). tile_sizes: a sorted list
-    of powers of two from 4 to 128 (the Triton kernel's block shapes must be powers of two; the spatially tiled
-    trunk has a total stride of 4). methods: tilings from :data:`TILED_METHODS`.
-    """
-    cfg = config.configure(preset, PRESETS, **overrides)
-    resnets = [n for n in models.names() if models.spec(n).family == "resnet_cifar"]
-    config.one_of(cfg.model, resnets, parameter="model")
-    example = "[8, 16, 32, 64]"
-    cfg.tile_sizes = config.positive_ints(cfg.tile_sizes, parameter="tile_sizes", minimum=4, example=example)
-    for tile in cfg.tile_sizes:
+def _tile_sizes(value, parameter: str) -> list[int]:
+    """Powers of two from 4 to 128 (the Triton kernel's block shapes; the tiled trunk's total stride is 4)."""
+    tiles = config.positive_ints(value, parameter=parameter, minimum=4, example="[8, 16, 32, 64]")
+    for tile in tiles:
         if tile > 128 or tile & (tile - 1):
-            raise ValueError(f"tile_sizes: {tile} is not a valid tile size; valid: powers of two from 4 to 128, "
-                             f"e.g. {example}")
-    cfg.methods = list(dict.fromkeys(config.as_list(cfg.methods)))
-    if not cfg.methods:
-        raise ValueError(f"methods is empty; valid: {', '.join(TILED_METHODS)} (untiled is always measured)")
-    for method in cfg.methods:
-        config.one_of(method, TILED_METHODS, parameter="methods")
-    config.one_of(cfg.until, UNTILS, parameter="until")
-    config.one_of(cfg.spatial_mode, spatial_tiling.MODES, parameter="spatial_mode")
-    for name, minimum, maximum in (("image_size", 32, MAX_IMAGE_SIZE), ("check_size", 8, MAX_IMAGE_SIZE),
-                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT),
-                                   ("rounds", 1, config.MAX_COUNT)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum, maximum=maximum))
-    cfg.batch_size = config.batch_size(cfg.batch_size)
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
+            raise ValueError(f"{parameter}: {tile} is not a valid tile size; valid: powers of two from 4 to 128, "
+                             "e.g. [8, 16, 32, 64]")
+    return tiles
+
+
+def _methods(value, parameter: str) -> list[str]:
+    methods = list(dict.fromkeys(config.as_list(value)))
+    if not methods:
+        raise ValueError(f"{parameter} is empty; valid: {', '.join(TILED_METHODS)} (untiled is always measured)")
+    return [config.one_of(m, TILED_METHODS, parameter=parameter) for m in methods]
+
+
+def _pixels(minimum: int):
+    return partial(config.positive_int, minimum=minimum, maximum=MAX_IMAGE_SIZE)
+
+
+# quick: a CPU smoke run, batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
+# (see config.threads), Triton checked on small inputs and not timed; standard and paper: one GPU, the paper's setting.
+PARAMETERS = studies.Parameters(
+    model=Parameter("resnet20", check=_resnet, doc="a CIFAR ResNet (its trunk is tiled)"),
+    image_size=Parameter(PAPER_IMAGE_SIZE, check=_pixels(32), doc="input pixels a side"),
+    batch_size=Parameter(2, PAPER_BATCH_SIZE, check=config.batch_size, doc="images per batch"),
+    tile_sizes=Parameter(PAPER_TILE_SIZES, check=_tile_sizes, axis=True, doc="tile edges (pixels): powers of two"),
+    methods=Parameter(["spatial", "triton"], check=_methods, axis=True,
+                      doc=f"tilings from {', '.join(TILED_METHODS)} (untiled is always measured)"),
+    until=Parameter("layer3", check=partial(config.one_of, valid=UNTILS), doc="how much of the trunk is tiled"),
+    spatial_mode=Parameter("stream", check=partial(config.one_of, valid=spatial_tiling.MODES),
+                           doc=" | ".join(spatial_tiling.MODES)),
+    check_size=Parameter(18, 34, 66, check=_pixels(8), doc="Triton check's input pixels a side"),
+    warmup=Parameter(1, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches per point"),
+    repeats=Parameter(3, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
+    rounds=Parameter(3, check=config.positive_int,
+                     doc="passes over the grid; the time claims judge each time within its rounds' medians"),
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+)
+configure = PARAMETERS.configure
 
 
 # ------------------------------------------------------------------------------------------------ measurements
@@ -135,18 +134,18 @@ def _px(label: str) -> int | None:
     return None if label == "untiled" else int(label.split("x")[0])
 
 
-def build(cfg, method: str, tile: int | None) -> torch.nn.Module:
-    """``cfg.model`` (seeded random weights, eval mode): "untiled", "spatial" (``tile_spatially`` up to
-    ``cfg.until`` in ``cfg.spatial_mode``) or "triton" (every Conv2d a Triton ``TiledConv2d``), on the CPU.
+def build(model: str, method: str, tile: int | None, *, until: str, spatial_mode: str) -> torch.nn.Module:
+    """``model`` (seeded random weights, eval mode): "untiled", "spatial" (``tile_spatially`` up to ``until`` in
+    ``spatial_mode``) or "triton" (every Conv2d a Triton ``TiledConv2d``), on the CPU.
 
     Built outside inference mode on purpose: the tiling helpers deep-copy the model, and a copy made under
     ``torch.inference_mode`` holds inference tensors, whose missing version counter TiledConv2d's weight cache
     reads.
     """
     torch.manual_seed(0)
-    net = models.get(cfg.model).eval()
+    net = models.get(model).eval()
     if method == "spatial":
-        return spatial_tiling.tile_spatially(net, tile, until=cfg.until, mode=cfg.spatial_mode)
+        return spatial_tiling.tile_spatially(net, tile, until=until, mode=spatial_mode)
     return tile_model(net, tile).eval() if method == "triton" else net
 
 
@@ -156,141 +155,127 @@ def example_batch(batch_size: int, image_size: int, device) -> torch.Tensor:
     return torch.randn(batch_size, 3, image_size, image_size, generator=gen).to(device)
 
 
-def measure_tiles(cfg, store: Path | None, progress: bool = False) -> pd.DataFrame:
-    """One row for the untiled model, then one per (method, tile) of ``cfg``, each from ``cfg.rounds`` passes over
-    that grid (:func:`combine_rounds`: the median of the rounds, the claims' interval their least and most):
-    ``benchmark``'s columns for a batch
-    already on the device (latency_ms_* per batch: Fig. 6's inference time; first_call_ms, where Triton compiles
-    on a GPU; peak_mem_alloc_mib; gpu_util_pct over NVML samples inside the timed loop, NaN on a CPU with the
-    reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average of the
-    tensor memory allocated during one pass, ``profiling.memory_over_time``: Fig. 6's average memory; weighted by
-    device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
+def tile_point(round, method, tile, *, model, image_size, batch_size, until, spatial_mode, warmup, repeats,  # noqa
+               device) -> dict:
+    """One point of experiment "tiles" in one round (the pass over the grid, a column of the store): ``benchmark``'s
+    columns for a batch already on the device (latency_ms_* per batch: Fig. 6's inference time; first_call_ms,
+    where Triton compiles on a GPU; peak_mem_alloc_mib; gpu_util_pct over NVML samples inside the timed loop, NaN on
+    a CPU with the reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average
+    of the tensor memory allocated during one pass, ``profiling.memory_over_time``: Fig. 6's average memory; weighted
+    by device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
     largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (on a GPU the median, least
-    and most of :data:`UTIL_ROUNDS` timed loops' utilisation, gpu_util_rounds of them), and time_vs_untiled,
-    avg_mem_vs_untiled, peak_mem_vs_untiled (each divided by the untiled row's). Triton points are "skipped"
-    where ``triton_untimed_reason`` says (on a CPU), with the reason in ``error``."""
-    dev = torch.device(cfg.device)
-    untimed = triton_conv.triton_untimed_reason(dev)
+    and most of :data:`UTIL_ROUNDS` timed loops' utilisation, gpu_util_rounds of them)."""
+    free_memory()
+    dev, spatial = torch.device(device), method == "spatial"
+    net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
+    x = example_batch(batch_size, image_size, dev)  # on the device: the convolutions, not copies
 
-    def point(round, method, tile):  # noqa: A002  (round: the pass over the grid, a column of the store)
-        free_memory()
-        net = build(cfg, method, _px(tile)).to(dev)
-        x = example_batch(cfg.batch_size, cfg.image_size, dev)  # on the device: the convolutions, not copies
+    def step():
+        with torch.inference_mode():
+            return net(x)
 
-        def step():
-            with torch.inference_mode():
-                return net(x)
-
-        m = benchmark(net, x, device=dev, warmup=cfg.warmup, repeats=cfg.repeats, first_call=True)
-        # one NVML mean per timed loop: on a GPU, more loops give the utilisation its spread
-        utils = [m.gpu_util_pct] + [benchmark(net, x, device=dev, warmup=0, repeats=cfg.repeats).gpu_util_pct
-                                    for _ in range(UTIL_ROUNDS - 1 if dev.type == "cuda" else 0)]
-        utils = [u for u in utils if not math.isnan(u)]
-        resident = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(net, [x])
-        timelines = [memory_over_time(step, dev) for _ in range(AVG_MEM_REPEATS)]
-        timeline = timelines[0]
-        avgs = [t["avg_bytes"] / MIB if t["events"] else math.nan for t in timelines]
-        avg = float(np.median(avgs))  # NaN if any pass recorded no event
-        spatial = method == "spatial"
-        return {**m.as_row(), "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
-                "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
-                "gpu_util_rounds": len(utils), "tile_px": _px(tile), "avg_mem_mib": resident / MIB + avg,
-                "avg_mem_mib_low": resident / MIB + float(np.min(avgs)),
-                "avg_mem_mib_high": resident / MIB + float(np.max(avgs)),
-                "avg_mem_repeats": AVG_MEM_REPEATS, "avg_mem_increment_mib": avg,
-                "avg_mem_weighting": timeline["weighting"],
-                "avg_mem_missing_reason": None if timeline["events"] else "the profiler recorded no allocator events",
-                "image_size": cfg.image_size, "until": cfg.until if spatial else None,
-                "spatial_mode": cfg.spatial_mode if spatial else None, "model": cfg.model, "data_source": DATA_SOURCE}
-
-    # round outermost: each point is timed once per pass over the grid, so its rounds lie apart in time and their
-    # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
-    points = [{"method": "untiled", "tile": "untiled"}] + [
-        {"method": m, "tile": _label(t)} for m in cfg.methods for t in cfg.tile_sizes]
-    grid = [{"round": r, **p} for r in range(cfg.rounds) for p in points]
-    settings = {k: v for k, v in vars(cfg).items() if k not in ("tile_sizes", "methods", "check_size")}
-    settings.update(threads=torch.get_num_threads(), data_source=DATA_SOURCE)
-    df = combine_rounds(sweep(point, grid, store, settings=settings, desc="tiling: time and memory",
-                              progress=progress,
-                              skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None))
-    base = df[(df["method"] == "untiled") & (df["status"] == "ok")]
-    for col, metric in (("time_vs_untiled", "latency_ms_median"), ("avg_mem_vs_untiled", "avg_mem_mib"),
-                        ("peak_mem_vs_untiled", "peak_mem_alloc_mib")):
-        ref = float(base[metric].iloc[0]) if len(base) else math.nan
-        df[col] = pd.to_numeric(df[metric], errors="coerce") / ref if metric in df else math.nan
-    return df
+    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True)
+    # one NVML mean per timed loop: on a GPU, more loops give the utilisation its spread
+    utils = [m.gpu_util_pct] + [benchmark(net, x, device=dev, warmup=0, repeats=repeats).gpu_util_pct
+                                for _ in range(UTIL_ROUNDS - 1 if dev.type == "cuda" else 0)]
+    utils = [u for u in utils if not math.isnan(u)]
+    resident = (torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(net, [x])) / MIB
+    timelines = [memory_over_time(step, dev) for _ in range(AVG_MEM_REPEATS)]
+    avgs = [t["avg_bytes"] / MIB if t["events"] else math.nan for t in timelines]
+    avg = float(np.median(avgs))  # NaN if any pass recorded no event
+    return {**m.as_row(), "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
+            "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
+            "gpu_util_rounds": len(utils), "tile_px": _px(tile), "avg_mem_mib": resident + avg,
+            "avg_mem_mib_low": resident + float(np.min(avgs)), "avg_mem_mib_high": resident + float(np.max(avgs)),
+            "avg_mem_repeats": AVG_MEM_REPEATS, "avg_mem_increment_mib": avg,
+            "avg_mem_weighting": timelines[0]["weighting"],
+            "avg_mem_missing_reason": None if timelines[0]["events"] else "the profiler recorded no allocator events",
+            "image_size": image_size, "until": until if spatial else None,
+            "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
 
 
-def check_triton(cfg, store: Path | None = None, progress: bool = False, *, layers=None,
-                 batch_size: int = CHECK_BATCH) -> pd.DataFrame:
-    """The Triton kernel against ``F.conv2d`` (fp32) on ResNet-20's convolution shapes, at every tile size.
+def triton_point(tile, layer, *, check_size) -> dict:
+    """One point of experiment "triton_check": the Triton kernel against ``F.conv2d`` (fp32) on layer ``layer`` of
+    :data:`CHECK_LAYERS` (name -> (C_in, C_out, stride); 3x3 kernels, padding 1): a seeded random
+    :data:`CHECK_BATCH` x C_in x ``check_size``^2 input, weights and bias convolved into an output pre-filled with
+    NaN (an element the kernel does not write stays NaN and fails), where ``triton_check_device`` says (interpreted
+    on a CPU: slow, keep check_size small; compiled on a GPU). Row: tile_px, input_shape, device (where it ran),
+    max_abs_error, rel_error (max |error| / max |reference|), tolerance, dot_precision ("ieee" or "tf32"), passed,
+    check_s (s, the kernel call)."""
+    dev = triton_conv.triton_check_device()[0]
+    c_in, c_out, stride = CHECK_LAYERS[layer]
+    gen = torch.Generator().manual_seed(0)
+    shape = (CHECK_BATCH, c_in, check_size, check_size)
+    x = torch.randn(shape, generator=gen).to(dev)
+    w = (torch.randn(c_out, c_in, 3, 3, generator=gen) / math.sqrt(9 * c_in)).to(dev)
+    b = torch.randn(c_out, generator=gen).to(dev)
+    ref = F.conv2d(x, w, b, stride, 1)
+    out = torch.full_like(ref, math.nan)
+    seconds = wall_time(lambda: tiled_conv2d(x, w, b, stride, 1, _px(tile), out=out), device=dev).seconds
+    # On a GPU fp32 products may use TF32 tensor cores (exactly when cuDNN is allowed to): 10-bit mantissa.
+    tf32 = dev == "cuda" and config.tf32_enabled("conv")
+    tolerance = 1e-2 if tf32 else 2e-5
+    err = (out - ref).abs().max().item()  # NaN if any element was not written
+    rel = err / max(ref.abs().max().item(), 1e-6)
+    return {"tile_px": _px(tile), "input_shape": "x".join(map(str, shape)), "device": dev, "max_abs_error": err,
+            "rel_error": rel, "tolerance": tolerance, "dot_precision": "tf32" if tf32 else "ieee",
+            "passed": bool(rel <= tolerance), "check_s": seconds}
 
-    For each tile of ``cfg.tile_sizes`` and layer of ``layers`` (default :data:`CHECK_LAYERS`: name -> (C_in,
-    C_out, stride); 3x3 kernels, padding 1) a seeded random ``batch_size`` x C_in x ``cfg.check_size``^2 input,
-    weights and bias are convolved into an output pre-filled with NaN (an element the kernel does not write stays
-    NaN and fails). Rows: tile, layer, tile_px, input_shape, device (where it ran), max_abs_error, rel_error (max
-    |error| / max |reference|), tolerance, dot_precision ("ieee" or "tf32"), passed, check_s (s, the kernel call).
-    Runs where ``triton_check_device`` says (interpreted on a CPU: slow, keep check_size small; compiled on a
-    GPU); where the kernel cannot run, the points are "skipped" with the reason.
-    """
-    layers = dict(CHECK_LAYERS if layers is None else layers)
+
+def logits_point(tile, *, model, image_size, until, spatial_mode, device) -> dict:
+    """One point of experiment "logits_check": the spatially tiled ``model`` against the untiled one on one random
+    image: tile_px, shape_ok (same output shape), rel_error (max |logit difference| / max |logit|). In full fp32 on
+    a GPU too (TF32 off), so the comparison measures the tiling, not TF32's rounding."""
+    x = example_batch(1, image_size, device)
+    nets = [build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(device)
+            for method in ("untiled", "spatial")]
+    with torch.inference_mode(), config.tf32(False):
+        ref, y = (net(x) for net in nets)
+    return {"tile_px": _px(tile), "shape_ok": tuple(y.shape) == tuple(ref.shape),
+            "rel_error": ((y - ref).abs().max() / ref.abs().max()).item()}
+
+
+TILES = Experiment("tiles", tile_point, desc="tiling: time and memory")
+TRITON_CHECK = Experiment("triton_check", triton_point, desc="tiling: Triton check")
+LOGITS_CHECK = Experiment("logits_check", logits_point, desc="tiling: spatial logits")
+
+
+def check_triton(cfg, store_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
+    """Experiment "triton_check" (:func:`triton_point`) at every tile of ``cfg.tile_sizes`` and layer of
+    :data:`CHECK_LAYERS`: rows tile, layer, then the point's columns; where the kernel cannot run, the points are
+    "skipped" with the reason."""
     dev, reason = triton_conv.triton_check_device()
-
-    def point(tile, layer):
-        c_in, c_out, stride = layers[layer]
-        gen = torch.Generator().manual_seed(0)
-        shape = (batch_size, c_in, cfg.check_size, cfg.check_size)
-        x = torch.randn(shape, generator=gen).to(dev)
-        w = (torch.randn(c_out, c_in, 3, 3, generator=gen) / math.sqrt(9 * c_in)).to(dev)
-        b = torch.randn(c_out, generator=gen).to(dev)
-        ref = F.conv2d(x, w, b, stride, 1)
-        out = torch.full_like(ref, math.nan)
-        seconds = wall_time(lambda: tiled_conv2d(x, w, b, stride, 1, _px(tile), out=out), device=dev).seconds
-        # On a GPU fp32 products may use TF32 tensor cores (exactly when cuDNN is allowed to): 10-bit mantissa.
-        tf32 = dev == "cuda" and config.tf32_enabled("conv")
-        tolerance = 1e-2 if tf32 else 2e-5
-        err = (out - ref).abs().max().item()  # NaN if any element was not written
-        rel = err / max(ref.abs().max().item(), 1e-6)
-        return {"tile_px": _px(tile), "input_shape": "x".join(map(str, shape)), "device": dev, "max_abs_error": err,
-                "rel_error": rel, "tolerance": tolerance, "dot_precision": "tf32" if tf32 else "ieee",
-                "passed": bool(rel <= tolerance), "check_s": seconds}
-
-    settings = dict(check_size=cfg.check_size, batch_size=batch_size, layers=layers, device=dev,
-                    tf32=config.tf32_enabled("conv"))
-    return sweep(point, {"tile": [_label(t) for t in cfg.tile_sizes], "layer": list(layers)}, store,
-                 settings=settings, skip=lambda tile, layer: reason, desc="tiling: Triton check", progress=progress)
-
-
-def check_logits(cfg, store: Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """The spatially tiled ``cfg.model`` against the untiled one on one random image, per tile of
-    ``cfg.tile_sizes``: tile, tile_px, shape_ok (same output shape), rel_error (max |logit difference| / max
-    |logit|). In full fp32 on a GPU too (TF32 off), so the comparison measures the tiling, not TF32's rounding."""
-    dev = torch.device(cfg.device)
-
-    def point(tile):
-        x = example_batch(1, cfg.image_size, dev)
-        nets = [build(cfg, method, _px(tile)).to(dev) for method in ("untiled", "spatial")]
-        with torch.inference_mode(), config.tf32(False):
-            ref, y = (net(x) for net in nets)
-        return {"tile_px": _px(tile), "shape_ok": tuple(y.shape) == tuple(ref.shape),
-                "rel_error": ((y - ref).abs().max() / ref.abs().max()).item()}
-
-    settings = {k: getattr(cfg, k) for k in ("model", "image_size", "until", "spatial_mode", "device")}
-    return sweep(point, {"tile": [_label(t) for t in cfg.tile_sizes]}, store, settings=settings,
-                 desc="tiling: spatial logits", progress=progress)
+    points = [dict(tile=_label(t), layer=layer) for t in cfg.tile_sizes for layer in CHECK_LAYERS]
+    return TRITON_CHECK.run(cfg, store_dir, progress=progress, points=points, skip=lambda tile, layer: reason,
+                            settings=dict(check_device=dev, check_layers=CHECK_LAYERS, check_batch=CHECK_BATCH,
+                                          tf32=config.tf32_enabled("conv")))
 
 
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Experiments "tiles" (:func:`measure_tiles`), "triton_check" (:func:`check_triton`) and "logits_check"
-    (:func:`check_logits`) in one frame, with ``cfg.threads`` intra-op threads (None: torch's default)."""
-    config.set_threads(cfg.threads)
-
-    def store(name):
-        return None if store_dir is None else Path(store_dir) / f"sweep_{name}.csv"
-
-    return studies.combine(tiles=measure_tiles(cfg, store("tiles"), progress),
-                           triton_check=check_triton(cfg, store("triton_check"), progress),
-                           logits_check=check_logits(cfg, store("logits_check"), progress))
+    """Three experiments in one frame, with ``cfg.threads`` intra-op threads (None: torch's default), the count in
+    use being part of the stores' key. "tiles": one row for the untiled model, then one per (method, tile), each
+    from ``cfg.rounds`` passes over that grid (:func:`cnnlab.profiling.combine_rounds`: the median of the rounds,
+    the claims' interval their least and most): :func:`tile_point`'s columns, and time_vs_untiled,
+    avg_mem_vs_untiled, peak_mem_vs_untiled (each divided by the untiled row's); Triton points are "skipped" where
+    ``triton_untimed_reason`` says (on a CPU), with the reason in ``error``. "triton_check": :func:`check_triton`.
+    "logits_check": :func:`logits_point` per tile."""
+    threads = config.set_threads(cfg.threads)
+    untimed = triton_conv.triton_untimed_reason(cfg.device)
+    # round outermost: each point is timed once per pass over the grid, so its rounds lie apart in time and their
+    # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
+    points = [dict(method="untiled", tile="untiled")] + [dict(method=m, tile=_label(t)) for m in cfg.methods
+                                                          for t in cfg.tile_sizes]
+    timed = TILES.run(cfg, store_dir, progress=progress, points=[dict(round=r, **p) for r in range(cfg.rounds)
+                                                                  for p in points],
+                      settings=dict(threads=threads, data_source=DATA_SOURCE),
+                      skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None)
+    tiles = combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])
+    for col, metric in (("time_vs_untiled", "latency_ms_median"), ("avg_mem_vs_untiled", "avg_mem_mib"),
+                        ("peak_mem_vs_untiled", "peak_mem_alloc_mib")):
+        tiles[col] = derived.against(tiles, metric, {"method": "untiled"}) if metric in tiles else math.nan
+    logits = LOGITS_CHECK.run(cfg, store_dir, progress=progress, points=[dict(tile=_label(t)) for t in cfg.tile_sizes],
+                              settings=dict(threads=threads))
+    return studies.combine(tiles=tiles, triton_check=check_triton(cfg, store_dir, progress), logits_check=logits)
 
 
 # ------------------------------------------------------------------------------------------------ claims
@@ -473,7 +458,3 @@ def figures(df: pd.DataFrame) -> dict:
     fig.tight_layout()
     return {"04_fig6_tiling": fig}
 
-
-def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
-    """This study's rounds, one row per point ("method", "tile"): :func:`cnnlab.profiling.combine_rounds`."""
-    return _combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])
