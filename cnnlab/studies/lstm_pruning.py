@@ -23,6 +23,8 @@ final models fine-tuned with masks held; "all layers" leaves the head (its rows 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -31,9 +33,10 @@ from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
 from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
-from cnnlab.profiling import benchmark, loader_sweep, memory_over_time, profile_ops, resident_bytes, sweep, wall_time
+from cnnlab.profiling import (benchmark, derived, loader_sweep, memory_over_time, profile_ops, resident_bytes,
+                              wall_time)
 from cnnlab.profiling.memory import MIB
-from cnnlab.studies import tables
+from cnnlab.studies import Experiment, Parameter, tables
 from cnnlab.train import evaluate, fit, train_step
 
 MODEL = "lstm_sentiment"
@@ -51,62 +54,73 @@ PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(1
 # slides give none, and another device, library or model size moves a share by a few points).
 SHARE_TOLERANCE_PP = 10.0
 SENSITIVITY_PP = 3.0  # the paper's spread 0.49-0.52, read as accuracy: 3 percentage points
-# The settings that make the trained model (and so every measurement on it): the sweeps' stores are keyed by them.
-MODEL_SETTINGS = ("synthetic", "vocab_size", "seq_len", "train_size", "test_size", "embed_dim", "hidden_size",
-                  "num_layers", "epochs", "batch_size", "lr", "device")
-
-_EVERY = dict(num_layers=2, num_workers=[0, 1, 2, 4, 8], methods=list(prune.METHODS), finetune_epochs=1, device=None)
-_IMDB = dict(synthetic=False, seq_len=256, train_size=None, test_size=None, epochs=4, lr=1e-3, profile_iterations=5,
-             ratios=[round(0.1 * k, 1) for k in range(1, 10)], threads=None, **_EVERY)
 MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it only diverges
-PRESETS = {
-    # CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%), one
-    # intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait).
-    # Three timing rounds of everything timed (the noise rule needs a range); the DataLoader sweep reads 30% of the
-    # data per round (it read 50% once), so the run takes about as long as with one round.
-    "quick": dict(synthetic=True, vocab_size=2000, seq_len=64, train_size=2000, test_size=500, embed_dim=64,
-                  hidden_size=64, epochs=3, batch_size=64, lr=5e-3, batch_sizes=[32, 128], sweep_fraction=0.3,
-                  ratios=[0.1, 0.5, 0.9], chosen_ratio=0.5, profile_iterations=3, warmup=1, repeats=5, timing_rounds=3,
-                  threads=1, **_EVERY),
-    # One Colab GPU: real IMDB (downloaded once), a mid-sized model.
-    "standard": dict(vocab_size=20000, embed_dim=128, hidden_size=256, batch_size=64, batch_sizes=[32, 64, 128, 256],
-                     sweep_fraction=0.2, chosen_ratio=0.5, warmup=3, repeats=20, timing_rounds=3, **_IMDB),
-    # The paper's scale (34.0M parameters, the paper's had 34.7M), its grids and its ratio 0.9.
-    "paper": dict(vocab_size=75000, embed_dim=400, hidden_size=512, batch_size=128, batch_sizes=[16, 32, 64, 128, 256],
-                  sweep_fraction=1.0, chosen_ratio=0.9, warmup=5, repeats=50, timing_rounds=5, **_IMDB),
-}
 
 
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``)."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    cfg.synthetic = config.boolean(cfg.synthetic, parameter="synthetic")
-    for name in ("vocab_size", "seq_len", "embed_dim", "hidden_size", "num_layers", "epochs", "finetune_epochs",
-                 "profile_iterations", "repeats", "timing_rounds", "warmup", "train_size", "test_size"):
-        if getattr(cfg, name) is not None or name not in ("train_size", "test_size"):  # None: the whole split
-            setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name,
-                                                   minimum=0 if name == "warmup" else 1))
-    cfg.batch_size = config.batch_size(cfg.batch_size)
-    # Adam's step size: an lr of inf or 1e9 trains to chance accuracy and would only fail at the claims
-    cfg.lr = config.number(cfg.lr, parameter="lr", low=0, high=MAX_LR)
-    cfg.sweep_fraction = config.number(cfg.sweep_fraction, parameter="sweep_fraction", low=0, high=1)
-    cfg.batch_sizes = config.batch_sizes(cfg.batch_sizes)
-    cfg.num_workers = config.num_workers(cfg.num_workers)
-    ratios = config.as_list(cfg.ratios)
+def _size(value, parameter: str) -> int | None:
+    """None (the whole split) or a positive int."""
+    return None if value is None else config.positive_int(value, parameter=parameter)
+
+
+def _ratios(value, parameter: str) -> list[float]:
+    ratios = config.as_list(value)
     if not ratios:
         raise ValueError("ratios is empty; valid: pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]")
-    cfg.ratios = sorted(config.number(r, parameter="ratios", low=0, high=1, high_open=True) for r in ratios)
-    methods = config.as_list(cfg.methods)
+    return sorted(config.number(r, parameter=parameter, low=0, high=1, high_open=True) for r in ratios)
+
+
+def _methods(value, parameter: str) -> list[str]:
+    methods = config.as_list(value)
     if not methods:  # nothing to prune: the study would train, measure nothing it claims about, then fail
         raise ValueError(f"methods is empty; valid: a list of {', '.join(prune.METHODS)}")
-    cfg.methods = list(dict.fromkeys(prune.check_method(m) for m in methods))
-    cfg.chosen_ratio = config.number(cfg.chosen_ratio, parameter="chosen_ratio", low=0, high=1, low_open=False,
-                                     high_open=True)
+    return list(dict.fromkeys(prune.check_method(m) for m in methods))
+
+
+def _check(cfg) -> None:
     if round(cfg.chosen_ratio * cfg.hidden_size) >= cfg.hidden_size:
         raise ValueError(f"chosen_ratio={cfg.chosen_ratio} would remove all {cfg.hidden_size} hidden units")
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
+
+
+count, fraction = config.positive_int, functools.partial(config.number, low=0, high=1)
+# quick: a CPU smoke run on the synthetic sentiment corpus (labels depend on the words; guessing gets 50%), three
+# timing rounds of everything timed (the noise rule needs a range). standard: one Colab GPU, real IMDB (downloaded
+# once), a mid-sized model. paper: the paper's scale (34.0M parameters, the paper's had 34.7M), grids and ratio 0.9.
+PARAMETERS = studies.Parameters(
+    synthetic=Parameter(True, False, check=config.boolean,
+                        doc="True: the synthetic sentiment corpus (quick); False: IMDB (downloaded once)"),
+    vocab_size=Parameter(2000, 20000, 75000, check=count, doc="tokens in the vocabulary"),
+    seq_len=Parameter(64, 256, check=count, doc="tokens per review"),
+    train_size=Parameter(2000, None, check=_size, type="int", doc="training reviews (None: the whole split)"),
+    test_size=Parameter(500, None, check=_size, type="int", doc="test reviews (None: the whole split)"),
+    embed_dim=Parameter(64, 128, 400, check=count, doc="embedding width"),
+    hidden_size=Parameter(64, 256, 512, check=count, doc="LSTM hidden units per layer"),
+    num_layers=Parameter(2, check=count, doc="LSTM layers"),
+    epochs=Parameter(3, 4, check=count, doc="training epochs of the dense model"),
+    batch_size=Parameter(64, 64, 128, check=config.batch_size, doc="training batch (reviews)"),
+    # Adam's step size: an lr of inf or 1e9 trains to chance accuracy and would only fail at the claims
+    lr=Parameter(5e-3, 1e-3, check=functools.partial(config.number, low=0, high=MAX_LR), doc="Adam learning rate"),
+    batch_sizes=Parameter([32, 128], [32, 64, 128, 256], [16, 32, 64, 128, 256], check=config.batch_sizes, axis=True,
+                          doc="DataLoader-sweep batch sizes (paper: several, best 128)"),
+    num_workers=Parameter([0, 1, 2, 4, 8], check=config.num_workers, axis=True,
+                          doc="paper: [0, 1, 2, 4, 8]; values above os.cpu_count() are recorded as skipped"),
+    # quick reads 30% of the data per round (it read 50% once): three rounds take about as long as one did
+    sweep_fraction=Parameter(0.3, 0.2, 1.0, check=fraction, doc="share of the data each DataLoader-sweep epoch reads"),
+    ratios=Parameter([0.1, 0.5, 0.9], [round(0.1 * k, 1) for k in range(1, 10)], check=_ratios, axis=True,
+                     doc="pruning ratios of the sensitivity scan (paper: 0.1 ... 0.9)"),
+    methods=Parameter(list(prune.METHODS), check=_methods, axis=True, doc=", ".join(prune.METHODS)),
+    chosen_ratio=Parameter(0.5, 0.5, 0.9, check=functools.partial(fraction, low_open=False, high_open=True),
+                           doc="the final models' ratio (paper: 0.9)"),
+    finetune_epochs=Parameter(1, check=count, doc="fine-tuning epochs of the final models"),
+    profile_iterations=Parameter(3, 5, check=count, doc="profiled training steps"),
+    warmup=Parameter(1, 3, 5, check=functools.partial(count, minimum=0), doc="untimed batches before timing"),
+    repeats=Parameter(5, 20, 50, check=count, doc="timed batches per latency"),
+    timing_rounds=Parameter(3, 3, 5, check=count, doc="rounds of every timed quantity (the noise rule's range)"),
+    # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
+    threads=Parameter(1, None, check=config.threads, type="int", doc="intra-op CPU threads (None: torch's default)"),
+    device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda"),
+    check=_check,
+)
+configure = PARAMETERS.configure
 
 
 def datasets(cfg):
@@ -147,25 +161,23 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
     round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
     ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round, ``cfg.timing_rounds``
-    rounds over the whole grid), "sensitivity" (:func:`pruning_sensitivity`), "final_models"
-    (:func:`final_comparison`). The sweeps' stores: ``store_dir/lstm_<experiment>_points_<digest>.csv``, keyed by the
-    model's and data's settings (and the round)."""
-    config.set_threads(cfg.threads)
+    rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models" (:func:`final_comparison`). The
+    sweeps' stores: ``store_dir/sweep_<experiment>_<digest>.csv``, keyed by ``cfg.settings()``, the threads in use
+    (and the round)."""
+    extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
-    settings = {**{name: getattr(cfg, name) for name in MODEL_SETTINGS}, "cpu_threads": torch.get_num_threads()}
-    stores = {n: store_dir and Path(store_dir) / f"lstm_{n}_points.csv" for n in ("loader_sweep", "sensitivity")}
     loaders = pd.concat([loader_sweep(
         model, lambda net, loader: _train(net, loader, cfg.lr, cfg.device),
         lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
         batch_sizes=cfg.batch_sizes, num_workers=cfg.num_workers, pin_memory=[torch.device(cfg.device).type == "cuda"],
-        fraction=cfg.sweep_fraction, device=cfg.device, store=stores["loader_sweep"],
-        settings={**settings, "round": r}, progress=progress).assign(round=r) for r in range(cfg.timing_rounds)],
+        fraction=cfg.sweep_fraction, device=cfg.device, store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv",
+        settings=cfg.settings(**extra, round=r), progress=progress).assign(round=r) for r in range(cfg.timing_rounds)],
         ignore_index=True)
     profile, rounds = profile_rounds(model, cfg, train_set)
     return studies.combine(
         training=history, training_profile=profile, profile_rounds=rounds, loader_sweep=loaders,
-        sensitivity=pruning_sensitivity(model, cfg, test_set, stores["sensitivity"], settings, progress),
+        sensitivity=pruning_sensitivity(model, cfg, test_set, store_dir, extra, progress),
         final_models=final_comparison(model, cfg, train_set, test_set))
 
 
@@ -217,14 +229,36 @@ def _all_but_head(model) -> list[str]:
     return [name for name in prune.targets(model) if not name.startswith("head.")]
 
 
-def pruning_sensitivity(model, cfg, test_set, store, settings: dict, progress: bool = True) -> pd.DataFrame:
-    """Test accuracy (%) and loss right after pruning a copy of ``model``, no fine-tuning (paper: sensitivity), one
-    row per (scope, tensor, method, ratio): scope "layer" prunes one tensor; "all_layers" every tensor but the head,
-    each at ``ratio`` (the paper's final choice); "global" ranks their weights (or rows) together; method "units"
-    (beyond the paper) removes ``ratio`` of each LSTM layer's hidden units (skipped where none would be left).
-    ``zero_fraction``: zeros in the pruned tensors; ``dense_accuracy_pct``: the unpruned model's. Stored (sweep)."""
+def sensitivity_point(scope: str, tensor: str, method: str, ratio: float, *, model, loader, dense: dict,
+                      device: str) -> dict:
+    """One point of :data:`SENSITIVITY`: test accuracy (%) and loss right after pruning a copy of ``model`` (no
+    fine-tuning; the paper's sensitivity) by ``method`` at ``ratio``: scope "layer" prunes ``tensor``; "all_layers"
+    every tensor but the head, each at ``ratio`` (the paper's final choice); "global" ranks their weights (or rows)
+    together; method "units" (beyond the paper) removes ``ratio`` of each LSTM layer's hidden units.
+    ``zero_fraction``: zeros in the pruned tensors; ``dense_accuracy_pct``: the unpruned model's (``dense``)."""
+    if method == "units":
+        net = prune.shrink_lstm(model, prune.select_units(model.lstm, ratio))
+        zero_fraction = 1 - net.lstm.hidden_size / model.lstm.hidden_size
+    else:
+        names = [tensor] if scope == "layer" else _all_but_head(model)
+        net = prune.prune_model(copy.deepcopy(model), method, ratio, tensors=names,
+                                scope="global" if scope == "global" else "layer")
+        table = prune.sparsity(net).set_index("tensor").loc[names]
+        zero_fraction = table["zeros"].sum() / table["numel"].sum()
+    result = evaluate(net, loader, device=device)
+    return {"accuracy_pct": result["accuracy_pct"], "loss": result["loss"], "zero_fraction": float(zero_fraction),
+            "dense_accuracy_pct": dense["accuracy_pct"], "test_items": result["num_examples"],
+            "data_source": loader.dataset.data_source}
+
+
+SENSITIVITY = Experiment("sensitivity", sensitivity_point, desc="pruning sensitivity")
+
+
+def pruning_sensitivity(model, cfg, test_set, store_dir, settings: dict, progress: bool = True) -> pd.DataFrame:
+    """:data:`SENSITIVITY` on ``model``, one row per (scope, tensor, method, ratio): every tensor alone, all but the
+    head and their global ranking, per method and ratio, and "units" per ratio (skipped where no hidden unit would be
+    left); stored under ``store_dir`` keyed by ``cfg.settings(**settings)``."""
     loader = data.make_loader(test_set, 256)
-    dense = evaluate(model, loader, device=cfg.device)
     scopes = [*(("layer", name) for name in prune.targets(model)), ("all_layers", "all but head"),
               ("global", "all but head")]
     grid = [{"scope": scope, "tensor": tensor, "method": method, "ratio": ratio}
@@ -235,22 +269,9 @@ def pruning_sensitivity(model, cfg, test_set, store, settings: dict, progress: b
         return f"ratio {ratio:g} would remove all {cfg.hidden_size} hidden units" \
             if method == "units" and round(ratio * cfg.hidden_size) >= cfg.hidden_size else None
 
-    def point(scope, tensor, method, ratio):
-        if method == "units":
-            net = prune.shrink_lstm(model, prune.select_units(model.lstm, ratio))
-            zero_fraction = 1 - net.lstm.hidden_size / model.lstm.hidden_size
-        else:
-            names = [tensor] if scope == "layer" else _all_but_head(model)
-            net = prune.prune_model(copy.deepcopy(model), method, ratio, tensors=names,
-                                    scope="global" if scope == "global" else "layer")
-            table = prune.sparsity(net).set_index("tensor").loc[names]
-            zero_fraction = table["zeros"].sum() / table["numel"].sum()
-        result = evaluate(net, loader, device=cfg.device)
-        return {"accuracy_pct": result["accuracy_pct"], "loss": result["loss"], "zero_fraction": float(zero_fraction),
-                "dense_accuracy_pct": dense["accuracy_pct"], "test_items": result["num_examples"],
-                "data_source": test_set.data_source}
-
-    return sweep(point, grid, store, settings=settings, skip=skip, desc="pruning sensitivity", progress=progress)
+    on_model = dataclasses.replace(SENSITIVITY, point=functools.partial(
+        SENSITIVITY.point, model=model, loader=loader, dense=evaluate(model, loader, device=cfg.device)))
+    return on_model.run(cfg, store_dir, progress=progress, settings=settings, points=grid, skip=skip)
 
 
 def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
@@ -299,7 +320,7 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
         cpu_threads=torch.get_num_threads(), data_source=train_set.data_source)
     for col, name in (("train_epoch_s", "train"), ("test_epoch_s", "test"), ("overall_s", "overall"),
                       ("latency_ms_median", "inference")):
-        df[f"{name}_speedup"] = df[col].iloc[0] / df[col]  # row 0 is the dense model
+        df[f"{name}_speedup"] = derived.against(df, col, {"variant": "dense"}, how="speedup")
     return df
 
 
