@@ -105,6 +105,8 @@ def test_spatial_tiling_cuts_memory_and_ratios_are_relative_to_untiled(measured)
     # the whole image
     peaks = ok.loc[["8x8", "16x16", "32x32"], "peak_mem_increment_mib"].to_numpy()
     assert peaks[0] < peaks[1] < peaks[2] < ok.loc["untiled", "peak_mem_increment_mib"]
+    # no full-size activation is ever live: the peak stays below the untiled model's at every tile
+    assert (ok.loc[["8x8", "16x16", "32x32"], "peak_mem_vs_untiled"] < 1).all()
 
 
 def test_the_checks_pass_on_the_measured_frame(measured):
