@@ -295,3 +295,9 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path):
     sensitivity = quarter[quarter["experiment"] == "sensitivity"]
     assert len(sensitivity) == (_sweep_rows(a)["experiment"] == "sensitivity").sum()
     assert (pd.to_datetime(sensitivity["finished_utc"]) >= start_b).all()
+
+
+def test_every_measured_row_says_where_its_data_came_from(df):
+    """(Was an assert of notebook 06's last cell.) Training, profile and final rows have no status."""
+    measured = df[df["status"].isna() | (df["status"] == "ok")]
+    assert set(measured["data_source"]) == {"synthetic"}
