@@ -334,6 +334,11 @@ def test_sync_wait_rises_with_batch_size_by_its_one_step_profiles():
     assert claim.held is None and "CPU run" in claim.note
 
 
+def test_one_batch_size_leaves_the_memory_claim_not_applicable_with_the_reason():
+    claim = _claims(_frame([1.0]))[MEM]  # it raised "held=None needs a note" before
+    assert claim.held is None and "two batch sizes" in claim.note
+
+
 def test_claims_without_batch_one_are_not_applicable():
     df = _frame([1.0, 2.0, 3.0]).assign(batch_size=[2, 4, 8])
     checks = {c.claim.split(" from")[0]: c for c in bs.check_claims(df, "cpu")}

@@ -323,10 +323,10 @@ def _throughput(row) -> Spread:
 
 
 def _judged(claim: str, paper: str, criterion: str, dev: str, parts: list, ours: str, missing: str, *,
-            applies: bool | None = None, how=all_of) -> Claim:
+            how=all_of) -> Claim:
     """``claim`` judged as ``how`` (:func:`cnnlab.claims.all_of` or ``any_of``) of the verdicts ``parts``;
-    "not measured" with the note ``missing`` where it does not apply (``applies``; default: there are parts)."""
-    if not (bool(parts) if applies is None else applies):
+    "not measured" with the note ``missing`` where there is none."""
+    if not parts:
         return Claim(claim, paper, "not measured", None, dev, criterion=criterion, note=missing)
     held, note = how(*parts)
     return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
@@ -342,7 +342,7 @@ def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
                           labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
                     for m, g in ok.groupby("model", sort=False) if len(g) > 1],
                    ", ".join(f"{m} {v.iloc[0]:.1f}->{v.iloc[-1]:.1f} MiB ({v.iloc[-1] / v.iloc[0]:.1f}x)"
-                             for m, v in mem.items()), "no point measured", applies=bool(mem))
+                             for m, v in mem.items()), "the grid needs two batch sizes" if mem else "no point measured")
 
 
 def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
