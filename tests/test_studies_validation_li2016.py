@@ -279,7 +279,7 @@ def test_rounds_combine_into_one_row_whose_interval_covers_every_round():
              "latency_ms_p10": m - 0.1, "latency_ms_p90": m + 0.2, "latency_ms_mean": m, "repeats": 5}
             for r, ms in enumerate(((1.0, 2.0), (1.5, 2.1), (0.9, 2.2))) for s, m in zip(("gemm", "opt"), ms)]
     rows.append({"round": 0, "network": "LeNet", "strategy": "direct", "status": "skipped", "error": "no GPU"})
-    out = study.combine_rounds(pd.DataFrame(rows)).set_index("strategy")
+    out = study.combine_rounds(pd.DataFrame(rows), ["network", "strategy"]).set_index("strategy")
     assert list(out.index) == ["gemm", "opt", "direct"] and "round" not in out
     gemm = out.loc["gemm"]
     assert gemm["latency_ms_median"] == 1.0 and gemm["latency_ms_p10"] == pytest.approx(0.8)
@@ -376,10 +376,10 @@ def test_presets():
     assert quick.strategies == ALL and quick.networks == list(study.NETWORKS) and quick.threads == 1
     assert quick.vgg_image_size == 32  # FFTs of VGG-16 at 224x224 are too slow for a CPU smoke run
     # several passes over the grid in every preset: the drift of a shared machine's load between points is noise
-    assert all(study.configure(name).rounds >= 3 for name in study.PRESETS)
+    assert all(study.configure(name).rounds >= 3 for name in study.PARAMETERS.presets)
     assert study.configure("quick", strategies="[\"opt\", \"gemm\"]").strategies == ["gemm", "opt"]  # papermill text
     for name in ("standard", "paper"):
-        assert study.PRESETS[name]["vgg_image_size"] == 224 and study.PRESETS[name]["strategies"] == ALL
+        assert study.PARAMETERS.presets[name]["vgg_image_size"] == 224 and study.PARAMETERS.presets[name]["strategies"] == ALL
 
 
 @pytest.mark.parametrize("bad, match", [

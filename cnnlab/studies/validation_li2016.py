@@ -21,19 +21,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from cnnlab import config, models, plotting, studies
-from cnnlab import claims
+from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
-from cnnlab.profiling import benchmark, cost_model, sweep, time_spread, wall_time
-from cnnlab.profiling import combine_rounds as _combine_rounds
+from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
+from cnnlab.studies import Experiment, Parameter
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
 # the inputs; these are each network's own paper's (see the notebook for the choices).
@@ -85,27 +85,10 @@ PATTERN_DIRECT_WINS = ("LeNet", "CIFAR")
 PATTERN_CUDNN_WINS = ("AlexNet", "ZFNet", "VGG")
 CUDNN_KERNELS = ("gemm", "fft", "fft_tiled")
 
-# tf32=False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row).
 MAX_IMAGE_SIZE = 2048  # VGG's input, pixels a side: 9x the paper's 224; larger is a slip, not a study
-_ALL = dict(networks=list(NETWORKS), strategies=list(STRATEGIES + OPTIONAL), vgg_model="vgg16", tf32=False,
-            device=None)
-PRESETS = {
-    # CPU smoke run: batch 2; VGG on its 32x32 CIFAR input (its FFT strategies at 224x224 take ~30 s a pass on one
-    # core); >= 1 timed batch, more up to 0.3 s (FFT on AlexNet/ZFNet: 1-2.5 s a pass); best times each candidate
-    # once per layer; the interpreted Triton kernel is checked on the two small networks only; one thread.
-    # Three rounds over the whole grid (see measure): on a shared CPU the load drifts between points, and a point's
-    # p10-p90 does not see it (best that picked gemm on every layer timed 0.47-2.1x gemm in one round each).
-    "quick": dict(_ALL, batch_size=2, vgg_image_size=32, direct_check_networks=["LeNet", "CIFAR"], best_repeats=1,
-                  warmup=0, repeats=1, min_time_s=0.1, rounds=3, threads=1),
-    # One GPU: every network at its paper's input size.
-    "standard": dict(_ALL, batch_size=32, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=3,
-                     warmup=3, repeats=20, min_time_s=1.0, rounds=3, threads=None),
-    "paper": dict(_ALL, batch_size=128, vgg_image_size=224, direct_check_networks=list(NETWORKS), best_repeats=5,
-                  warmup=10, repeats=50, min_time_s=2.0, rounds=3, threads=None),
-}
 
 
-def _names(value, valid, parameter: str) -> list[str]:
+def _names(value, parameter: str, valid) -> list[str]:
     """``value`` as a non-empty, duplicate-free list of names from ``valid``; ValueError naming ``parameter``."""
     names = config.as_list(value)
     if not names:
@@ -113,30 +96,48 @@ def _names(value, valid, parameter: str) -> list[str]:
     return list(dict.fromkeys(config.one_of(name, valid, parameter=parameter) for name in names))
 
 
-def configure(preset: str | None = None, **overrides):
-    """The preset's parameters with ``overrides`` on top, validated (see ``cnnlab.studies``); strategies are put
-    in the paper's order and must include the gemm baseline."""
-    cfg = config.configure(preset, PRESETS, **overrides)
-    cfg.networks = _names(cfg.networks, NETWORKS, "networks")
-    cfg.direct_check_networks = _names(cfg.direct_check_networks, NETWORKS, "direct_check_networks")
+def _strategies(value, parameter: str) -> list[str]:
+    """Strategies in the paper's order, including the gemm baseline."""
     order = STRATEGIES + OPTIONAL
-    cfg.strategies = sorted(_names(cfg.strategies, order, "strategies"), key=order.index)
-    if BASELINE not in cfg.strategies:
-        raise ValueError(f"strategies={cfg.strategies!r} must include {BASELINE!r} (cuDNN-MM, the baseline every "
-                         f"speed-up is relative to); valid: {', '.join(order)}")
-    cfg.vgg_model = config.one_of(cfg.vgg_model, VGG_MODELS, parameter="vgg_model")
-    cfg.tf32 = config.boolean(cfg.tf32, parameter="tf32")
-    for name, minimum, maximum in (("vgg_image_size", 32, MAX_IMAGE_SIZE), ("best_repeats", 1, config.MAX_COUNT),
-                                   ("warmup", 0, config.MAX_COUNT), ("repeats", 1, config.MAX_COUNT),
-                                   ("rounds", 1, config.MAX_COUNT)):
-        setattr(cfg, name, config.positive_int(getattr(cfg, name), parameter=name, minimum=minimum, maximum=maximum))
-    cfg.batch_size = config.batch_size(cfg.batch_size)
-    if type(cfg.min_time_s) not in (int, float) or not 0 <= cfg.min_time_s <= 600:  # type(): no bools
-        raise ValueError(f"min_time_s={cfg.min_time_s!r} must be a number of seconds from 0 to 600")
-    cfg.min_time_s = float(cfg.min_time_s)
-    cfg.threads = config.threads(cfg.threads)
-    cfg.device = str(config.resolve_device(cfg.device))
-    return cfg
+    names = sorted(_names(value, parameter, order), key=order.index)
+    if BASELINE not in names:
+        raise ValueError(f"{parameter}={names!r} must include {BASELINE!r} (cuDNN-MM, the baseline every speed-up is "
+                         f"relative to); valid: {', '.join(order)}")
+    return names
+
+
+# quick: a CPU smoke run, batch 2; VGG on its 32x32 CIFAR input (its FFT strategies at 224x224 take ~30 s a pass on
+# one core); >= 1 timed batch, more up to 0.1 s (FFT on AlexNet/ZFNet: 1-2.5 s a pass); best times each candidate
+# once per layer; the interpreted Triton kernel is checked on the two small networks only; one thread. standard:
+# one GPU, every network at its paper's input size. Three rounds over the whole grid in every preset (see measure):
+# on a shared CPU the load drifts between points, and a point's p10-p90 does not see it (best that picked gemm on
+# every layer timed 0.47-2.1x gemm in one round each).
+PARAMETERS = studies.Parameters(
+    networks=Parameter(list(NETWORKS), check=partial(_names, valid=NETWORKS), axis=True,
+                       doc=f"from {', '.join(NETWORKS)}"),
+    strategies=Parameter(list(STRATEGIES + OPTIONAL), check=_strategies, axis=True,
+                         doc=f"from {', '.join(STRATEGIES + OPTIONAL)} (gemm, the baseline, is required)"),
+    direct_check_networks=Parameter(["LeNet", "CIFAR"], list(NETWORKS), check=partial(_names, valid=NETWORKS),
+                                    axis=True, doc="networks the direct strategy is checked on against native"),
+    vgg_model=Parameter("vgg16", check=partial(config.one_of, valid=VGG_MODELS), doc="the network VGG stands for"),
+    vgg_image_size=Parameter(32, 224, check=partial(config.positive_int, minimum=32, maximum=MAX_IMAGE_SIZE),
+                             doc="VGG's input pixels a side"),
+    # False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row)
+    tf32=Parameter(False, check=config.boolean, doc="TF32 convolutions and matmuls on Ampere and newer GPUs"),
+    batch_size=Parameter(2, 32, 128, check=config.batch_size, doc="images per batch"),
+    best_repeats=Parameter(1, 3, 5, check=config.positive_int,
+                           doc="timed calls per candidate when best picks a layer's algorithm"),
+    warmup=Parameter(0, 3, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches per point"),
+    repeats=Parameter(1, 20, 50, check=config.positive_int, doc="timed batches per point and round, at least"),
+    min_time_s=Parameter(0.1, 1.0, 2.0, check=partial(config.number, low=0, high=600, low_open=False),
+                         doc=f"seconds of timed batches per point and round, at least (up to {MAX_REPEATS} batches)"),
+    rounds=Parameter(3, check=config.positive_int,
+                     doc="passes over the grid; the claims judge each time within its rounds' medians"),
+    threads=Parameter(1, None, check=config.threads, type="int",
+                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+)
+configure = PARAMETERS.configure
 
 
 def network_spec(network: str, *, vgg_model: str = "vgg16", vgg_image_size: int = 224) -> dict:
@@ -182,9 +183,10 @@ def _choices(model: torch.nn.Module) -> str:
     return ", ".join(f"{name} x{n}" for name, n in Counter(picks).most_common())
 
 
-def _build(network: str, strategy: str, cfg, device, batch_size: int, **options):
-    """(the network with seeded weights, its copy under ``strategy`` on ``device``, a seeded random batch)."""
-    spec = network_spec(network, vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
+def _build(network: str, strategy: str, device, batch_size: int, vgg: dict, **options):
+    """(the network with seeded weights, its copy under ``strategy`` on ``device``, a seeded random batch, its spec);
+    ``vgg``: VGG's model and image size (:func:`network_spec`)."""
+    spec = network_spec(network, **vgg)
     torch.manual_seed(0)  # the same weights for every strategy of a network
     net = models.get(spec["model"], **spec["options"]).eval()
     # Built outside inference mode: apply_strategy deep-copies, and weights copied under inference mode become
@@ -194,45 +196,30 @@ def _build(network: str, strategy: str, cfg, device, batch_size: int, **options)
     return net.to(device), model, x, spec
 
 
-def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check": per network
-    of ``cfg.direct_check_networks``, the direct strategy (Triton kernel: compiled on a GPU, interpreted on a CPU)
-    against native on :data:`DIRECT_CHECK_BATCH` images: rel_error_vs_native, check_s (s, one call); "skipped"
-    with the reason where the kernel cannot run here. "strategies": one row per (network, strategy), paper order,
-    from ``cfg.rounds`` passes over the whole grid (:func:`combine_rounds`: the median of the rounds' medians within
-    their lowest p10 and highest p90): ``cnnlab.profiling.benchmark``'s columns (latency_ms_* per batch;
-    first_call_ms: where best times its candidates per layer and a GPU compiles or autotunes; repeats sized by
-    ``min_time_s`` per round), rounds, round_medians_ms, input_shape,
-    best_choices ("gemm x3, fft x2"), rel_error_vs_native (the first call's output), then :func:`add_speedups`'
-    columns; direct "skipped" where Triton is not timed (CPU: :data:`DIRECT_CPU_REASON`). "speedups": per
-    network, speedup_vs_gemm per strategy (a column each, 2 decimals) and paper_opt (the paper's Opt, its words).
-    """
-    config.set_threads(cfg.threads)
-    dev, threads = torch.device(cfg.device), torch.get_num_threads()
-    vgg = dict(vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
-    store = {n: store_dir and Path(store_dir) / f"{n}.csv" for n in ("sweep_li2016", "sweep_li2016_direct_check")}
-    (check_device, check_reason), untimed = triton_check_device(), triton_untimed_reason(dev)
+def check_point(network, *, vgg_model, vgg_image_size, tf32) -> dict:
+    """One point of experiment "direct_check": the direct strategy (Triton kernel) on ``network`` against native on
+    :data:`DIRECT_CHECK_BATCH` images, where ``triton_check_device`` says: input_shape, device, rel_error_vs_native,
+    check_s (s, one call), tf32."""
+    dev = triton_check_device()[0]
+    net, model, x, spec = _build(network, "direct", dev, DIRECT_CHECK_BATCH,
+                                 dict(vgg_model=vgg_model, vgg_image_size=vgg_image_size))
+    with torch.inference_mode(), config.tf32(tf32):
+        run = wall_time(lambda: model(x), device=dev)
+        error = relative_error(run.result, net(x))
+    return {"input_shape": spec["shape"], "device": dev, "rel_error_vs_native": error, "check_s": run.seconds,
+            "tf32": tf32}
 
-    def check(network):
-        net, model, x, spec = _build(network, "direct", cfg, check_device, DIRECT_CHECK_BATCH)
-        with torch.inference_mode(), config.tf32(cfg.tf32):
-            run = wall_time(lambda: model(x), device=check_device)
-            error = relative_error(run.result, net(x))
-        return {"input_shape": spec["shape"], "device": check_device, "rel_error_vs_native": error,
-                "check_s": run.seconds, "tf32": cfg.tf32}
 
-    checked = sweep(check, {"network": cfg.direct_check_networks}, store["sweep_li2016_direct_check"],
-                    settings={**vgg, "batch_size": DIRECT_CHECK_BATCH, "device": check_device, "threads": threads,
-                              "tf32": cfg.tf32},
-                    skip=lambda network: check_reason, desc="direct strategy vs native", progress=progress)
-
-    def point(round, network, strategy):  # noqa: A002  (round: the grid's pass, a column of the store)
-        with config.tf32(cfg.tf32):  # every strategy, best's per-layer timing and native's reference output
-            return {**timed_point(network, strategy), "tf32": cfg.tf32}
-
-    def timed_point(network, strategy):
-        options = {"timer": layer_timer(dev, cfg.best_repeats)} if strategy == "best" else {}
-        net, model, x, spec = _build(network, strategy, cfg, dev, cfg.batch_size, **options)
+def strategy_point(round, network, strategy, *, vgg_model, vgg_image_size, tf32, batch_size, warmup,  # noqa: A002
+                   repeats, min_time_s, best_repeats, device) -> dict:
+    """One point of experiment "strategies" in one round (the grid's pass, a column of the store), under ``tf32``
+    (every strategy, best's per-layer timing and native's reference output): ``benchmark``'s :data:`BENCH_COLUMNS`,
+    model, input_shape, rel_error_vs_native (the first call's output), best_choices, data_source, tf32."""
+    dev = torch.device(device)
+    options = {"timer": layer_timer(dev, best_repeats)} if strategy == "best" else {}
+    with config.tf32(tf32):
+        net, model, x, spec = _build(network, strategy, dev, batch_size,
+                                     dict(vgg_model=vgg_model, vgg_image_size=vgg_image_size), **options)
         outputs = []
 
         def run(batch):  # keeps the first call's output, so no extra call is needed to compare it with native
@@ -241,47 +228,66 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                 outputs.append(y)
             return y
 
-        m = benchmark(run, x, device=dev, warmup=cfg.warmup, repeats=cfg.repeats, first_call=True,
-                      min_run_time_s=cfg.min_time_s, max_repeats=MAX_REPEATS, measure_memory=False)
+        m = benchmark(run, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, min_run_time_s=min_time_s,
+                      max_repeats=MAX_REPEATS, measure_memory=False)
         with torch.inference_mode():
             error = relative_error(outputs[0], net(x))
-        row = m.as_row()
-        return {**{k: row[k] for k in BENCH_COLUMNS}, "model": spec["model"], "input_shape": spec["shape"],
-                "rel_error_vs_native": error, "best_choices": _choices(model) if strategy == "best" else None,
-                "data_source": DATA_SOURCE}
+    row = m.as_row()
+    return {**{k: row[k] for k in BENCH_COLUMNS}, "model": spec["model"], "input_shape": spec["shape"],
+            "rel_error_vs_native": error, "best_choices": _choices(model) if strategy == "best" else None,
+            "data_source": DATA_SOURCE, "tf32": tf32}
 
-    settings = {**vars(cfg), "threads": threads, "data_source": DATA_SOURCE, "max_repeats": MAX_REPEATS}
-    for name in ("networks", "strategies", "direct_check_networks"):
-        settings.pop(name)
+
+DIRECT_CHECK = Experiment("li2016_direct_check", check_point, axes={"network": "direct_check_networks"},
+                          desc="direct strategy vs native")
+TIMED = Experiment("li2016", strategy_point, desc="Li et al. strategies")
+
+
+def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
+    """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check":
+    :func:`check_point` per network of ``cfg.direct_check_networks`` (Triton kernel: compiled on a GPU,
+    interpreted on a CPU); "skipped" with the reason where the kernel cannot run here. "strategies": one row per
+    (network, strategy), paper order, from ``cfg.rounds`` passes over the whole grid
+    (:func:`cnnlab.profiling.combine_rounds`: the median of the rounds' medians within their lowest p10 and highest
+    p90): :func:`strategy_point`'s columns (latency_ms_* per batch; first_call_ms: where best times its candidates
+    per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s`` per round), rounds,
+    round_medians_ms, then :func:`add_speedups`' columns; direct "skipped" where Triton is not timed (CPU:
+    :data:`DIRECT_CPU_REASON`). "speedups": per network, speedup_vs_gemm per strategy (a column each, 2 decimals),
+    opt_vs_native and paper_opt (the paper's Opt, its words). Runs with ``cfg.threads`` intra-op CPU threads, the
+    count in use being part of the stores' key."""
+    threads = config.set_threads(cfg.threads)
+    (check_device, check_reason), untimed = triton_check_device(), triton_untimed_reason(cfg.device)
+    checked = DIRECT_CHECK.run(cfg, store_dir, progress=progress, skip=lambda network: check_reason,
+                               settings=dict(check_device=check_device, check_batch=DIRECT_CHECK_BATCH, threads=threads))
     # round outermost: each strategy is timed once per pass over the whole grid, so its rounds lie minutes apart
     # and their spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
-    grid = {"round": list(range(cfg.rounds)), "network": cfg.networks, "strategy": cfg.strategies}
-    timed = sweep(point, grid, store["sweep_li2016"], settings=settings, progress=progress, desc="Li et al. strategies",
-                  skip=lambda round, network, strategy: untimed[1] if strategy == "direct" and untimed else None)
-    runs = add_speedups(combine_rounds(timed))
+    points = [dict(round=r, network=n, strategy=s) for r in range(cfg.rounds) for n in cfg.networks
+              for s in cfg.strategies]
+    timed = TIMED.run(cfg, store_dir, progress=progress, points=points,
+                      settings=dict(threads=threads, data_source=DATA_SOURCE, max_repeats=MAX_REPEATS),
+                      skip=lambda round, network, strategy: untimed[1] if strategy == "direct" and untimed else None)
+    runs = add_speedups(combine_rounds(timed, ["network", "strategy"]))
     speedups = runs.pivot_table(index="network", columns="strategy", values="speedup_vs_gemm", sort=False)
     speedups = speedups.reindex(columns=[s for s in cfg.strategies if s in speedups.columns]).round(2)
     opt = runs[runs["strategy"] == "opt"].set_index("network")["speedup_vs_native"]
     speedups["opt_vs_native"] = speedups.index.map(opt).astype(float).round(2)
     speedups["paper_opt"] = speedups.index.map({n: text for n, (_, text) in PAPER_OPT_SPEEDUP.items()})
-    return studies.combine(networks=networks_table(cfg.networks, **vgg), direct_check=checked, strategies=runs,
-                           speedups=speedups.reset_index())
+    return studies.combine(networks=networks_table(cfg.networks, vgg_model=cfg.vgg_model,
+                                                   vgg_image_size=cfg.vgg_image_size),
+                           direct_check=checked, strategies=runs, speedups=speedups.reset_index())
 
 
 def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with speedup_vs_gemm = gemm's median time / this strategy's for the same network (1.0 for gemm),
     speedup_p10/speedup_p90 (from this strategy's p90 and p10 times: the spread of its timed batches),
     speedup_missing_reason where the speed-up is NaN, and speedup_vs_native = native's median time / this
-    strategy's (NaN where native was not measured)."""
+    strategy's (NaN where native was not measured); all from :func:`cnnlab.profiling.derived.against`."""
     out = runs.copy()
-    ok = out[out["status"] == "ok"]
-    native = ok[ok["strategy"] == "native"].set_index("network")["latency_ms_median"]
-    out["speedup_vs_native"] = out["network"].map(native).astype(float) / out["latency_ms_median"].astype(float)
-    base = ok[ok["strategy"] == BASELINE].set_index("network")["latency_ms_median"]
-    ref = out["network"].map(base).astype(float)
-    out["speedup_vs_gemm"] = ref / out["latency_ms_median"].astype(float)
-    out["speedup_p10"] = ref / out["latency_ms_p90"].astype(float)
-    out["speedup_p90"] = ref / out["latency_ms_p10"].astype(float)
+    for col, base in (("speedup_vs_native", "native"), ("speedup_vs_gemm", BASELINE)):
+        out[col] = derived.against(out, "latency_ms_median", {"strategy": base}, by=["network"], how="speedup")
+    ref = out["speedup_vs_gemm"] * out["latency_ms_median"].astype(float)  # gemm's median time on the network
+    out["speedup_p10"] = [derived.speedup(r, t) for r, t in zip(ref, out["latency_ms_p90"])]
+    out["speedup_p90"] = [derived.speedup(r, t) for r, t in zip(ref, out["latency_ms_p10"])]
     out["speedup_missing_reason"] = [
         None if not math.isnan(r.speedup_vs_gemm) else
         f"the {BASELINE} baseline of {r.network} was not measured" if r.status == "ok" else
@@ -324,18 +330,6 @@ def _faster(times: dict, network: str, a: str, b: str) -> tuple:
     """(held, note) of "``a`` is faster than ``b`` on ``network``": time_b / time_a > 1 by the noise rule."""
     return _named(f"{network} {b} / {a}", claims.judge(times[network][b] / times[network][a], ">", 1.0, fmt=".2f",
                                                         unit="x"))
-
-
-def _any_of(*verdicts: tuple) -> tuple:
-    """(held, note) of a claim that needs one part: True if any part held, False if every part failed, else
-    inconclusive (the parts' notes joined)."""
-    held = [h for h, _ in verdicts]
-    notes = "; ".join(n for _, n in verdicts if n)
-    if any(h is True for h in held):
-        return True, ""
-    if all(h is False for h in held):
-        return False, ""
-    return claims.INCONCLUSIVE, notes
 
 
 def _times(runs: pd.DataFrame) -> dict[str, dict[str, Spread]]:
@@ -401,7 +395,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         beaten, winner_everywhere = {}, []
         for k in singles:
             parts = [_faster(times, n, j, k) for n in networks for j in singles if j != k]
-            beaten[k] = _any_of(*parts)
+            beaten[k] = claims.any_of(*parts)
             wins = claims.all_of(*(_faster(times, n, k, j) for n in networks for j in singles if j != k))
             if wins[0] is True:
                 winner_everywhere.append(k)
@@ -553,7 +547,3 @@ def figures(df: pd.DataFrame) -> dict:
     fig.tight_layout()
     return {"08_fig7_speedups": fig}
 
-
-def combine_rounds(timed: pd.DataFrame) -> pd.DataFrame:
-    """This study's rounds, one row per point ("network", "strategy"): :func:`cnnlab.profiling.combine_rounds`."""
-    return _combine_rounds(timed, ["network", "strategy"])
