@@ -30,7 +30,7 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from cnnlab import config, ddp, plotting, studies
+from cnnlab import config, data, ddp, models, plotting, studies
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, judge, trend
 from cnnlab.profiling import derived, store_file
 from cnnlab.studies import Experiment, Parameter
@@ -38,16 +38,6 @@ from cnnlab.studies import Experiment, Parameter
 MAX_WORLD_SIZE = 64  # processes of one standalone launch (one machine), whatever is present
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week per configuration
 DEVICES = ("auto", "cpu", "cuda")
-
-
-def _model(value, parameter: str) -> str:
-    from cnnlab import models
-    return config.one_of(value, models.names(), parameter=parameter)
-
-
-def _dataset(value, parameter: str) -> str:
-    from cnnlab import data
-    return config.one_of(value, data.names(), parameter=parameter)
 
 
 def _fractions(value, parameter: str) -> list[float]:
@@ -65,7 +55,6 @@ def _device(value, parameter: str) -> str:
 def _check(cfg) -> None:
     """The stem the model has (explicit where it has one: the results say which ran); on a CPU, world sizes and
     threads_per_rank at most the cores present unless ``oversubscribe=True`` (then at most :data:`MAX_WORLD_SIZE`)."""
-    from cnnlab import models
     from cnnlab.models import resnet_imagenet
 
     default_stem = models.options(cfg.model).get("stem")  # None: the model has no stem option
@@ -99,10 +88,10 @@ def _check(cfg) -> None:
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
 # paper does not give the epoch count: one epoch, timed whole; 10 steps of it profiled.
 PARAMETERS = studies.Parameters(
-    model=Parameter("lenet5", "resnet152", check=_model, doc="registry name"),
+    model=Parameter("lenet5", "resnet152", check=partial(config.one_of, valid=models.names()), doc="registry name"),
     stem=Parameter(None, "imagenet", check=None, type="str",
                    doc='resnet152: "imagenet" (torchvision\'s, the paper\'s) or "cifar"; None for models without one'),
-    dataset=Parameter("digits", "cifar100", check=_dataset, doc="cnnlab.data name"),
+    dataset=Parameter("digits", "cifar100", check=partial(config.one_of, valid=data.names()), doc="cnnlab.data name"),
     synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
     data_fractions=Parameter([1.0, 0.1], [0.5, 0.1], [1.0, 0.5, 0.1], check=_fractions, axis=True,
                              doc="fractions of the training set, in (0, 1]"),
@@ -239,11 +228,7 @@ def _below_noise(df: pd.DataFrame) -> list[tuple]:
     out = []
     ok = df[(df["status"] == "ok") & df["scaling_efficiency"].notna() & (df["world_size"] > 1)]
     for _, row in ok.iterrows():
-        low = row.get("scaling_efficiency_min", row["scaling_efficiency"])
-        high = row.get("scaling_efficiency_max", row["scaling_efficiency"])
-        low, high = (row["scaling_efficiency"] if pd.isna(v) else v for v in (low, high))
-        eff = Spread(row["scaling_efficiency"], min(low, row["scaling_efficiency"]),
-                     max(high, row["scaling_efficiency"]))
+        eff = _spread(row, "scaling_efficiency")
         floor = 1 / row["world_size"]
         kind = "once" if eff.low == eff.high else "above" if eff.low > 1 else \
             "spans" if eff.low <= floor and eff.high >= 1 else None
@@ -314,14 +299,21 @@ def _claim(claim: str, paper: str, parts, texts, device: str, reason: str, crite
                  note="; ".join(filter(None, [expectation, note])))
 
 
-def _runtime_trend(ok, metric, along, within):
+def _falls(ok, metric, along, within, unit, name=None):
+    """Per group: ``metric`` falls at every step of ``along`` (:func:`~cnnlab.claims.trend`, the steps labelled
+    ``<name>=<value>``); parts, texts, and the steps per rank along each group."""
     parts, texts, steps = [], [], []
     for label, group in _groups(ok, metric, along, within):
         xs = [_spread(r, metric) for _, r in group.iterrows()]
-        names = [f"{along.split('_')[0]}={v:g}" for v in group[along]]
-        parts.append((label, trend(xs, "down", labels=names, fmt=".4g", unit=" ms")))
-        texts.append(f"{label}: " + " -> ".join(x.text(".4g", " ms") for x in xs))
+        names = [f"{name or along.split('_')[0]}={v:g}" for v in group[along]]
+        parts.append((label, trend(xs, "down", labels=names, fmt=".4g", unit=unit)))
+        texts.append(f"{label}: " + " -> ".join(x.text(".4g", unit) for x in xs))
         steps.append(f"{label}: {_steps(group)}" if _steps(group) else "")
+    return parts, texts, steps
+
+
+def _runtime_trend(ok, metric, along, within):
+    parts, texts, steps = _falls(ok, metric, along, within, " ms")
     expectation = "; ".join(filter(None, steps))
     return parts, texts, (f"arithmetic: the per-epoch total is time per step x steps per rank, and the steps fall "
                           f"({expectation}), so it falls unless the time per step grows by more" if expectation else "")
@@ -429,8 +421,8 @@ def _less_at_a_tenth(ok: pd.DataFrame, device: str) -> Claim:
                  f"largest fraction (>= 1/2) < 1 ({TIME_NOISE})")
     fractions = sorted(ok["data_fraction"].unique())
     if not fractions or fractions[0] > 0.1 + 1e-9 or fractions[-1] < 0.5:
-        return Claim(claim, PAPER["tenth"], "not measured", None, device, criterion=criterion,
-                     note="needs the data fractions 1/10 and one >= 1/2 in the grid")
+        return _claim(claim, PAPER["tenth"], [], [], device, "needs the data fractions 1/10 and one >= 1/2 in the "
+                      "grid", criterion, ok)
     small, big = (ok[ok["data_fraction"] == f] for f in (fractions[0], fractions[-1]))
     parts, texts, steps = [], [], []
     for along, within in (("batch_size_per_rank", "world_size"), ("world_size", "batch_size_per_rank")):
@@ -541,12 +533,7 @@ def _gpu_memory(ok: pd.DataFrame, device: str, reason) -> list[Claim]:
         f"{BYTES_PER_STEP_TOLERANCE:g}, for every data fraction and batch size per GPU ({COUNT_NOISE})", ok,
         expectation="arithmetic: bytes per epoch per GPU = bytes per step x steps per GPU, and the steps fall with "
                     "more GPUs (the paper's decrease); judged: that the per-step bytes stay the same")
-    parts, texts = [], []
-    for label, group in _groups(ok, metric, "batch_size_per_rank", ["data_fraction", "world_size"]):
-        xs = [_spread(r, metric) for _, r in group.iterrows()]
-        parts.append((label, trend(xs, "down", labels=[f"b={b:g}" for b in group["batch_size_per_rank"]],
-                                   fmt=".4g", unit=" MiB")))
-        texts.append(f"{label}: " + " -> ".join(x.text(".4g", " MiB") for x in xs))
+    parts, texts, _ = _falls(ok, metric, "batch_size_per_rank", ["data_fraction", "world_size"], " MiB", "b")
     larger_batches = _claim(
         "GPU memory allocated per epoch falls with batch size", PAPER["memory"], parts, texts, device, why,
         f"{metric} (bytes allocated per epoch per GPU) falls at every step of batch size per GPU, for every data "
