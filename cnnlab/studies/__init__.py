@@ -164,17 +164,18 @@ class Experiment:
         return None if store_dir is None else Path(store_dir) / f"sweep_{self.name}.csv"
 
     def run(self, cfg: Config, store_dir: str | Path | None, *, progress: bool = True, points=None,
-            settings: Mapping[str, Any] | None = None, **sweep_options) -> pd.DataFrame:
+            settings: Mapping[str, Any] | None = None, bind: Mapping[str, Any] | None = None,
+            **sweep_options) -> pd.DataFrame:
         """The experiment's rows (:func:`cnnlab.profiling.sweep`): over ``points`` (a list of dicts) when given,
         else the grid of ``axes``; keyed by ``cfg.settings(**settings)``; ``sweep_options`` go to the sweep
-        (``skip``, ``retry_errors``, ...). A keyword a caller passes through ``settings`` that the point function
-        takes is given to it too."""
+        (``skip``, ``retry_errors``, ...). ``bind``: more keywords for the point function that do not change what it
+        measures (a folder for its files), so they do not key the store."""
         from functools import partial
 
         from cnnlab.profiling import sweep
 
         grid = points if points is not None else {arg: getattr(cfg, name) for arg, name in self.axes.items()}
-        fn = partial(self.point, **self.bound(cfg))
+        fn = partial(self.point, **self.bound(cfg), **(bind or {}))
         return sweep(fn, grid, self.store(store_dir), settings=cfg.settings(**(settings or {})),
                      desc=self.desc or self.name, progress=progress, **sweep_options)
 
