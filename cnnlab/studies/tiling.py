@@ -307,20 +307,16 @@ _CRITERIA = {
 
 
 def _spread(row, metric: str) -> Spread | None:
-    """``row``'s ``metric`` with its noise: latency within the least and most of its rounds' medians (with one
-    round: its p10-p90), utilisation and average memory within their repeated measurements' least and most
-    (``_low``/``_high``); None where the value or its spread is missing."""
-    rounds = pd.to_numeric(row.get("rounds"), errors="coerce")
-    if metric == "latency_ms" and rounds is not None and np.isfinite(rounds) and rounds >= 2:
-        cols = ["latency_ms_median", "latency_ms_rounds_min", "latency_ms_rounds_max"]
-    elif metric == "latency_ms":
-        cols = [f"latency_ms_{q}" for q in ("median", "p10", "p90")]
-    else:
-        cols = [metric, f"{metric}_low", f"{metric}_high"]
-    values = [pd.to_numeric(row.get(c), errors="coerce") for c in cols]
-    if any(v is None or not np.isfinite(v) for v in values):
+    """``row``'s ``metric`` with its noise: latency by :func:`cnnlab.profiling.time_spread` (within the least and
+    most of its rounds' medians; with one round its p10-p90), utilisation and average memory within their repeated
+    measurements' least and most (``_low``/``_high``); None where the value or its spread is missing."""
+    try:
+        if metric == "latency_ms":
+            return time_spread(row)
+        value, low, high = (float(row[c]) for c in (metric, f"{metric}_low", f"{metric}_high"))
+        return Spread(value, min(value, low), max(value, high))
+    except (KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses)
         return None
-    return Spread(values[0], min(values[0], values[1]), max(values[0], values[2]))
 
 
 def _steps_not_down(xs: list[Spread], labels: list) -> tuple[bool, str]:
