@@ -34,7 +34,6 @@ from cnnlab.studies import Experiment, Parameter
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
-count = config.positive_int
 
 # quick: a CPU smoke run of the whole code path: two models, five batch sizes (up to 256: the paper's mid-range rise
 # is checked), 128 images per point, one intra-op thread (see cnnlab.config.threads: CI runs two notebooks at once on
@@ -45,10 +44,11 @@ PARAMETERS = studies.Parameters(
                      doc="registry names of image models"),
     batch_sizes=Parameter([1, 4, 16, 64, 256], PAPER_BATCH_SIZES, check=config.batch_sizes, axis=True,
                           doc="images per batch"),
-    images=Parameter(128, 2048, 10000, check=count, doc="images inferred per point for the total time"),
-    warmup=Parameter(2, 5, 10, check=partial(count, minimum=0), doc="untimed batches before timing"),
-    min_repeats=Parameter(3, 10, 20, check=count, doc="at least this many timed batches per point"),
-    profile_iterations=Parameter(2, 5, 10, check=count, doc="profiled steps per point for the time breakdown"),
+    images=Parameter(128, 2048, 10000, check=config.positive_int, doc="images inferred per point for the total time"),
+    warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
+    min_repeats=Parameter(3, 10, 20, check=config.positive_int, doc="at least this many timed batches per point"),
+    profile_iterations=Parameter(2, 5, 10, check=config.positive_int,
+                                 doc="profiled steps per point for the time breakdown"),
     threads=Parameter(1, None, check=config.threads, type="int",
                       doc="intra-op CPU threads while measuring (None: torch's default)"),
     save_traces=Parameter(False, True, check=config.boolean,
