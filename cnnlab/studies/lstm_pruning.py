@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
+from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, judge
 from cnnlab.profiling import (benchmark, derived, loader_sweep, memory_over_time, profile_ops, resident_bytes,
                               wall_time)
 from cnnlab.profiling.memory import MIB

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import config, data, models, plotting, quantize, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge
+from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, profile_ops, wall_time
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
