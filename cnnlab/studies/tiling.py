@@ -382,12 +382,12 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                        if (x := _spread(r, value_metric)) is not None}
             label = f"{claim} ({method})"
             if len(spreads) < 2 or (metric == "time_vs_untiled" and untiled is None):
+                held, ours = None, "not measured"
                 note = (_reasons(rows, value_metric) or ("the untiled model was not measured" if len(spreads) >= 2
                         else "fewer than two tile sizes measured with their spread"))
-                checks.append(Claim(label, paper, "not measured", None, str(device), criterion=criterion, note=note))
-                continue
-            held, note, ours = _judge(metric, spreads, untiled)
-            checks.append(Claim(label, paper, ours, held, str(device), criterion=criterion, note=note))
+            else:
+                held, note, ours = _judge(metric, spreads, untiled)
+            checks.append(Claim(label, paper, ours=ours, held=held, device=str(device), criterion=criterion, note=note))
     return checks
 
 

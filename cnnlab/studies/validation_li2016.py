@@ -379,10 +379,11 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     def add(claim, paper, ours, verdict, criterion, note=""):
         held, overlap = verdict
         notes = "; ".join(n for n in (overlap, note) if n)
-        checks.append(Claim(claim, paper, ours, held, dev, criterion=f"{criterion} {rule_of}", note=notes))
+        checks.append(Claim(claim, paper, ours=ours, held=held, device=dev, criterion=f"{criterion} {rule_of}",
+                            note=notes))
 
     def unmeasured(claim, paper, criterion, why):
-        checks.append(Claim(claim, paper, "not measured", None, dev, criterion=f"{criterion} {rule_of}", note=why))
+        add(claim, paper, "not measured", (None, ""), criterion, why)
 
     def fastest(network, among):  # by median, to name it; the verdicts compare intervals
         return min(among, key=lambda s: times[network][s].value)
