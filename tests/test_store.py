@@ -1,7 +1,8 @@
 """The result store under damage and faults (cnnlab.profiling.store and the sweep's use of it): a stray byte costs
 only the lines it touches, invalid bytes are moved aside instead of crashing every later run, a store deleted under
-a running sweep is written whole again, FRESH waits for a running sweep, and no point is stored as ``killed`` that
-did not kill its process."""
+a running sweep is written whole again, two runs on one store take turns, FRESH waits for a running sweep, and no
+point is stored as ``killed`` that did not kill its process. The store's side files: ``<store>.env.json`` records
+the environment (a resumed run in another one is added, not lost) and ``<store>.attempts`` the points started."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 import pandas as pd
 import pytest
+import torch
 
 from cnnlab.profiling import sweep
 from cnnlab.profiling.store import Attempts, ResultStore, remove_stores
@@ -273,3 +275,97 @@ def test_an_attempt_marker_that_cannot_be_written_names_its_file(tmp_path, monke
     monkeypatch.setattr(Attempts, "_add", full_disk)
     with pytest.raises(OSError, match=r"s\.csv\.attempts: could not be written for point \{'i': 0\} .*free on"):
         sweep(lambda i: {"value": i}, {"i": [0, 1]}, tmp_path / "s.csv", progress=False)
+
+
+@pytest.mark.parametrize("text, kept, damaged, lines", [
+    ("i,status,value\n0,ok,0\n1,ok,1\n2,o", ["0", "1"], "2,o", 1),  # killed while writing row 2
+    # cut just after a line break inside a quoted multi-line error cell: the record is left open
+    ('i,status,value,error\n0,ok,0,\n1,error,,"Traceback:\n  line 1\n', ["0"], '1,error,,"Traceback:', 2),
+    ("i,status,value\n0,ok,0\n1,ok\n2,ok,2\n", ["0", "2"], "1,ok\n", 1),  # a row cut mid-file
+])
+def test_store_moves_damaged_records_aside_and_sweep_measures_them_again(tmp_path, text, kept, damaged, lines):
+    path = tmp_path / "s.csv"
+    path.write_text(text)
+    store = ResultStore(path)
+    with pytest.warns(UserWarning, match=rf"s\.csv: {lines} damaged line\(s\).*moved to s\.csv\.damaged"):
+        with store.lock():
+            assert [r["i"] for r in store.rows()] == kept
+    assert damaged in (tmp_path / "s.csv.damaged").read_text()
+    seen = []
+    df = sweep(lambda i: seen.append(i) or {"value": i}, {"i": [0, 1, 2]}, path, progress=False)
+    assert sorted(seen) == sorted({0, 1, 2} - {int(k) for k in kept})  # only the damaged points again
+    assert list(df["i"]) == [0, 1, 2] and list(df["status"]) == ["ok", "ok", "ok"]
+    assert len(pd.read_csv(path)) == 3  # later rows are not swallowed by an open quote
+
+
+def test_jsonl_store_moves_a_damaged_line_aside(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"i": 0, "status": "ok"}\n{"i": 1, "sta\n{"i": 2, "status": "ok"}\n')
+    with pytest.warns(UserWarning, match=r"s\.jsonl: 1 damaged line"):
+        df = sweep(lambda i: {"value": i}, {"i": [0, 1, 2]}, path, progress=False)
+    assert list(df["i"]) == [0, 1, 2] and (df["status"] == "ok").all()
+
+
+def test_two_runs_on_one_store_take_turns(tmp_path):
+    """Two processes sweep the same store at once (two notebooks on one sweep): every point is measured once,
+    no row is lost or doubled, and a column added midway does not break the other writer."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        import cnnlab
+        from cnnlab.profiling import sweep
+        def fn(i):
+            time.sleep(0.01)
+            return {{"value": i, "who": sys.argv[1], **({{"c7": 1}} if i == 30 else {{}})}}
+        sweep(fn, {{"i": list(range(60))}}, {str(tmp_path / "shared.csv")!r}, progress=False)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, name], stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
+    errors = [p.communicate(timeout=240)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    df = pd.read_csv(tmp_path / "shared.csv")
+    assert sorted(df["i"]) == list(range(60))  # each point once: none lost, none measured twice
+    assert set(df.columns) >= {"i", "status", "value", "who", "c7"} and df["c7"].notna().sum() == 1
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_sweep_writes_environment_beside_store_and_supports_jsonl(tmp_path):
+    store = tmp_path / "r.jsonl"
+    df = sweep(lambda n, shape: [{"part": 0, "v": n}, {"part": 1, "v": -n}],
+               [{"n": 1, "shape": (3, 32, 32)}, {"n": 2, "shape": (3, 32, 32)}], store, progress=False)
+    assert len(df) == 4 and sorted(df["v"]) == [-2, -1, 1, 2]
+    again = sweep(lambda **p: pytest.fail("re-ran a stored point"),
+                  [{"n": 1, "shape": (3, 32, 32)}, {"n": 2, "shape": (3, 32, 32)}], store, progress=False)
+    assert len(again) == 4
+    env = json.loads((tmp_path / "r.jsonl.env.json").read_text())
+    for key in ("device_name", "driver_version", "cuda_version", "cudnn_version", "torch_version",
+                "cnnlab_version", "cpu_model", "cpu_cores_logical", "git_commit", "preset", "date_utc"):
+        assert key in env, key
+    assert env["torch_version"] == torch.__version__ and env["cnnlab_version"] == cnnlab.__version__
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    from cnnlab import paths
+
+    if paths.checkout() is None:  # an installed cnnlab: there is no checkout to name
+        assert env["git_commit"] is None
+    elif head.returncode == 0:
+        assert env["git_commit"] == head.stdout.strip()
+    if not torch.cuda.is_available():
+        assert env["driver_version"] is None and env["driver_missing_reason"]
+
+
+def test_a_store_resumed_in_another_environment_keeps_both_records(tmp_path, monkeypatch):
+    from cnnlab.profiling import store
+
+    path = tmp_path / "s_0a1b2c3d.csv"
+    store.write_env(path, {"batch_size": 8})
+    first = json.loads((tmp_path / "s_0a1b2c3d.csv.env.json").read_text())
+    assert first["store_settings"] == {"batch_size": 8} and first["cnnlab_code"] == store.code_digest()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.write_env(path, {"batch_size": 8})  # the same environment: nothing to say, nothing added
+    real = store.environment
+    monkeypatch.setattr(store, "environment", lambda: {**real(), "torch_version": "0.0.1"})
+    with pytest.warns(UserWarning, match=r"resuming .*s_0a1b2c3d\.csv in a different environment \(torch_version"):
+        store.write_env(path, {"batch_size": 8})
+    record = json.loads((tmp_path / "s_0a1b2c3d.csv.env.json").read_text())
+    assert record["torch_version"] == first["torch_version"]  # the first run's record is kept
+    assert [r["torch_version"] for r in record["resumed_runs"]] == ["0.0.1"]

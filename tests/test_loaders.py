@@ -1,0 +1,49 @@
+"""cnnlab.profiling.loaders: loader_sweep times epochs per DataLoader setting and skips too many workers."""
+
+from __future__ import annotations
+
+import os
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import torch
+from torch import nn
+
+
+def test_loader_sweep_times_epochs_per_setting_and_skips_too_many_workers(tmp_path, monkeypatch):
+    from torch.utils.data import TensorDataset
+
+    from cnnlab.profiling import loader_sweep
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    train_set = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    test_set = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+    for split in (train_set, test_set):  # what cnnlab.data's data sets carry
+        split.data_source, split.name, split.num_classes, split.input_shape = "synthetic", "toy", 2, (4,)
+    seen = []
+
+    def train_epoch(net, loader):
+        seen.append(("train", loader.batch_size, loader.num_workers))
+        for x, _ in loader:
+            net(x)
+
+    def test_epoch(net, loader):
+        seen.append(("test", loader.batch_size))
+        for x, _ in loader:
+            net(x)
+
+    kwargs = dict(batch_sizes=[8, 16], num_workers=[0, 2], fraction=0.5, device="cpu", store=tmp_path / "l.csv",
+                  settings={"study": "test"}, progress=False)
+    df = loader_sweep(nn.Linear(4, 2), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert list(zip(df["batch_size"], df["num_workers"])) == [(8, 0), (8, 2), (16, 0), (16, 2)]
+    assert list(df["status"]) == ["ok", "skipped", "ok", "skipped"]
+    assert df.loc[df["status"] == "skipped", "error"].str.contains("os.cpu_count").all()
+    ok = df[df["status"] == "ok"]
+    assert (ok["train_epoch_s"] > 0).all() and (ok["test_epoch_s"] > 0).all()
+    assert (ok["train_items"] == 32).all() and (ok["test_items"] == 16).all()
+    assert not ok["pin_memory_effective"].any() and (df["num_workers_cap"] == 1).all()
+    assert ("train", 8, 0) in seen and ("train", 8, 2) not in seen
+    seen.clear()
+    again = loader_sweep(nn.Linear(4, 2), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert seen == [] and list(again["train_epoch_s"].fillna(-1)) == list(df["train_epoch_s"].fillna(-1))
+    wider = loader_sweep(nn.Linear(4, 3), train_epoch, test_epoch, train_set, test_set, **kwargs)
+    assert len(seen) == 4 and wider.attrs.get("store") != df.attrs.get("store")  # another model: measured again

@@ -1,0 +1,152 @@
+"""cnnlab.profiling.ops: profile_ops counts operators, kernels, copies, synchronisations and allocations, and
+reads torch 2.11's and 2.13's profiler events alike."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import pandas as pd
+import pytest
+import torch
+
+from cnnlab.profiling import OpsProfile, profile_ops
+from nets import SmallConvNet
+
+MIB = 1024**2
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_profile_ops_counts_k_times_n_conv_calls(tmp_path):
+    model, x, k = SmallConvNet().eval(), torch.randn(4, 3, 32, 32), 4
+    trace = tmp_path / "trace.json"
+    with torch.inference_mode():
+        prof = profile_ops(lambda: model(x), iterations=k, device="cpu", record_shapes=True, trace_path=trace)
+    assert isinstance(prof, OpsProfile)
+    ops = prof.operators.set_index("name")
+    assert ops.loc["aten::conv2d", "calls"] == k * SmallConvNet.n_conv
+    assert ops.loc["aten::linear", "calls"] == k
+    assert ops.loc["aten::conv2d", "cpu_time_total_us"] >= ops.loc["aten::conv2d", "self_cpu_time_us"] > 0
+    s = prof.summary
+    assert s["iterations"] == k and 0 < s["cpu_time_total_ms"] <= s["wall_time_ms"] * 1.01
+    # no device on CPU: missing with a reason, never 0
+    assert math.isnan(s["kernel_time_total_ms"]) and math.isnan(s["sync_wait_ms"]) and s["device_missing_reason"]
+    assert ops["device_time_total_us"].isna().all() and prof.kernels.empty
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e.get("name") == "aten::conv2d" for e in events) == k * SmallConvNet.n_conv
+
+
+def test_scheduled_profile_records_only_the_active_steps():
+    from torch.profiler import record_function
+
+    model, x = SmallConvNet().eval(), torch.randn(2, 3, 16, 16)
+    calls = []
+
+    def step():
+        calls.append(1)
+        with record_function("test::step"), torch.inference_mode():
+            return model(x)
+
+    prof = profile_ops(step, iterations=3, warmup=2, device="cpu", scheduled=True)
+    assert len(calls) == 5  # the warm-up steps ran (under the profiler), but only 3 were recorded
+    ops = prof.operators.set_index("name")
+    assert ops.loc["test::step", "calls"] == 3 and ops.loc["aten::conv2d", "calls"] == 3 * SmallConvNet.n_conv
+    assert not prof.operators["name"].str.startswith("ProfilerStep#").any()  # the schedule's own annotations
+    assert prof.summary["iterations"] == 3 and prof.summary["cpu_time_total_ms"] > 0
+    calls.clear()
+    plain = profile_ops(step, iterations=3, warmup=2, device="cpu")  # unscheduled: warm-up before the profiler
+    assert len(calls) == 5 and plain.operators.set_index("name").loc["test::step", "calls"] == 3
+
+
+def test_cumulative_allocation_counts_every_allocation_and_the_peak_one():
+    n, size_mib = 6, 8
+    elements = size_mib * MIB // 4
+
+    def allocate_and_free():  # n tensors of 8 MiB, each freed before the next is allocated
+        for _ in range(n):
+            t = torch.ones(elements)
+            del t
+
+    s = profile_ops(allocate_and_free, iterations=2, warmup=0, device="cpu").summary
+    # allocator events count tensor bytes exactly; 5% leaves room for the profiler's own small tensors
+    assert 2 * n * size_mib <= s["cpu_mem_allocated_mib"] <= 1.05 * 2 * n * size_mib, s["cpu_mem_allocated_mib"]
+    assert size_mib <= s["max_cpu_mem_mib"] <= 1.05 * size_mib, s["max_cpu_mem_mib"]  # one tensor live at a time
+    assert math.isnan(s["device_mem_allocated_mib"])  # no device on a CPU run: missing, not 0
+    off = profile_ops(allocate_and_free, iterations=1, warmup=0, device="cpu", profile_memory=False).summary
+    assert math.isnan(off["cpu_mem_allocated_mib"]) and off["memory_missing_reason"] == "profile_memory=False"
+
+
+@cuda
+def test_cuda_profile_ops_kernels_copies_and_syncs():
+    model, k = SmallConvNet().cuda().eval(), 3
+    x = torch.randn(8, 3, 32, 32)
+
+    def step():
+        with torch.inference_mode():
+            y = model(x.cuda())  # one HtoD copy per iteration
+            y.cpu()              # one DtoH copy (synchronising) per iteration
+            torch.cuda.synchronize()
+
+    prof = profile_ops(step, iterations=k, device="cuda")
+    s = prof.summary
+    assert prof.operators.set_index("name").loc["aten::conv2d", "calls"] == k * SmallConvNet.n_conv
+    assert s["memcpy_htod_count"] == k and s["memcpy_dtoh_count"] == k
+    assert s["kernel_launches"] >= k * SmallConvNet.n_conv and s["kernel_time_total_ms"] > 0
+    assert s["sync_calls"] >= k and s["sync_wait_ms"] >= 0 and s["device_missing_reason"] is None
+    assert s["device_time_total_ms"] >= s["kernel_time_total_ms"]
+
+
+def _cuda_step_events(shape: str):
+    """One profiled CUDA step as torch's ``FunctionEvent``s, shaped like torch 2.13's (with ``activity_type``) or
+    like torch 2.8-2.11's (without it): host ops and runtime calls, one kernel, one copy, one memset, and the device
+    copies of two ``record_function`` ranges (user annotations on the GPU timeline: not work)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    def event(i, name, start, end, device=DeviceType.CPU, annotation=False, activity=None):
+        e = FunctionEvent(id=i, name=name, thread=0, start_us=start, end_us=end, device_type=device,
+                          is_user_annotation=annotation, use_device="cuda")
+        if shape == "2.13":
+            e.activity_type = activity
+        elif hasattr(e, "activity_type"):
+            del e.activity_type  # torch 2.11's FunctionEvent has no such attribute
+        return e
+
+    gpu = DeviceType.CUDA
+    return [
+        event(1, "cnnlab::iteration", 0, 100, annotation=True, activity="user_annotation"),
+        event(2, "aten::conv2d", 5, 60, activity="cpu_op"),
+        event(3, "cudaLaunchKernel", 10, 15, activity="cuda_runtime"),
+        event(4, "cudaMemcpyAsync", 20, 25, activity="cuda_runtime"),
+        event(5, "cudaStreamSynchronize", 26, 50, activity="cuda_runtime"),
+        event(6, "cnnlab::iteration", 0, 100, device=gpu, annotation=True, activity="gpu_user_annotation"),
+        event(7, "ProfilerStep#1", 0, 100, device=gpu, annotation=True, activity="gpu_user_annotation"),
+        event(8, "implicit_gemm_kernel", 12, 40, device=gpu, activity="kernel"),
+        event(9, "Memcpy HtoD (Pageable -> Device)", 21, 30, device=gpu, activity="gpu_memcpy"),
+        event(10, "Memset (Device)", 41, 42, device=gpu, activity="gpu_memset"),
+    ]
+
+
+@pytest.mark.parametrize("shape", ["2.11", "2.13"])
+def test_breakdown_is_the_same_from_torch_2_11_and_2_13_profiler_events(shape, monkeypatch):
+    """Device copies of record_function ranges are neither kernels nor device time, whether or not the events carry
+    torch 2.13's ``activity_type`` (torch 2.11's do not): one kernel launch of 28 us, one 9 us copy, one memset."""
+    from cnnlab.profiling import ops
+
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
+    events = _cuda_step_events(shape)
+    kernels, operators = ops._kernels_table(events), ops._operators_table(events, True)
+    summary = ops._summary(events, kernels, operators, None, torch.device("cuda"), 1, False)
+    assert sorted(kernels["kind"]) == ["gpu_memcpy", "gpu_memset", "kernel"]
+    assert summary["kernel_launches"] == 1 and summary["kernel_time_total_ms"] == pytest.approx(0.028)
+    assert summary["device_time_total_ms"] == pytest.approx(0.038)
+    assert summary["memcpy_htod_count"] == 1 and summary["sync_calls"] == 1
+    assert dict(zip(operators["name"], operators["kind"])) == {
+        "aten::conv2d": "cpu_op", "cudaLaunchKernel": "cuda_runtime", "cudaMemcpyAsync": "cuda_runtime",
+        "cudaStreamSynchronize": "cuda_runtime"}
+    other = _cuda_step_events("2.13" if shape == "2.11" else "2.11")
+    other_kernels = ops._kernels_table(other)
+    pd.testing.assert_frame_equal(kernels, other_kernels)
+    assert ops._summary(other, other_kernels, ops._operators_table(other, True), None, torch.device("cuda"), 1,
+                        False) == summary

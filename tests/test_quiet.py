@@ -1,0 +1,47 @@
+"""cnnlab.profiling.quiet: the C++ profiler's banners are dropped from fd 2, real errors are kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_quiet_profiler_drops_only_the_profiler_banners_from_fd_2():
+    # A subprocess: the banners are written by C++ to file descriptor 2, which pytest's capture does not see whole.
+    script = textwrap.dedent("""
+        import os, sys, torch
+        from cnnlab.profiling import benchmark, memory_over_time, profile_ops
+        from cnnlab.profiling.quiet import quiet_profiler
+        profile_ops(lambda: torch.ones(8) + 1, device="cpu")
+        memory_over_time(lambda: torch.ones(8) + 1, "cpu")
+        benchmark(torch.nn.Linear(4, 4), torch.ones(2, 4), device="cpu", warmup=0, repeats=1)  # CPU peak pass
+        with quiet_profiler(), torch.profiler.profile():
+            os.write(2, b"a real error from C code\\n")
+        try:
+            with quiet_profiler():
+                os.write(2, b"written before a raise\\n")
+                raise KeyError
+        except KeyError:
+            os.write(2, b"fd 2 is back\\n")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "USDT" not in proc.stderr and "profiler_start" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines.index("a real error from C code") < lines.index("written before a raise") < lines.index("fd 2 is back")
+
+
+def test_profiler_banner_pattern_matches_only_the_banners():
+    from cnnlab.profiling.quiet import drop_banners
+
+    text = (b"USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+            b"W1123 kineto: CUPTI error, a real problem\n"
+            b"USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+            b"my USDT:... profiler_start in a sentence\n")
+    assert drop_banners(text) == b"W1123 kineto: CUPTI error, a real problem\nmy USDT:... profiler_start in a sentence\n"
