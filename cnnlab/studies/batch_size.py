@@ -14,7 +14,6 @@ does not depend on pixel values.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -252,9 +251,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     kw = dict(progress=progress, settings=dict(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE))
     folder = trace_folder(store_dir, cfg.save_traces)
     batch = BATCH.run(cfg, store_dir, **kw)
-    # where the traces go is no setting (save_traces is): the points are told, the store is not keyed by it
-    traced = dataclasses.replace(BREAKDOWN, point=partial(BREAKDOWN.point, trace_dir=folder))
-    breakdown = traced.run(cfg, store_dir, **kw)
+    breakdown = BREAKDOWN.run(cfg, store_dir, bind=dict(trace_dir=folder), **kw)  # save_traces keys the store
     roof = roofline(batch)
     best = [{"model": r["model"], "batch_size": int(r["batch_size"])} for _, r in roof.iterrows()]
     missing = counters_missing_reason(cfg.device)

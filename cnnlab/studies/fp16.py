@@ -12,7 +12,6 @@ values); accuracy and loss come from the test split.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -178,12 +177,6 @@ TIMING = Experiment("timing", time_point, axes={"precision": "precisions", "batc
 ACCURACY = Experiment("accuracy", accuracy_point, axes={"precision": "precisions"}, desc="precision: accuracy")
 
 
-def _given(experiment: Experiment, **objects) -> Experiment:
-    """``experiment`` with ``objects`` (the trained model, the test set: what a point works on, not settings that
-    key its store) passed to its point function."""
-    return dataclasses.replace(experiment, point=partial(experiment.point, **objects))
-
-
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train (or load the cached checkpoint of) ``cfg.model`` in FP32, then infer it in each precision.
 
@@ -206,9 +199,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                     "fp16 arithmetic can be ~25x slower than fp32 there")
         return None
 
-    times = _given(TIMING, net=net).run(cfg, store_dir, progress=progress, settings=settings, skip=not_timed)
+    # the trained model and test set are bound, not keys: the settings that make them (model, dataset, ...) are
+    times = TIMING.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net), skip=not_timed)
     test_set = data.load(cfg.dataset, "test", synthetic=cfg.synthetic)
-    acc = _given(ACCURACY, net=net, test_set=test_set).run(cfg, store_dir, progress=progress, settings=settings)
+    acc = ACCURACY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net, test_set=test_set))
     fp32 = acc[acc["status"] == "ok"].set_index("precision")
     for col, change in (("accuracy_pct", "accuracy_change_pp"), ("loss", "loss_change")):
         acc[change] = acc[col] - fp32[col].get("fp32", math.nan) if col in acc else math.nan
