@@ -379,7 +379,8 @@ def test_presets():
     assert all(study.configure(name).rounds >= 3 for name in study.PARAMETERS.presets)
     assert study.configure("quick", strategies="[\"opt\", \"gemm\"]").strategies == ["gemm", "opt"]  # papermill text
     for name in ("standard", "paper"):
-        assert study.PARAMETERS.presets[name]["vgg_image_size"] == 224 and study.PARAMETERS.presets[name]["strategies"] == ALL
+        preset = study.PARAMETERS.presets[name]
+        assert preset["vgg_image_size"] == 224 and preset["strategies"] == ALL
 
 
 @pytest.mark.parametrize("bad, match", [
