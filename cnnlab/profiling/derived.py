@@ -70,8 +70,9 @@ def against(df: pd.DataFrame, column: str, baseline: Mapping[str, Any], *, by: S
     for name, value in baseline.items():
         is_base &= df[name] == value
     out = pd.Series(math.nan, index=df.index, dtype=float)
-    groups = df.groupby(by, sort=False, dropna=False).groups.items() if by else [((), df.index)]
-    for _, index in groups:
+    positions = df.groupby(by, sort=False, dropna=False).indices.values() if by else [range(len(df))]
+    for rows in positions:
+        index = df.index[rows]
         base = df.loc[index][is_base.loc[index]][column].dropna()
         if len(base) != 1:
             continue
