@@ -19,7 +19,6 @@ sample), every measured quantity with its noise (:mod:`cnnlab.claims`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import tempfile
 import textwrap
@@ -169,8 +168,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
         runs = Path(tmp) if store_dir is None else \
             Path(store_dir) / "runs" / store_file(DDP.store(store_dir), cfg.settings()).stem
-        experiment = dataclasses.replace(DDP, point=partial(ddp_point, out_dir=runs))
-        df = experiment.run(cfg, store_dir, progress=progress, skip=skip, retry_errors=True)
+        df = DDP.run(cfg, store_dir, progress=progress, bind=dict(out_dir=runs), skip=skip, retry_errors=True)
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
     text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason")
     df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran

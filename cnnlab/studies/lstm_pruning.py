@@ -23,7 +23,6 @@ final models fine-tuned with masks held; "all layers" leaves the head (its rows 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 from pathlib import Path
 
@@ -269,9 +268,9 @@ def pruning_sensitivity(model, cfg, test_set, store_dir, settings: dict, progres
         return f"ratio {ratio:g} would remove all {cfg.hidden_size} hidden units" \
             if method == "units" and round(ratio * cfg.hidden_size) >= cfg.hidden_size else None
 
-    on_model = dataclasses.replace(SENSITIVITY, point=functools.partial(
-        SENSITIVITY.point, model=model, loader=loader, dense=evaluate(model, loader, device=cfg.device)))
-    return on_model.run(cfg, store_dir, progress=progress, settings=settings, points=grid, skip=skip)
+    dense = evaluate(model, loader, device=cfg.device)
+    return SENSITIVITY.run(cfg, store_dir, progress=progress, settings=settings, points=grid, skip=skip,
+                           bind=dict(model=model, loader=loader, dense=dense))
 
 
 def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:

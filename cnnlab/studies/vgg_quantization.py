@@ -22,7 +22,6 @@ torch.ao.quantization, is timed beside ``torch.compile`` and ``torch.export``.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -317,8 +316,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
 
     def run(experiment, **options):  # the experiment on the trained model, stored under store_dir
-        on_trained = dataclasses.replace(experiment, point=functools.partial(experiment.point, trained=trained))
-        return on_trained.run(cfg, store_dir, progress=progress, settings=extra, **options).assign(
+        return experiment.run(cfg, store_dir, progress=progress, settings=extra, bind=dict(trained=trained),
+                              **options).assign(
             data_source=train_set.data_source)
 
     precisions = dict(points=[{"precision": p} for p in PRECISIONS],
