@@ -14,7 +14,7 @@ direct (the Triton kernel, at every tile size on a GPU; on the CPU it only runs 
 best (per layer the fastest of the others, chosen by strategies.choose_best) and opt (channels_last layout with
 cuDNN autotuning: the layer-level part of the "opt" path; BN folding and in-place ReLU act between layers).
 
-Part 2, spatial tiling. ResNet-20 at 224x224, batch 8, untiled against cnnlab.models.spatial_tiling (the whole
+Part 2, spatial tiling. ResNet-20 at 224x224, batch 8, untiled against cnnlab.kernels.spatial_tiling (the whole
 convolutional trunk, strips of 8/16/32/64 rows with line buffers; and 64x64 tiles recomputing their halo):
 latency and peak activation memory from cnnlab.profiling.benchmark (CPU: the allocator's event stream under the
 profiler, one extra pass; GPU: torch.cuda.max_memory_allocated). Goal: at tile 32, >= 2x less memory and <= 30%
@@ -40,8 +40,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from cnnlab import models  # noqa: E402
-from cnnlab.kernels import strategies, triton_conv  # noqa: E402
-from cnnlab.models import spatial_tiling  # noqa: E402
+from cnnlab.kernels import spatial_tiling, strategies, triton_conv  # noqa: E402
 from cnnlab.profiling import benchmark, wall_time  # noqa: E402
 
 # Input size per network (C, H, W): Li et al. 2016 run LeNet and the CIFAR net at 32x32 and AlexNet, ZFNet and

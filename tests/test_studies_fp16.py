@@ -85,7 +85,7 @@ def test_autocast_memory_is_measured_in_its_own_pass(measured):
     # Which way bf16 autocast moves a CNN's CPU peak depends on the CPU: LeNet-5's batch-8 growth measured 0.53 ->
     # 0.31 MiB with native bf16 convolutions (AVX512-BF16), 0.33 -> 1.02 MiB on AVX2, where oneDNN converts to fp32
     # in extra buffers (and at batch 2 it grew on both). What holds everywhere: the memory pass ran under autocast,
-    # so the peaks differ. The direction for a matmul, which does not depend on the CPU, is tested in test_profiling.
+    # so the peaks differ. The direction for a matmul, which does not depend on the CPU, is tested in test_timing.py.
     for batch in (2, 8):
         peaks = ok.loc[[("fp32", batch), ("autocast-bf16", batch)], "peak_mem_increment_mib"]
         assert peaks.iloc[0] != peaks.iloc[1], peaks

@@ -43,7 +43,7 @@ def raw_events(prof) -> list:
     Private API: ``prof.profiler.kineto_results.events()``. The public ``prof.events()`` (FunctionEvents) drops
     the signed sizes and timestamps of allocator events that peak and average memory need; the memory
     snapshot API (``torch.cuda.memory._record_memory_history``) is CUDA-only. If torch changes this, the
-    error says what broke, and ``tests/test_profiling.py`` fails first.
+    error says what broke, and ``tests/test_memory.py`` fails first.
     """
     try:
         events = prof.profiler.kineto_results.events()
