@@ -80,7 +80,10 @@ def missing_columns(df: pd.DataFrame) -> dict[str, list[str]]:
 def compact(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """``df`` without its columns empty in every row, without the ``*_missing_reason`` columns that only explain
     those, and without reason columns (``*_missing_reason``, ``error``) that are empty (nothing was missing, nothing
-    failed); and one line naming the measured columns left out and why ("" when none was)."""
+    failed); and one line naming the measured columns left out and why ("" when none was). A table whose columns
+    are not all names (a pivot's two-level columns) is shown as it is."""
+    if not all(isinstance(c, str) for c in df.columns):
+        return df, ""
     grouped = missing_columns(df)
     dropped = [c for cols in grouped.values() for c in cols]
     kept = [c for c in df.columns if c not in dropped]

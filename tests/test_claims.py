@@ -33,7 +33,8 @@ LONG = ("throughput at the best batch size is far above batch 1, and the words a
 
 
 def test_show_gives_every_claim_once_in_full_html_and_wrapped_text(capsys):
-    from cnnlab.claims import as_html, as_text, show
+    from cnnlab.claims import as_html, as_text
+    from cnnlab.report import show
 
     claims = [Claim(LONG, "Fig. 1: 10x", "3.2x", True, "cpu", criterion="best / batch-1 throughput > 2"),
               Claim("<b>utilisation</b> & more", "Fig. 2", "missing", None, "cpu", note="no GPU")]

@@ -244,3 +244,13 @@ def test_an_inconclusive_verdict_is_shown_with_its_overlap_in_the_matrix(tmp_pat
     cells = [c for r in page.matrix for c in r]
     assert any(c.startswith("inconclusive: within noise 0.9x within noise: 0.9 (0.8-1) spans") for c in cells), cells
     assert 'class="held-inc"' in page_path.read_text()
+
+
+def test_show_takes_a_pivot_with_two_level_columns_and_claims(capsys):
+    from cnnlab.claims import Claim
+
+    pivot = pd.DataFrame({"method": ["a", "a", "b"], "ratio": [0.1, 0.2, 0.1], "acc": [1.0, 2.0, 3.0]}) \
+        .pivot_table(index="ratio", columns="method", values=["acc"])
+    assert report.show(pivot) is None and "acc" in capsys.readouterr().out
+    report.show([Claim("a claim", "paper", "ours", None, "cpu", note="no GPU")])
+    assert "NOT APPLICABLE on cpu: a claim" in " ".join(capsys.readouterr().out.split())
