@@ -13,8 +13,8 @@ whole interval clears the threshold, fails only when the whole interval is on th
 "inconclusive: within noise", with the interval shown. So a re-run can move a verdict only to or from
 inconclusive, never from held to not held.
 
-A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in Jupyter
-and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
+A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in
+Jupyter and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
 """
 
 from __future__ import annotations
@@ -67,6 +67,18 @@ class Spread:
             raise ValueError("Spread.of_samples: no values")
         return cls(float(pd.Series(values).median()), values[0], values[-1])
 
+    @classmethod
+    def of_range(cls, row: Mapping, metric: str, ends: tuple[str, str] = ("min", "max"), *,
+                 required: bool = False) -> "Spread":
+        """``row``'s ``<metric>`` within ``<metric>_<ends[0]>``-``<metric>_<ends[1]>`` (the range of repeated
+        measurements: ``("min", "max")`` or ``("low", "high")``), widened to hold the value. An end that is NaN, or
+        missing unless ``required``, gives the value alone; a missing end with ``required`` raises KeyError and a
+        missing or NaN value ValueError."""
+        value = float(row[metric])
+        ends = [float(row[f"{metric}_{e}"] if required else row.get(f"{metric}_{e}", value)) for e in ends]
+        low, high = (value if math.isnan(v) else v for v in ends)
+        return cls(value, min(low, value), max(high, value))
+
     def __truediv__(self, other: "Spread | float") -> "Spread":
         """The ratio's interval: the extremes of one over the extremes of the other (positive quantities)."""
         other = other if isinstance(other, Spread) else Spread.exact(other)
@@ -74,7 +86,13 @@ class Spread:
             raise ValueError(f"{self} / {other}: a ratio of spreads needs positive quantities")
         return Spread(self.value / other.value, self.low / other.high, self.high / other.low)
 
-    def __mul__(self, k: float) -> "Spread":
+    def __mul__(self, k: "Spread | float") -> "Spread":
+        """The quantity scaled by a positive number, or the product of two positive quantities (its interval: the
+        product of the lows to the product of the highs)."""
+        if isinstance(k, Spread):
+            if min(self.low, k.low) <= 0:
+                raise ValueError(f"{self} * {k}: a product of spreads needs positive quantities")
+            return Spread(self.value * k.value, self.low * k.low, self.high * k.high)
         if k <= 0:
             raise ValueError(f"{self} * {k}: scale by a positive number")
         return Spread(self.value * k, self.low * k, self.high * k)
@@ -89,6 +107,19 @@ class Spread:
         """E.g. "1.9x (1.7-2.3x)"; an exact quantity shows its value alone."""
         value = f"{self.value:{fmt}}{unit}"
         return value if self.low == self.high else f"{value} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
+
+
+def throughput(row: Mapping) -> Spread:
+    """Images per second of one ``cnnlab.profiling.benchmark`` row from its time per batch: ``batch_size`` / median
+    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches)."""
+    return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
+
+
+def named(name: str, verdict: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
+    """A (held, note) verdict with ``name`` in front of its note ("resnet20: within noise: ..."), so that a claim of
+    many parts says which part's interval spans its threshold; an empty note stays empty."""
+    held, note = verdict
+    return held, f"{name}: {note}" if note else ""
 
 
 def judge(x: Spread, op: str, threshold: float, *, fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:

@@ -10,7 +10,8 @@
   :func:`resolve_device` (the one device resolver), :func:`device_name`.
 - Parameter checks that name the parameter, the bad value and the valid range: :func:`positive_int`,
   :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`boolean`, :func:`as_list`,
-  :func:`image_models`, :func:`threads` (bools, NaN and inf are never numbers here; every range has an upper bound).
+  :func:`image_models`, :func:`one_model`, :func:`names_list`, :func:`threads` (bools, NaN and inf are never
+  numbers here; every range has an upper bound).
 - Backend switches as context managers that restore the previous state: :func:`tf32`, :func:`cudnn_benchmark`.
 """
 
@@ -252,6 +253,25 @@ def models_list(value, parameter: str = "models", *, valid: list[str] | None = N
         if name not in valid:
             raise ValueError(f"{parameter}: {name!r} is not a known model here; valid models: {', '.join(valid)}")
     return names
+
+
+def one_model(value, parameter: str = "model") -> str:
+    """``value`` as one image model's registry name (a lone name, or a list of one); ValueError naming
+    ``parameter`` and the valid models otherwise."""
+    names = models_list(value, parameter)
+    if len(names) != 1:
+        raise ValueError(f"{parameter}={value!r}: give one model; valid: {', '.join(image_models())}")
+    return names[0]
+
+
+def names_list(value, parameter: str, *, valid, hint: str = "") -> list[str]:
+    """``value`` (a list, a lone name or a list spelt as text) as a non-empty list of names from ``valid``, in the
+    order given, duplicates dropped; ValueError naming ``parameter`` and the valid names otherwise (``hint`` follows
+    them in the message for an empty list, e.g. "(untiled is always measured)")."""
+    names = as_list(value)
+    if not names:
+        raise ValueError(f"{parameter} is empty; valid: {', '.join(valid)}" + (f" {hint}" if hint else ""))
+    return list(dict.fromkeys(one_of(name, valid, parameter=parameter) for name in names))
 
 
 def boolean(value, *, parameter: str) -> bool:

@@ -148,3 +148,17 @@ def test_counts_batch_sizes_workers_and_threads_have_upper_bounds():
     with pytest.raises(ValueError, match=rf"threads={cores + 1} must be an integer >= 1 and <= {cores} "
                                          r"\(the CPU cores present\)"):
         config.threads(cores + 1)
+
+
+def test_one_model_and_names_list_name_the_parameter_and_the_valid_values():
+    assert config.one_model("resnet20") == "resnet20" and config.one_model(["resnet20"]) == "resnet20"
+    with pytest.raises(ValueError, match=r"model_name=\['resnet20', 'resnet32'\]: give one model; valid: .*resnet20"):
+        config.one_model(["resnet20", "resnet32"], "model_name")
+    with pytest.raises(ValueError, match="model: 'resnet21' is not a known model here"):
+        config.one_model("resnet21")
+    assert config.names_list(["b", "a", "b"], "methods", valid=("a", "b")) == ["b", "a"]  # given order, once each
+    assert config.names_list("[\"a\"]", "methods", valid=("a", "b")) == ["a"]
+    with pytest.raises(ValueError, match=r"methods='c' is not valid; valid: a, b"):
+        config.names_list(["a", "c"], "methods", valid=("a", "b"))
+    with pytest.raises(ValueError, match=r"^methods is empty; valid: a, b \(and more\)$"):
+        config.names_list([], "methods", valid=("a", "b"), hint="(and more)")

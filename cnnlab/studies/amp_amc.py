@@ -42,7 +42,7 @@ PAPER_TIME = ('"we again saw a slight increase in the average time taken per bat
 
 
 def _variants(value, parameter: str) -> list[str]:  # from VARIANTS, duplicates dropped, fp32 (the baseline) in
-    names = list(dict.fromkeys(config.one_of(v, VARIANTS, parameter=parameter) for v in config.as_list(value)))
+    names = config.names_list(value, parameter, valid=VARIANTS)
     if "fp32" not in names:
         raise ValueError(f"{parameter}={names!r} must include 'fp32' (the baseline); valid: {', '.join(VARIANTS)}")
     return names
@@ -144,12 +144,6 @@ def _time_ratio(df: pd.DataFrame, model: str) -> Spread | None:
         time_spread(rows.loc["amp+amc"].to_dict()) / time_spread(rows.loc["fp32"].to_dict())
 
 
-def _named(name: str, verdict: tuple) -> tuple:
-    """A (held, note) verdict with ``name`` in front of its note (which model's interval spans the bound)."""
-    held, note = verdict
-    return held, f"{name}: {note}" if note else ""
-
-
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """The claims of Sec. IV-C checked on :func:`measure`'s result by the noise rule of ``cnnlab.claims``
     (``criterion`` says the rule of each).
@@ -179,7 +173,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                              "exact)")
     top = 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100
     ratios = {m: r for m in ok["model"] if (r := _time_ratio(df, m)) is not None}
-    held, note = claims.all_of(*(_named(m, claims.judge(x, op, bound, fmt=".3f", unit="x"))
+    held, note = claims.all_of(*(claims.named(m, claims.judge(x, op, bound, fmt=".3f", unit="x"))
                                  for m, x in ratios.items() for op, bound in ((">", 1.0), ("<", top))))
     time = Claim("AMP + AMC is slightly slower per batch than fp32", PAPER_TIME,
                  ours=", ".join(f"{m} {x.text('.3f', 'x')}" for m, x in ratios.items()) or "not measured",

@@ -24,11 +24,12 @@ import seaborn as sns
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge, trend
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge, throughput, trend
 from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
                               memory_snapshot, profile_ops, snapshot_file, synchronize, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, summarise_counters
 from cnnlab.profiling.derived import per_item
+from cnnlab.profiling.ops import STEP_COMPONENTS, step_components
 from cnnlab.studies import Experiment, Parameter
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
@@ -59,7 +60,7 @@ configure = PARAMETERS.configure
 NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s")
 # Components of experiment "breakdown". The stacked ones partition the wall time of a batch; sync wait
 # overlaps device work (the host waits while kernels run), so it is shown beside the stack, not in it.
-COMPONENTS = ["kernel / compute", "memcpy HtoD", "memcpy DtoH", "other device work", "CPU-side overhead", "sync wait"]
+COMPONENTS = list(STEP_COMPONENTS)
 STACKED = COMPONENTS[:5]
 DATA_SOURCE = "synthetic"
 THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives more than this many times batch 1's images/s
@@ -134,22 +135,11 @@ def breakdown_point(model: str, batch_size: int, *, device: str, profile_iterati
     finally:
         del net, x
         free_memory()
-    s, per, nan = prof.summary, 1.0 / profile_iterations, math.nan
-    wall = s["wall_time_ms"] * per
-    reasons = {}
-    if dev.type == "cuda":
-        kernel, htod, dtoh = s["kernel_time_total_ms"] * per, s["memcpy_htod_ms"] * per, s["memcpy_dtoh_ms"] * per
-        other = max(s["device_time_total_ms"] * per - kernel - htod - dtoh, 0.0)
-        wait = Spread.of_samples(waits)
-        times = {"kernel / compute": kernel, "memcpy HtoD": htod, "memcpy DtoH": dtoh, "other device work": other,
-                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0), "sync wait": wait.value}
-        spread = {"sync wait": (wait.low, wait.high)}
-    else:  # the operators are the compute; summary's cpu_time_total_ms also counts Python time, so sum them
-        compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
-        times = {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}
-        reasons = {c: "CPU run: no host-device transfers, device work or device synchronisation"
-                   for c in COMPONENTS if c not in times}
-        spread = {}
+    nan, wait = math.nan, Spread.of_samples(waits) if waits else None
+    times, wall = step_components(prof, sync_wait_ms=wait.value if wait else nan)
+    spread = {"sync wait": (wait.low, wait.high)} if wait else {}
+    reasons = {c: "CPU run: no host-device transfers, device work or device synchronisation"
+               for c in COMPONENTS if c not in times}
     return [{"component": c, "time_per_batch_ms": times.get(c, nan),
              "time_per_batch_ms_low": spread.get(c, (nan, nan))[0],
              "time_per_batch_ms_high": spread.get(c, (nan, nan))[1],
@@ -314,11 +304,6 @@ def _total_time(row) -> Spread:
     return Spread.of(row, "latency_ms") * (float(row["images"]) / float(row["batch_size"]) / 1e3)
 
 
-def _throughput(row) -> Spread:
-    """Images per second of ``row`` from its time per batch (median, within p90 and p10)."""
-    return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
-
-
 def _judged(claim: str, paper: str, criterion: str, dev: str, parts: list, ours: str, missing: str, *,
             how=all_of) -> Claim:
     """``claim`` judged as ``how`` (:func:`cnnlab.claims.all_of` or ``any_of``) of the verdicts ``parts``;
@@ -378,7 +363,7 @@ def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
         ones = g[g["batch_size"] == 1]
         if ones.empty:
             continue
-        rates = {i: _throughput(r) for i, r in g.iterrows()}
+        rates = {i: throughput(r) for i, r in g.iterrows()}
         best = max(rates, key=lambda i: rates[i].value)
         gains[m] = (Spread.exact(1.0) if best == ones.index[0] else rates[best] / rates[ones.index[0]],
                     int(g.loc[best, "batch_size"]))

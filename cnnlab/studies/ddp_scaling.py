@@ -197,7 +197,7 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
                 df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}" if df.at[idx, "status"] != \
                     "ok" else "no successful 1-process point to compare with"
                 continue
-            b, t = (_spread(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
+            b, t = (Spread.of_range(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
             # speed-up, and its lowest and highest within both ranges; a point against itself: exactly 1
             x = (1.0, 1.0, 1.0) if idx == base.index[0] else \
                 (derived.ratio(t.value, b.value), derived.ratio(t.low, b.high), derived.ratio(t.high, b.low))
@@ -226,26 +226,13 @@ def _below_noise(df: pd.DataFrame) -> list[tuple]:
     out = []
     ok = df[(df["status"] == "ok") & df["scaling_efficiency"].notna() & (df["world_size"] > 1)]
     for _, row in ok.iterrows():
-        eff = _spread(row, "scaling_efficiency")
+        eff = Spread.of_range(row, "scaling_efficiency")
         floor = 1 / row["world_size"]
         kind = "once" if eff.low == eff.high else "above" if eff.low > 1 else \
             "spans" if eff.low <= floor and eff.high >= 1 else None
         if kind:
             out.append((row, eff, kind))
     return out
-
-
-def _spread(row, metric: str) -> Spread:
-    """``row``'s ``metric`` within ``<metric>_min`` - ``_max`` (the range of the profiled blocks, or of the epochs'
-    throughput; see :func:`cnnlab.ddp.merge`), the value alone where a range is missing."""
-    value = float(row[metric])
-    low, high = (float(row.get(f"{metric}_{q}", value)) for q in ("min", "max"))
-    low, high = (value if math.isnan(v) else v for v in (low, high))
-    return Spread(value, min(low, value), max(high, value))
-
-
-def _product(a: Spread, b: Spread) -> Spread:
-    return Spread(a.value * b.value, a.low * b.low, a.high * b.high)
 
 
 def _label(within: list[str], key) -> str:
@@ -302,7 +289,7 @@ def _falls(ok, metric, along, within, unit, name=None):
     ``<name>=<value>``); parts, texts, and the steps per rank along each group."""
     parts, texts, steps = [], [], []
     for label, group in _groups(ok, metric, along, within):
-        xs = [_spread(r, metric) for _, r in group.iterrows()]
+        xs = [Spread.of_range(r, metric) for _, r in group.iterrows()]
         names = [f"{name or along.split('_')[0]}={v:g}" for v in group[along]]
         parts.append((label, trend(xs, "down", labels=names, fmt=".4g", unit=unit)))
         texts.append(f"{label}: " + " -> ".join(x.text(".4g", unit) for x in xs))
@@ -323,7 +310,7 @@ def _per_step_ratio(ok, metric, along, within, tolerance, unit, scale=1.0):
     parts, texts = [], []
     for label, group in _groups(ok.dropna(subset=["steps_per_rank"]), metric, along, within):
         first, last = group.iloc[0], group.iloc[-1]
-        a, b = (_spread(r, metric) * (scale / r["steps_per_rank"]) for r in (first, last))
+        a, b = (Spread.of_range(r, metric) * (scale / r["steps_per_rank"]) for r in (first, last))
         ratio = b / a
         parts.append((label, all_of(judge(ratio, ">", 1 - tolerance, fmt=".3f"),
                                     judge(ratio, "<", 1 + tolerance, fmt=".3f"))))
@@ -430,7 +417,8 @@ def _less_at_a_tenth(ok: pd.DataFrame, device: str) -> Claim:
                 group = part[part[within] == value].dropna(subset=[metric]).sort_values(along)
                 if group[along].nunique() < 2:
                     break
-                gains.append((_spread(group.iloc[0], metric) / _spread(group.iloc[-1], metric), _steps(group)))
+                gains.append((Spread.of_range(group.iloc[0], metric) / Spread.of_range(group.iloc[-1], metric),
+                              _steps(group)))
             if len(gains) < 2:
                 continue
             label = f"{along.split('_')[0]} gain at {within.split('_')[0]}={value:g}"
@@ -460,12 +448,12 @@ def _crossover(large: pd.DataFrame, device: str) -> Claim:
         batches, worlds = sorted(part["batch_size_per_rank"].unique()), sorted(part["world_size"].unique())
         if len(batches) < 2 or len(worlds) < 2:
             continue
-        t = {(r["batch_size_per_rank"], r["world_size"]): _spread(r, metric) for _, r in part.iterrows()}
+        t = {(r["batch_size_per_rank"], r["world_size"]): Spread.of_range(r, metric) for _, r in part.iterrows()}
         w1, wn, (b0, b1), (bp, bl) = worlds[0], worlds[-1], batches[:2], batches[-2:]
         if not {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             continue
         small = t[(b0, wn)] / t[(b1, w1)]
-        large_ = _product(t[(bl, w1)], t[(bl, w1)]) / _product(t[(bl, wn)], t[(bp, w1)])
+        large_ = (t[(bl, w1)] * t[(bl, w1)]) / (t[(bl, wn)] * t[(bp, w1)])
         for label, ratio in ((f"f={fraction:g} b={b0:g}: batch gain / process gain", small),
                              (f"f={fraction:g} b={bl:g}: process gain / batch gain", large_)):
             parts.append((label, judge(ratio, ">", 1, fmt=".3f")))
@@ -488,7 +476,7 @@ def _cpu_memory(ok: pd.DataFrame, device: str) -> Claim:
     for fraction, group in rows.groupby("data_fraction"):
         if len(group) < 2:
             continue
-        kib = [_spread(r, metric) * (1024 / _samples_per_rank(r)) for _, r in group.iterrows()]
+        kib = [Spread.of_range(r, metric) * (1024 / _samples_per_rank(r)) for _, r in group.iterrows()]
         hi, lo = max(kib, key=lambda x: x.value), min(kib, key=lambda x: x.value)
         value = hi.value / lo.value
         spread = Spread(value, min(value, max(1.0, max(x.low for x in kib) / min(x.high for x in kib))),

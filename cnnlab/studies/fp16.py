@@ -21,7 +21,7 @@ import torch
 
 from cnnlab import config, data, models, plotting, studies, train
 from cnnlab.claims import NOISE_RULE, Claim, Spread, all_of, judge
-from cnnlab.profiling import benchmark, free_memory, memory_over_time, resident_bytes, wall_time
+from cnnlab.profiling import benchmark, free_memory, memory, wall_time
 from cnnlab.studies import Experiment, Parameter
 
 # User-facing names -> (dtype of model and inputs, autocast dtype). "autocast" resolves per device (configure).
@@ -33,13 +33,6 @@ PRECISIONS = {
     "fp16": ("float16", None),
     "bf16": ("bfloat16", None),
 }
-
-
-def _one_model(value, parameter: str) -> str:
-    names = config.models_list(value, parameter)
-    if len(names) != 1:
-        raise ValueError(f"{parameter}={names!r}: give one model; valid: {', '.join(config.image_models())}")
-    return names[0]
 
 
 def _recipe(value, parameter: str):
@@ -64,7 +57,7 @@ def _resolve(cfg) -> None:
 # thread (see cnnlab.config.threads). standard: one Colab GPU, the paper's model trained on CIFAR-10 with the
 # standard (30-epoch) recipe. paper: batch sizes 1 ... 1024, the full-length recipe.
 PARAMETERS = studies.Parameters(
-    model=Parameter("resnet20", "resnet110", check=_one_model, doc="registry name of one image model"),
+    model=Parameter("resnet20", "resnet110", check=config.one_model, doc="registry name of one image model"),
     dataset=Parameter("digits", "cifar10", doc="image data set to train and evaluate on",
                       check=partial(config.one_of, valid=[n for n in data.names()
                                                           if data.info(n).input_kind == "image"])),
@@ -122,16 +115,7 @@ def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, dev
         with torch.inference_mode(), torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
             return model(x)
 
-    resident = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(model, [x])
-    runs = [memory_over_time(step, dev) for _ in range(AVG_MEM_REPEATS)]
-    del x
-    if not all(r["events"] for r in runs):
-        return {"avg_mem_mib": math.nan, "avg_mem_mib_low": math.nan, "avg_mem_mib_high": math.nan,
-                "avg_mem_weighting": runs[0]["weighting"],
-                "avg_mem_missing_reason": "the profiler recorded no allocator events"}
-    spread = Spread.of_samples((resident + r["avg_bytes"]) / MIB for r in runs)
-    return {"avg_mem_mib": spread.value, "avg_mem_mib_low": spread.low, "avg_mem_mib_high": spread.high,
-            "avg_mem_weighting": runs[0]["weighting"], "avg_mem_missing_reason": None}
+    return memory.average_memory(step, dev, resident=memory.resident_now(dev, model, [x]), repeats=AVG_MEM_REPEATS)
 
 
 

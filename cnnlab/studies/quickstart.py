@@ -15,19 +15,12 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.studies import Experiment, Parameter
-from cnnlab.claims import NOISE_RULE, Claim, Spread, judge
+from cnnlab.claims import NOISE_RULE, Claim, Spread, judge, throughput
 from cnnlab.profiling import benchmark, profile_ops, trace_file, trace_folder
 
 
-def _one_model(value, parameter: str) -> str:
-    names = config.models_list(value, parameter)
-    if len(names) != 1:
-        raise ValueError(f"{parameter}={value!r}: give one model; valid: {', '.join(config.image_models())}")
-    return names[0]
-
-
 PARAMETERS = studies.Parameters(
-    model_name=Parameter("resnet20", check=_one_model, doc="registry name of one image model"),
+    model_name=Parameter("resnet20", check=config.one_model, doc="registry name of one image model"),
     batch_sizes=Parameter([1, 8, 64], [1, 8, 64, 256, 1024], [2**k for k in range(11)], check=config.batch_sizes,
                           axis=True, doc="images per batch"),
     # 20 timed batches in quick, so that p10-p90 (the claim's noise) is not just the slowest and fastest of a few
@@ -78,12 +71,6 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                                      iterations=ops.summary["iterations"], trace_file=None if trace is None else
                                      str(trace))
     return studies.combine(batch=batch, operators=operators)
-
-
-def throughput(row) -> Spread:
-    """Images per second of one "batch" row from its time per batch: batch_size / median time, within batch_size /
-    p90 and batch_size / p10 (the p10-p90 of the timed batches)."""
-    return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:

@@ -88,13 +88,6 @@ def _tile_sizes(value, parameter: str) -> list[int]:
     return tiles
 
 
-def _methods(value, parameter: str) -> list[str]:
-    methods = list(dict.fromkeys(config.as_list(value)))
-    if not methods:
-        raise ValueError(f"{parameter} is empty; valid: {', '.join(TILED_METHODS)} (untiled is always measured)")
-    return [config.one_of(m, TILED_METHODS, parameter=parameter) for m in methods]
-
-
 def _pixels(minimum: int):
     return partial(config.positive_int, minimum=minimum, maximum=MAX_IMAGE_SIZE)
 
@@ -106,7 +99,8 @@ PARAMETERS = studies.Parameters(
     image_size=Parameter(PAPER_IMAGE_SIZE, check=_pixels(32), doc="input pixels a side"),
     batch_size=Parameter(2, PAPER_BATCH_SIZE, check=config.batch_size, doc="images per batch"),
     tile_sizes=Parameter(PAPER_TILE_SIZES, check=_tile_sizes, axis=True, doc="tile edges (pixels): powers of two"),
-    methods=Parameter(["spatial", "triton"], check=_methods, axis=True,
+    methods=Parameter(["spatial", "triton"], axis=True,
+                      check=partial(config.names_list, valid=TILED_METHODS, hint="(untiled is always measured)"),
                       doc=f"tilings from {', '.join(TILED_METHODS)} (untiled is always measured)"),
     until=Parameter("layer3", check=partial(config.one_of, valid=UNTILS), doc="how much of the trunk is tiled"),
     spatial_mode=Parameter("stream", check=partial(config.one_of, valid=spatial_tiling.MODES),
@@ -313,8 +307,7 @@ def _spread(row, metric: str) -> Spread | None:
     try:
         if metric == "latency_ms":
             return time_spread(row)
-        value, low, high = (float(row[c]) for c in (metric, f"{metric}_low", f"{metric}_high"))
-        return Spread(value, min(value, low), max(value, high))
+        return Spread.of_range(row, metric, ("low", "high"), required=True)
     except (KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses)
         return None
 

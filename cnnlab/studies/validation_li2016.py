@@ -88,18 +88,10 @@ CUDNN_KERNELS = ("gemm", "fft", "fft_tiled")
 MAX_IMAGE_SIZE = 2048  # VGG's input, pixels a side: 9x the paper's 224; larger is a slip, not a study
 
 
-def _names(value, parameter: str, valid) -> list[str]:
-    """``value`` as a non-empty, duplicate-free list of names from ``valid``; ValueError naming ``parameter``."""
-    names = config.as_list(value)
-    if not names:
-        raise ValueError(f"{parameter} is empty; valid: {', '.join(valid)}")
-    return list(dict.fromkeys(config.one_of(name, valid, parameter=parameter) for name in names))
-
-
 def _strategies(value, parameter: str) -> list[str]:
     """Strategies in the paper's order, including the gemm baseline."""
     order = STRATEGIES + OPTIONAL
-    names = sorted(_names(value, parameter, order), key=order.index)
+    names = sorted(config.names_list(value, parameter, valid=order), key=order.index)
     if BASELINE not in names:
         raise ValueError(f"{parameter}={names!r} must include {BASELINE!r} (cuDNN-MM, the baseline every speed-up is "
                          f"relative to); valid: {', '.join(order)}")
@@ -113,11 +105,12 @@ def _strategies(value, parameter: str) -> list[str]:
 # on a shared CPU the load drifts between points, and a point's p10-p90 does not see it (best that picked gemm on
 # every layer timed 0.47-2.1x gemm in one round each).
 PARAMETERS = studies.Parameters(
-    networks=Parameter(list(NETWORKS), check=partial(_names, valid=NETWORKS), axis=True,
+    networks=Parameter(list(NETWORKS), check=partial(config.names_list, valid=NETWORKS), axis=True,
                        doc=f"from {', '.join(NETWORKS)}"),
     strategies=Parameter(list(STRATEGIES + OPTIONAL), check=_strategies, axis=True,
                          doc=f"from {', '.join(STRATEGIES + OPTIONAL)} (gemm, the baseline, is required)"),
-    direct_check_networks=Parameter(["LeNet", "CIFAR"], list(NETWORKS), check=partial(_names, valid=NETWORKS),
+    direct_check_networks=Parameter(["LeNet", "CIFAR"], list(NETWORKS),
+                                    check=partial(config.names_list, valid=NETWORKS),
                                     axis=True, doc="networks the direct strategy is checked on against native"),
     vgg_model=Parameter("vgg16", check=partial(config.one_of, valid=VGG_MODELS), doc="the network VGG stands for"),
     vgg_image_size=Parameter(32, 224, check=partial(config.positive_int, minimum=32, maximum=MAX_IMAGE_SIZE),
@@ -321,16 +314,10 @@ def paper_reference() -> pd.DataFrame:
                          for n, (v, text) in PAPER_OPT_SPEEDUP.items()])
 
 
-def _named(name: str, verdict: tuple) -> tuple:
-    """A (held, note) verdict with ``name`` in front of its note (where the intervals overlap)."""
-    held, note = verdict
-    return held, f"{name}: {note}" if note else ""
-
-
 def _faster(times: dict, network: str, a: str, b: str) -> tuple:
     """(held, note) of "``a`` is faster than ``b`` on ``network``": time_b / time_a > 1 by the noise rule."""
-    return _named(f"{network} {b} / {a}", claims.judge(times[network][b] / times[network][a], ">", 1.0, fmt=".2f",
-                                                        unit="x"))
+    return claims.named(f"{network} {b} / {a}", claims.judge(times[network][b] / times[network][a], ">", 1.0,
+                                                              fmt=".2f", unit="x"))
 
 
 def _times(runs: pd.DataFrame) -> dict[str, dict[str, Spread]]:
@@ -424,7 +411,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
             top = fastest(n, cudnn)
             ratio = times[n]["direct"] / times[n][top]
             op = "<" if n in PATTERN_DIRECT_WINS else ">"
-            parts.append(_named(f"{n} direct / {top}", claims.judge(ratio, op, 1.0, fmt=".2f", unit="x")))
+            parts.append(claims.named(f"{n} direct / {top}", claims.judge(ratio, op, 1.0, fmt=".2f", unit="x")))
             shown.append(f"{n}: direct / {top} {ratio.text('.2f', 'x')}")
         add(claim, PAPER["pattern"], ", ".join(shown), claims.all_of(*parts), rule,
             "direct stands for cuda-convnet's direct convolution; gemm, fft and fft_tiled for cuDNN's modes")
@@ -446,7 +433,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         for n in networks:
             top = fastest(n, singles)
             ratio = times[n][top] / times[n]["best"]  # = best's speed-up / top's
-            parts.append(_named(f"{n} best vs {top}", claims.judge(ratio, ">", floor, fmt=".2f", unit="x")))
+            parts.append(claims.named(f"{n} best vs {top}", claims.judge(ratio, ">", floor, fmt=".2f", unit="x")))
             shown.append(f"{n}: best / {top} speed-up {ratio.text('.2f', 'x')}")
         add(claim, PAPER["best"], ", ".join(shown), claims.all_of(*parts), rule, left_out)
     else:
@@ -487,8 +474,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         parts = []
         for n in given:
             x, value = _speedup(times, n, "opt"), PAPER_OPT_SPEEDUP[n][0]
-            parts += [_named(n, claims.judge(x, ">", value * (1 - band), fmt=".2f", unit="x")),
-                      _named(n, claims.judge(x, "<", value * (1 + band), fmt=".2f", unit="x"))]
+            parts += [claims.named(n, claims.judge(x, ">", value * (1 - band), fmt=".2f", unit="x")),
+                      claims.named(n, claims.judge(x, "<", value * (1 + band), fmt=".2f", unit="x"))]
         add(claim, PAPER["opt"], ", ".join(f"{n} {_speedup(times, n, 'opt').text('.2f', 'x')} (paper "
                                           f"{PAPER_OPT_SPEEDUP[n][1]})" for n in given),
             claims.all_of(*parts), rule, "the paper's GPUs and libraries of 2016 against this device's")
