@@ -47,3 +47,26 @@ def test_loader_sweep_times_epochs_per_setting_and_skips_too_many_workers(tmp_pa
     assert seen == [] and list(again["train_epoch_s"].fillna(-1)) == list(df["train_epoch_s"].fillna(-1))
     wider = loader_sweep(nn.Linear(4, 3), train_epoch, test_epoch, train_set, test_set, **kwargs)
     assert len(seen) == 4 and wider.attrs.get("store") != df.attrs.get("store")  # another model: measured again
+
+
+def test_loader_sweep_rounds_repeats_the_grid_and_keys_each_round(tmp_path):
+    from torch.utils.data import TensorDataset
+
+    from cnnlab.profiling import loader_sweep
+
+    train_set = TensorDataset(torch.randn(16, 4), torch.randint(0, 2, (16,)))
+    test_set = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    calls = []
+
+    def epoch(net, loader):
+        calls.append(loader.batch_size)
+
+    kwargs = dict(batch_sizes=[4, 8], num_workers=[0], device="cpu", store=tmp_path / "l.csv", progress=False)
+    df = loader_sweep(nn.Linear(4, 2), epoch, epoch, train_set, test_set, rounds=3, **kwargs)
+    assert list(df["round"]) == [0, 0, 1, 1, 2, 2] and list(df["batch_size"]) == [4, 8] * 3
+    assert len(calls) == 12  # 3 rounds x 2 batch sizes x (train, test): every round measured, none read back
+    calls.clear()
+    again = loader_sweep(nn.Linear(4, 2), epoch, epoch, train_set, test_set, rounds=4, **kwargs)
+    assert len(calls) == 4 and list(again["round"]) == [0, 0, 1, 1, 2, 2, 3, 3]  # only round 3 is new
+    assert list(again["train_epoch_s"][:6]) == list(df["train_epoch_s"])
+    assert "round" not in loader_sweep(nn.Linear(4, 2), epoch, epoch, train_set, test_set, **kwargs).columns

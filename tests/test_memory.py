@@ -151,3 +151,40 @@ def test_cuda_memory_over_time_weights_by_device_time():
     assert out["weighting"] == "device time" and out["peak_bytes"] >= 192 * MIB
     check("device-weighted average of 64 and 192 MiB phases, |MiB - 128| / 128",
           abs(out["avg_bytes"] / MIB - 128) / 128, "<=", 0.25)
+
+
+def test_average_and_peak_memory_of_a_step_add_what_is_resident():
+    from cnnlab.profiling import memory
+
+    def step():  # 8 MiB live for ~40 ms, then 32 MiB for ~40 ms: time-weighted about 20 MiB
+        a = torch.ones(2 * MIB)
+        time.sleep(0.04)
+        b = torch.ones(6 * MIB)
+        time.sleep(0.04)
+        return a.sum() + b.sum()
+
+    row = memory.average_memory(step, "cpu", resident=100 * MIB, repeats=3)
+    assert row["avg_mem_missing_reason"] is None and row["avg_mem_weighting"] == "host wall time"
+    assert row["avg_mem_mib_low"] <= row["avg_mem_mib"] <= row["avg_mem_mib_high"]
+    assert 115 < row["avg_mem_mib_low"] and row["avg_mem_mib_high"] < 125, row  # 100 resident + about 20
+    assert 131.9 <= memory.peak_memory_mib(step, "cpu", resident=100 * MIB) <= 133
+    empty = memory.average_memory(lambda: None, "cpu", repeats=2)  # no allocation: nothing to average, say so
+    assert empty["avg_mem_missing_reason"] and empty["avg_mem_mib"] != empty["avg_mem_mib"]  # NaN
+
+
+def test_resident_now_and_train_step_peak_count_weights_grads_inputs_and_optimizer_state():
+    from cnnlab.profiling import memory
+
+    net, x = torch.nn.Linear(1024, 1024), torch.randn(256, 1024)  # 4 MiB of weights, 1 MiB of input
+    assert memory.resident_now("cpu", net, [x]) == (1024 * 1024 + 1024 + 256 * 1024) * 4
+    optimizer = torch.optim.Adam(net.parameters())
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)
+        net(x).sum().backward()
+        optimizer.step()
+
+    peak = memory.train_step_peak_mib(step, net, optimizer, [x], "cpu")
+    assert optimizer.state  # the first step ran: Adam's two moments exist and are counted
+    resident = (4 * (1024 * 1024 + 1024) + 256 * 1024) * 4 / MIB  # weights, grads, 2 moments, input: about 17 MiB
+    assert resident < peak < resident + 16, (peak, resident)  # plus the step's activations and Adam's temporaries

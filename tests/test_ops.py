@@ -150,3 +150,31 @@ def test_breakdown_is_the_same_from_torch_2_11_and_2_13_profiler_events(shape, m
     pd.testing.assert_frame_equal(kernels, other_kernels)
     assert ops._summary(other, other_kernels, ops._operators_table(other, True), None, torch.device("cuda"), 1,
                         False) == summary
+
+
+def test_step_components_partition_the_wall_time_per_iteration():
+    from cnnlab.profiling.ops import STEP_COMPONENTS, OpsProfile, step_components
+
+    summary = dict(iterations=2, device="cuda:0", wall_time_ms=20.0, kernel_time_total_ms=8.0, memcpy_htod_ms=2.0,
+                   memcpy_dtoh_ms=1.0, device_time_total_ms=12.0)
+    gpu, wall = step_components(OpsProfile(pd.DataFrame(), pd.DataFrame(), summary), sync_wait_ms=3.5)
+    assert wall == 10.0 and list(gpu) == list(STEP_COMPONENTS)
+    assert gpu == {"kernel / compute": 4.0, "memcpy HtoD": 1.0, "memcpy DtoH": 0.5, "other device work": 0.5,
+                   "CPU-side overhead": 4.0, "sync wait": 3.5}
+    assert math.isclose(sum(v for c, v in gpu.items() if c != "sync wait"), wall)  # sync wait overlaps the rest
+    summary.update(kernel_time_total_ms=30.0, device_time_total_ms=30.0)  # the device busier than the wall: no < 0
+    assert step_components(OpsProfile(pd.DataFrame(), pd.DataFrame(), summary))[0]["CPU-side overhead"] == 0.0
+    ops = pd.DataFrame({"self_cpu_time_us": [3000.0, 1000.0]})  # 4 ms of operators over 2 iterations
+    cpu, wall = step_components(OpsProfile(ops, pd.DataFrame(), dict(iterations=2, device="cpu", wall_time_ms=10.0)))
+    assert wall == 5.0 and cpu == {"kernel / compute": 2.0, "CPU-side overhead": 3.0}
+
+
+def test_step_components_of_a_real_cpu_profile():
+    from cnnlab.profiling import profile_ops
+    from cnnlab.profiling.ops import step_components
+
+    x = torch.randn(64, 64)
+    prof = profile_ops(lambda: x @ x, iterations=3, device="cpu", profile_memory=False)
+    parts, wall = step_components(prof)
+    assert set(parts) == {"kernel / compute", "CPU-side overhead"} and wall > 0
+    assert parts["kernel / compute"] > 0 and parts["kernel / compute"] + parts["CPU-side overhead"] >= wall * 0.999

@@ -40,6 +40,7 @@ def loader_sweep(
     store: str | Path | None = None,
     settings: Mapping[str, Any] | None = None,
     progress: bool = True,
+    rounds: int | None = None,
 ) -> pd.DataFrame:
     """Time one training epoch and one test epoch for every (batch size, ``num_workers``, ``pin_memory``).
 
@@ -52,7 +53,17 @@ def loader_sweep(
 
     Store: as :func:`cnnlab.profiling.sweep`, keyed by ``settings`` plus the model's class and size, the data
     sets' sizes and sources, ``fraction`` and ``device``. Columns: :data:`COLUMNS` (times in s, items counted).
+
+    ``rounds``: the whole grid that many times (timing rounds: their spread is the noise of a comparison), the rows
+    of every round in one frame with a ``round`` column (0, 1, ...), each round's points stored apart (``round``
+    joins ``settings``). None (default): the grid once, no ``round`` column.
     """
+    if rounds is not None:
+        rounds = config.positive_int(rounds, parameter="rounds")
+        return pd.concat([loader_sweep(model, train_epoch, test_epoch, train_set, test_set, batch_sizes=batch_sizes,
+                                       num_workers=num_workers, pin_memory=pin_memory, fraction=fraction,
+                                       device=device, store=store, settings={**(settings or {}), "round": r},
+                                       progress=progress).assign(round=r) for r in range(rounds)], ignore_index=True)
     from cnnlab import data
 
     dev = config.resolve_device(device)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from typing import Callable, Iterable
 
 import torch
@@ -140,6 +141,49 @@ def resident_bytes(model, inputs: Iterable[torch.Tensor]) -> int:
         seen.add(key)
         total += storage.nbytes()
     return total
+
+
+def resident_now(device, model=None, inputs: Iterable[torch.Tensor] = ()) -> int:
+    """Bytes resident before a step, in bytes: on CUDA every tensor the caching allocator holds
+    (``torch.cuda.memory_allocated``); on a CPU, which keeps no such count, :func:`resident_bytes` of ``model`` and
+    ``inputs`` (list everything the step keeps alive: inputs, gradients, optimizer state)."""
+    dev = torch.device(device)
+    return torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(model, inputs)
+
+
+def average_memory(step: Callable[[], object], device, *, resident: int = 0, repeats: int = 3) -> dict:
+    """Average memory of one ``step()``, in MiB: ``resident`` bytes (what is held before it, e.g.
+    :func:`resident_now`) plus the time-weighted average of the tensor memory allocated during it
+    (:func:`memory_over_time`), over ``repeats`` one-step runs. The weighting is by time, so it varies: returns
+    ``{"avg_mem_mib": median, "avg_mem_mib_low": smallest, "avg_mem_mib_high": largest, "avg_mem_weighting":
+    "device time" | "host wall time", "avg_mem_missing_reason": None}``, the three numbers NaN with the reason when
+    the profiler recorded no allocator event in some run."""
+    from cnnlab.claims import Spread
+
+    runs = [memory_over_time(step, device) for _ in range(repeats)]
+    if not all(r["events"] for r in runs):
+        return {"avg_mem_mib": math.nan, "avg_mem_mib_low": math.nan, "avg_mem_mib_high": math.nan,
+                "avg_mem_weighting": runs[0]["weighting"],
+                "avg_mem_missing_reason": "the profiler recorded no allocator events"}
+    spread = Spread.of_samples((resident + r["avg_bytes"]) / MIB for r in runs)
+    return {"avg_mem_mib": spread.value, "avg_mem_mib_low": spread.low, "avg_mem_mib_high": spread.high,
+            "avg_mem_weighting": runs[0]["weighting"], "avg_mem_missing_reason": None}
+
+
+def peak_memory_mib(step: Callable[[], object], device, *, resident: int = 0) -> float:
+    """Peak memory of one ``step()``, in MiB: ``resident`` bytes (what is held before it, e.g. :func:`resident_now`)
+    plus the peak of the tensor memory allocated during it (:func:`memory_over_time`)."""
+    return (resident + memory_over_time(step, device)["peak_bytes"]) / MIB
+
+
+def train_step_peak_mib(step: Callable[[], object], model, optimizer, inputs: Iterable[torch.Tensor], device) -> float:
+    """Peak memory of a training ``step()`` of ``model`` after a first one (so ``optimizer``'s state exists), in MiB:
+    what is resident (CUDA: the allocator's count; CPU: ``model``'s weights and gradients, ``inputs`` and the
+    optimizer's state tensors) plus the step's own peak (:func:`peak_memory_mib`). Runs ``step`` twice."""
+    step()
+    held = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return peak_memory_mib(step, device, resident=resident_now(device, model, [*inputs, *held, *grads]))
 
 
 _STEP_MARK = "cnnlab::memory_over_time"

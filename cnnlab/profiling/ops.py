@@ -286,3 +286,29 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
         summary["device_mem_allocated_mib"] = nan
         summary["memory_missing_reason"] = "profile_memory=False"
     return summary
+
+
+# Where a profiled step's time goes (paper 001 Sec. III-A), in the order a stacked bar draws them.
+STEP_COMPONENTS = ("kernel / compute", "memcpy HtoD", "memcpy DtoH", "other device work", "CPU-side overhead",
+                   "sync wait")
+
+
+def step_components(prof: OpsProfile, sync_wait_ms: float = math.nan) -> tuple[dict[str, float], float]:
+    """Split the wall time of :func:`profile_ops`'s iterations into :data:`STEP_COMPONENTS`, in ms per iteration.
+
+    Returns ``(components, wall_time_ms)``. CUDA: kernel time, the HtoD and DtoH copies, other device work (the rest
+    of the device time: memsets, DtoD copies) and CPU-side overhead (wall time minus those four, the GPU idle: at
+    least 0) add up to the wall time; "sync wait" (host blocked in cuda*Synchronize, which overlaps device work) is
+    ``sync_wait_ms`` as given (e.g. the median of one-step profiles' ``sync_wait_ms``). CPU: only "kernel /
+    compute" (the operators' summed self CPU time: the summary's ``cpu_time_total_ms`` also counts Python time) and
+    "CPU-side overhead" (the rest of the wall time); the other components are absent."""
+    s = prof.summary
+    per = 1.0 / s["iterations"]
+    wall = s["wall_time_ms"] * per
+    if str(s["device"]).startswith("cuda"):
+        kernel, htod, dtoh = s["kernel_time_total_ms"] * per, s["memcpy_htod_ms"] * per, s["memcpy_dtoh_ms"] * per
+        other = max(s["device_time_total_ms"] * per - kernel - htod - dtoh, 0.0)
+        return {"kernel / compute": kernel, "memcpy HtoD": htod, "memcpy DtoH": dtoh, "other device work": other,
+                "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0), "sync wait": sync_wait_ms}, wall
+    compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
+    return {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}, wall

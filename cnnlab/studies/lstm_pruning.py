@@ -32,9 +32,7 @@ from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, judge
-from cnnlab.profiling import (benchmark, derived, loader_sweep, memory_over_time, profile_ops, resident_bytes,
-                              wall_time)
-from cnnlab.profiling.memory import MIB
+from cnnlab.profiling import benchmark, derived, loader_sweep, memory, profile_ops, wall_time
 from cnnlab.studies import Experiment, Parameter, tables
 from cnnlab.train import evaluate, fit, train_step
 
@@ -166,13 +164,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
-    loaders = pd.concat([loader_sweep(
+    loaders = loader_sweep(
         model, lambda net, loader: _train(net, loader, cfg.lr, cfg.device),
         lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
         batch_sizes=cfg.batch_sizes, num_workers=cfg.num_workers, pin_memory=[torch.device(cfg.device).type == "cuda"],
         fraction=cfg.sweep_fraction, device=cfg.device, store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv",
-        settings=cfg.settings(**extra, round=r), progress=progress).assign(round=r) for r in range(cfg.timing_rounds)],
-        ignore_index=True)
+        settings=cfg.settings(**extra), progress=progress, rounds=cfg.timing_rounds)
     profile, rounds = profile_rounds(model, cfg, train_set)
     return studies.combine(
         training=history, training_profile=profile, profile_rounds=rounds, loader_sweep=loaders,
@@ -325,16 +322,12 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
 
 def _train_step_peak_mib(net, tokens, labels, cfg) -> float:
     """Peak memory (MiB) of a training step after a first one (so Adam's state exists): what is resident (CPU: weights,
-    grads, inputs, Adam's state; CUDA: the allocator's count) plus the step's own peak (profiling.memory_over_time)."""
+    grads, inputs, Adam's state; CUDA: the allocator's count) plus the step's own peak (profiling.memory)."""
     device = torch.device(cfg.device)
     work, tokens, labels = copy.deepcopy(net).to(device).train(), tokens.to(device), labels.to(device)
     optimizer = torch.optim.Adam(work.parameters(), lr=cfg.lr)
-    train_step(work, tokens, labels, optimizer, clip_grad_norm=CLIP)
-    held = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else resident_bytes(
-        work, [tokens, labels, *held, *(p.grad for p in work.parameters() if p.grad is not None)])
-    step = memory_over_time(lambda: train_step(work, tokens, labels, optimizer, clip_grad_norm=CLIP), device)
-    return (resident + step["peak_bytes"]) / MIB
+    return memory.train_step_peak_mib(lambda: train_step(work, tokens, labels, optimizer, clip_grad_norm=CLIP), work,
+                                      optimizer, [tokens, labels], device)
 
 
 def _paper_change(key: str, fmt: str = ".2f") -> str:

@@ -305,13 +305,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     model, history = train(MODEL, cfg.dataset, recipe=recipe, synthetic=cfg.synthetic, device=cfg.device,
                            progress=progress)
     train_set, test_set = (data.load(cfg.dataset, split, synthetic=cfg.synthetic) for split in ("train", "test"))
-    loaders = pd.concat([loader_sweep(
+    loaders = loader_sweep(
         model, functools.partial(_train_epoch, device=cfg.device),
         lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
         batch_sizes=[cfg.loader_batch_size], num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
-        fraction=cfg.loader_fraction, device=cfg.device, settings=cfg.settings(**extra, round=r), progress=progress,
-        store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv").assign(round=r)
-        for r in range(cfg.timing_rounds)], ignore_index=True)
+        fraction=cfg.loader_fraction, device=cfg.device, settings=cfg.settings(**extra), progress=progress,
+        store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv", rounds=cfg.timing_rounds)
     trained = Trained(model, train_set, test_set, latency_batch_size=cfg.latency_batch_size, device=cfg.device)
     int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
 
