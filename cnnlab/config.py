@@ -10,8 +10,8 @@
   :func:`resolve_device` (the one device resolver), :func:`device_name`.
 - Parameter checks that name the parameter, the bad value and the valid range: :func:`positive_int`,
   :func:`positive_ints`, :func:`batch_size`, :func:`batch_sizes`, :func:`number`, :func:`boolean`, :func:`as_list`,
-  :func:`image_models`, :func:`one_model`, :func:`names_list`, :func:`threads` (bools, NaN and inf are never
-  numbers here; every range has an upper bound).
+  :func:`image_models`, :func:`one_model`, :func:`names_list`, :func:`number_list`,
+  :func:`image_size`, :func:`threads` (bools, NaN and inf are never numbers here; every range has an upper bound).
 - Backend switches as context managers that restore the previous state: :func:`tf32`, :func:`cudnn_benchmark`.
 """
 
@@ -153,6 +153,7 @@ def device_name(device: str | torch.device | None = "auto", parameter: str = "de
 MAX_COUNT = 1_000_000  # repeats, images, epochs, vocabulary size, ...
 MAX_BATCH_SIZE = 65_536  # 2**16: 32x the largest batch in the three papers (2048 per GPU, paper 002)
 MAX_NUM_WORKERS = 128  # DataLoader worker processes (the sweeps skip those above the cores present)
+MAX_IMAGE_SIZE = 2048  # an input image's pixels a side: 9x the papers' 224; a larger image is a slip, not a study
 
 
 def cores() -> int:
@@ -192,6 +193,20 @@ def number(value, *, parameter: str, low: float, high: float, low_open: bool = T
     return float(value)
 
 
+def number_list(value, *, parameter: str, low: float, high: float, high_open: bool = False, sort: bool = False,
+                valid: str) -> list[float]:
+    """``value`` (a list, a lone number or a list spelt as text) as a non-empty, duplicate-free list of
+    :func:`number` s in the range from ``low`` (open) to ``high`` (closed unless ``high_open``), in the order given
+    or sorted; ValueError naming ``parameter`` otherwise (``valid`` words the valid values for an empty list:
+    "fractions in (0, 1], e.g. [1.0, 0.5]")."""
+    values = as_list(value)
+    if not values:
+        raise ValueError(f"{parameter} is empty; valid: {valid}")
+    values = list(dict.fromkeys(number(v, parameter=parameter, low=low, high=high, high_open=high_open)
+                                for v in values))
+    return sorted(values) if sort else values
+
+
 def as_list(value) -> list:
     """A parameter as a list: a lone value (``models="resnet20"``) becomes a one-element list, and a string
     that spells a list (``papermill -p batch_sizes "[1, 4]"`` passes text) is read as that list."""
@@ -229,6 +244,11 @@ def batch_sizes(value, parameter: str = "batch_sizes") -> list[int]:
 def batch_size(value, parameter: str = "batch_size") -> int:
     """``value`` as one batch size (an int from 1 to :data:`MAX_BATCH_SIZE`)."""
     return positive_int(value, parameter=parameter, maximum=MAX_BATCH_SIZE)
+
+
+def image_size(value, parameter: str = "image_size", *, minimum: int = 32) -> int:
+    """``value`` as an input image's pixels a side: an int from ``minimum`` to :data:`MAX_IMAGE_SIZE`."""
+    return positive_int(value, parameter=parameter, minimum=minimum, maximum=MAX_IMAGE_SIZE)
 
 
 def num_workers(value, parameter: str = "num_workers") -> list[int]:

@@ -162,3 +162,20 @@ def test_one_model_and_names_list_name_the_parameter_and_the_valid_values():
         config.names_list(["a", "c"], "methods", valid=("a", "b"))
     with pytest.raises(ValueError, match=r"^methods is empty; valid: a, b \(and more\)$"):
         config.names_list([], "methods", valid=("a", "b"), hint="(and more)")
+
+
+def test_number_list_and_image_size_check_every_value_and_name_the_parameter():
+    fractions = dict(parameter="data_fractions", low=0, high=1, valid="fractions in (0, 1]")
+    assert config.number_list([1.0, 0.1, 1.0], **fractions) == [1.0, 0.1]  # given order, once each
+    assert config.number_list("[0.9, 0.1]", **fractions, sort=True) == [0.1, 0.9]
+    with pytest.raises(ValueError, match=r"^data_fractions is empty; valid: fractions in \(0, 1\]$"):
+        config.number_list([], **fractions)
+    with pytest.raises(ValueError, match=r"data_fractions=0 is not valid; valid: a finite number in \(0, 1\]"):
+        config.number_list([0.5, 0], **fractions)
+    with pytest.raises(ValueError, match=r"ratios=1.0 is not valid; valid: a finite number in \(0, 1\)"):
+        config.number_list([1.0], parameter="ratios", low=0, high=1, high_open=True, valid="ratios")
+    assert config.image_size(224) == 224 and config.image_size(8, minimum=8) == 8
+    with pytest.raises(ValueError, match=r"image_size=16 must be an integer >= 32 and <= 2048"):
+        config.image_size(16)
+    with pytest.raises(ValueError, match=r"vgg_image_size=4096 must be an integer >= 32 and <= 2048"):
+        config.image_size(4096, "vgg_image_size")

@@ -39,13 +39,6 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week per configuration
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _fractions(value, parameter: str) -> list[float]:
-    fractions = config.as_list(value)
-    if not fractions:
-        raise ValueError(f"{parameter} is empty; valid: a non-empty list of fractions in (0, 1], e.g. [1.0, 0.5]")
-    return list(dict.fromkeys(config.number(f, parameter=parameter, low=0, high=1) for f in fractions))
-
-
 def _device(value, parameter: str) -> str:
     """"cpu" or "cuda" ("auto": CUDA when available)."""
     return config.resolve_device(config.one_of(value, DEVICES, parameter=parameter), parameter=parameter).type
@@ -92,7 +85,9 @@ PARAMETERS = studies.Parameters(
                    doc='resnet152: "imagenet" (torchvision\'s, the paper\'s) or "cifar"; None for models without one'),
     dataset=Parameter("digits", "cifar100", check=partial(config.one_of, valid=data.names()), doc="cnnlab.data name"),
     synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
-    data_fractions=Parameter([1.0, 0.1], [0.5, 0.1], [1.0, 0.5, 0.1], check=_fractions, axis=True,
+    data_fractions=Parameter([1.0, 0.1], [0.5, 0.1], [1.0, 0.5, 0.1], axis=True,
+                             check=partial(config.number_list, low=0, high=1,
+                                           valid="a non-empty list of fractions in (0, 1], e.g. [1.0, 0.5]"),
                              doc="fractions of the training set, in (0, 1]"),
     # the batch of each process (the paper's DataLoader batch_size in every process, sec. 3.2); the global batch is
     # batch_size_per_rank x world_size

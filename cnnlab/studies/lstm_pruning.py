@@ -33,6 +33,7 @@ from torch import nn
 from cnnlab import config, data, models, plotting, prune, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, memory, profile_ops, wall_time
+from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter, tables
 from cnnlab.train import evaluate, fit, train_step
 
@@ -57,13 +58,6 @@ MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it o
 def _size(value, parameter: str) -> int | None:
     """None (the whole split) or a positive int."""
     return None if value is None else config.positive_int(value, parameter=parameter)
-
-
-def _ratios(value, parameter: str) -> list[float]:
-    ratios = config.as_list(value)
-    if not ratios:
-        raise ValueError("ratios is empty; valid: pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]")
-    return sorted(config.number(r, parameter=parameter, low=0, high=1, high_open=True) for r in ratios)
 
 
 def _methods(value, parameter: str) -> list[str]:
@@ -102,7 +96,9 @@ PARAMETERS = studies.Parameters(
                           doc="paper: [0, 1, 2, 4, 8]; values above os.cpu_count() are recorded as skipped"),
     # quick reads 30% of the data per round (it read 50% once): three rounds take about as long as one did
     sweep_fraction=Parameter(0.3, 0.2, 1.0, check=fraction, doc="share of the data each DataLoader-sweep epoch reads"),
-    ratios=Parameter([0.1, 0.5, 0.9], [round(0.1 * k, 1) for k in range(1, 10)], check=_ratios, axis=True,
+    ratios=Parameter([0.1, 0.5, 0.9], [round(0.1 * k, 1) for k in range(1, 10)], axis=True,
+                     check=functools.partial(config.number_list, low=0, high=1, high_open=True, sort=True,
+                                             valid="pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]"),
                      doc="pruning ratios of the sensitivity scan (paper: 0.1 ... 0.9)"),
     methods=Parameter(list(prune.METHODS), check=_methods, axis=True, doc=", ".join(prune.METHODS)),
     chosen_ratio=Parameter(0.5, 0.5, 0.9, check=functools.partial(fraction, low_open=False, high_open=True),
@@ -190,12 +186,11 @@ def profile_training(model, cfg, train_set) -> pd.DataFrame:
                        iterations=cfg.profile_iterations, device=device, warmup=1)
     column, kind = ("self_device_time_us", "self CUDA time") if device.type == "cuda" else \
         ("self_cpu_time_us", "self CPU time")
-    table = prof.operators.rename(columns={column: "time_us"})[["name", "calls", "time_us"]]
-    table = table.sort_values("time_us", ascending=False, ignore_index=True)
-    table = table.assign(time_ms=table["time_us"] / 1e3, share_pct=100.0 * table["time_us"] / table["time_us"].sum(),
-                         time_kind=kind, is_lstm=table["name"].str.lower().str.contains("|".join(LSTM_OPS)),
-                         device=str(device), iterations=cfg.profile_iterations,
-                         data_source=train_set.data_source).drop(columns="time_us")
+    top = top_operators(prof, by=column)
+    table = top[["name", "calls"]].assign(
+        time_ms=top[column.removesuffix("_us") + "_ms"], share_pct=top["share_pct"], time_kind=kind,
+        is_lstm=top["name"].str.lower().str.contains("|".join(LSTM_OPS)), device=str(device),
+        iterations=cfg.profile_iterations, data_source=train_set.data_source)
     table.attrs["summary"] = dict(prof.summary)
     return table
 
@@ -353,11 +348,6 @@ def _samples(values) -> Spread | None:
     return Spread.of_samples(values) if len(values) >= 2 else None
 
 
-def _rounds(row, col: str, rounds: int) -> Spread | None:
-    """``row[col]`` (a median over ``rounds`` rounds) within ``row[col_min]``-``row[col_max]``; None for one round."""
-    return Spread(float(row[col]), float(row[f"{col}_min"]), float(row[f"{col}_max"])) if rounds >= 2 else None
-
-
 def _profile_claims(rounds: pd.DataFrame, device: str) -> list[Claim]:
     """The LSTM's share of a training step (the paper's 98.60%) and the GPU execution summary (Kernel 83.21%)."""
     lstm = _samples(rounds["lstm_share_pct"])
@@ -497,7 +487,8 @@ def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
         change = {c: f"{dense[c]:{f}} -> {row[c]:{f}}" for c, f in (("train_epoch_s", ".2f"), ("test_epoch_s", ".2f"),
                   ("overall_s", ".2f"), ("latency_ms_median", ".1f"), ("nonzero_params", ","), ("size_mb", ".2f"),
                   ("train_step_peak_mem_mib", ".1f"))}
-        spreads = {c: (_rounds(dense, c, rounds), _rounds(row, c, rounds))
+        # each time a median over the rounds within their least and most; None for one round
+        spreads = {c: tuple(Spread.of_range(r, c, required=True) if rounds >= 2 else None for r in (dense, row))
                    for c in ("overall_s", "train_epoch_s", "test_epoch_s")}
         speedup = {c: a / b if a and b else None for c, (a, b) in spreads.items()}
 
@@ -592,8 +583,7 @@ def figures(df: pd.DataFrame) -> dict:
     cols = ["train_epoch_s", "latency_ms_median", "train_step_peak_mem_mib", "size_mb", "accuracy_pct"]
     final_fig, axes = plotting.plt.subplots(1, len(cols), figsize=(3.4 * len(cols), 3.8))
     for ax, col in zip(axes, cols):
-        sns.barplot(data=final, x="variant", y=col, hue="variant", ax=ax, legend=False)
-        ax.set(ylabel=plotting.label_for(col), xlabel="")
+        plotting.bars(ax, final, "variant", col, plotting.label_for(col))
         ax.tick_params(axis="x", rotation=35)
     final_fig.tight_layout()
     final_fig.suptitle(f"Final models at ratio {final['ratio'].max():g} on {final['device'].iloc[0]}", y=1.04)

@@ -43,7 +43,6 @@ TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, a
 PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
 PAPER_BATCH_SIZE = 8
 PAPER_IMAGE_SIZE = 224  # Mini-ImageNet, 3x224x224 (Sec. III-B)
-MAX_IMAGE_SIZE = 2048  # pixels a side: 9x the paper's 224; a larger image is a slip, not a study
 UNTILS = ("layer1", "layer2", "layer3")  # how much of the CIFAR ResNet runs spatially tiled
 DATA_SOURCE = "synthetic"
 # ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
@@ -88,15 +87,11 @@ def _tile_sizes(value, parameter: str) -> list[int]:
     return tiles
 
 
-def _pixels(minimum: int):
-    return partial(config.positive_int, minimum=minimum, maximum=MAX_IMAGE_SIZE)
-
-
 # quick: a CPU smoke run, batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
 # (see config.threads), Triton checked on small inputs and not timed; standard and paper: one GPU, the paper's setting.
 PARAMETERS = studies.Parameters(
     model=Parameter("resnet20", check=_resnet, doc="a CIFAR ResNet (its trunk is tiled)"),
-    image_size=Parameter(PAPER_IMAGE_SIZE, check=_pixels(32), doc="input pixels a side"),
+    image_size=Parameter(PAPER_IMAGE_SIZE, check=config.image_size, doc="input pixels a side"),
     batch_size=Parameter(2, PAPER_BATCH_SIZE, check=config.batch_size, doc="images per batch"),
     tile_sizes=Parameter(PAPER_TILE_SIZES, check=_tile_sizes, axis=True, doc="tile edges (pixels): powers of two"),
     methods=Parameter(["spatial", "triton"], axis=True,
@@ -105,7 +100,8 @@ PARAMETERS = studies.Parameters(
     until=Parameter("layer3", check=partial(config.one_of, valid=UNTILS), doc="how much of the trunk is tiled"),
     spatial_mode=Parameter("stream", check=partial(config.one_of, valid=spatial_tiling.MODES),
                            doc=" | ".join(spatial_tiling.MODES)),
-    check_size=Parameter(18, 34, 66, check=_pixels(8), doc="Triton check's input pixels a side"),
+    check_size=Parameter(18, 34, 66, check=partial(config.image_size, minimum=8),
+                         doc="Triton check's input pixels a side"),
     warmup=Parameter(1, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches per point"),
     repeats=Parameter(3, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
     rounds=Parameter(3, check=config.positive_int,
@@ -412,8 +408,8 @@ def figures(df: pd.DataFrame) -> dict:
                 y = d[metric].to_numpy(dtype=float)
                 ax.plot(d["tile_px"], y, color=colors[method], label=_NAMES[method], **_STYLE[method])
                 if metric == "latency_ms_median":
-                    ax.errorbar(d["tile_px"], y, yerr=[y - d["latency_ms_p10"], d["latency_ms_p90"] - y], fmt="none",
-                                ecolor=colors[method], capsize=3, lw=1)
+                    plotting.whiskers(ax, d["tile_px"], y, d["latency_ms_p10"], d["latency_ms_p90"],
+                                      ecolor=colors[method], capsize=3, lw=1)
                 drawn = True
         if len(base) and not np.isnan(float(base[metric].iloc[0])):
             ax.axhline(float(base[metric].iloc[0]), color="0.4", linestyle=":", lw=1.5, label="untiled")

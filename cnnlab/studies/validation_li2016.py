@@ -85,8 +85,6 @@ PATTERN_DIRECT_WINS = ("LeNet", "CIFAR")
 PATTERN_CUDNN_WINS = ("AlexNet", "ZFNet", "VGG")
 CUDNN_KERNELS = ("gemm", "fft", "fft_tiled")
 
-MAX_IMAGE_SIZE = 2048  # VGG's input, pixels a side: 9x the paper's 224; larger is a slip, not a study
-
 
 def _strategies(value, parameter: str) -> list[str]:
     """Strategies in the paper's order, including the gemm baseline."""
@@ -113,7 +111,7 @@ PARAMETERS = studies.Parameters(
                                     check=partial(config.names_list, valid=NETWORKS),
                                     axis=True, doc="networks the direct strategy is checked on against native"),
     vgg_model=Parameter("vgg16", check=partial(config.one_of, valid=VGG_MODELS), doc="the network VGG stands for"),
-    vgg_image_size=Parameter(32, 224, check=partial(config.positive_int, minimum=32, maximum=MAX_IMAGE_SIZE),
+    vgg_image_size=Parameter(32, 224, check=config.image_size,
                              doc="VGG's input pixels a side"),
     # False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row)
     tf32=Parameter(False, check=config.boolean, doc="TF32 convolutions and matmuls on Ampere and newer GPUs"),
@@ -504,7 +502,7 @@ def figures(df: pd.DataFrame) -> dict:
         y, p10, p90 = (rows[c].to_numpy(dtype=float) for c in ("speedup_vs_gemm", "speedup_p10", "speedup_p90"))
         label = f"{strategy} ({PAPER_NAMES[strategy]})" if strategy in PAPER_NAMES else f"{strategy} (reference)"
         ax.bar(x, np.nan_to_num(y, nan=0.0), width=width * 0.95, color=colors[strategy], label=label)
-        ax.errorbar(x, y, yerr=[y - p10, p90 - y], fmt="none", ecolor="0.2", capsize=2, lw=0.8)
+        plotting.whiskers(ax, x, y, p10, p90, ecolor="0.2", capsize=2, lw=0.8)
         for xi, yi, ti in zip(x, y, np.fmax(y, p90)):  # the value above the whisker, or "n/a" at the bottom
             na = bool(np.isnan(yi))
             ax.text(xi, (lo if na else ti) * 1.08, "n/a" if na else f"{yi:.2g}", rotation=90, ha="center",
