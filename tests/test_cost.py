@@ -38,3 +38,18 @@ def test_device_peaks_known_unknown_and_cpu():
     assert device_peaks(device_name="NVIDIA L40S")["peaks_missing_reason"]  # "L4" must not match L40S
     cpu = device_peaks("cpu")
     assert math.isnan(cpu["peak_fp32_tflop_per_s"]) and cpu["peaks_missing_reason"]
+
+
+def test_roofline_point_places_a_timed_workload_on_the_roofline():
+    from cnnlab.profiling import roofline_point
+
+    cost = cost_model(nn.Linear(1024, 1024), (1024,), batch_size=64)
+    row = roofline_point(cost, 2.0, "cpu")  # 2 ms per batch
+    assert row["flops"] == cost["flops"] and row["memory_bytes"] == cost["memory_bytes"]
+    assert row["arithmetic_intensity_flop_per_byte"] == cost["arithmetic_intensity_flop_per_byte"]
+    assert math.isclose(row["achieved_tflop_per_s"], cost["flops"] / 2e-3 / 1e12)
+    assert math.isclose(row["achieved_gb_per_s"], cost["memory_bytes"] / 2e-3 / 1e9)
+    assert math.isnan(row["peak_fp32_tflop_per_s"]) and row["peaks_missing_reason"]  # a CPU has no datasheet roof
+    assert row["cudnn_allow_tf32"] is None
+    with pytest.raises(ValueError, match="time_s"):
+        roofline_point(cost, 0.0, "cpu")  # no time, no rate

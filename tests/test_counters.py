@@ -109,3 +109,18 @@ def test_hardware_counters_runs_the_target_with_its_kwargs_under_ncu(monkeypatch
     assert math.isnan(summary["l2_throughput_pct"]) and math.isnan(summary["sm_cycles_active"])  # not collected
     with pytest.raises(ValueError, match="kwargs go to a 'module:function' target"):
         hardware_counters(["python", "x.py"], kwargs={"a": 1})
+
+
+def test_profiled_region_runs_the_warmup_outside_the_profiled_call(monkeypatch):
+    import torch
+
+    from cnnlab.profiling.counters import profiled_region
+
+    log = []
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: log.append("start"))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: log.append("stop"))
+    profiled_region(lambda: log.append("step"), "cpu", warmup=2)
+    assert log == ["step", "step", "start", "step", "stop"]  # only the last call is between start and stop
+    log.clear()
+    profiled_region(lambda: log.append("step"), "cpu", warmup=0)
+    assert log == ["start", "step", "stop"]

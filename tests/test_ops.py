@@ -178,3 +178,15 @@ def test_step_components_of_a_real_cpu_profile():
     parts, wall = step_components(prof)
     assert set(parts) == {"kernel / compute", "CPU-side overhead"} and wall > 0
     assert parts["kernel / compute"] > 0 and parts["kernel / compute"] + parts["CPU-side overhead"] >= wall * 0.999
+
+
+def test_top_operators_sorts_cuts_and_shares_of_every_operator():
+    from cnnlab.profiling.ops import top_operators
+
+    ops = pd.DataFrame({"name": ["a", "b", "c", "d"], "self_cpu_time_us": [1000.0, 4000.0, 3000.0, 2000.0],
+                        "self_device_time_us": [math.nan] * 4, "calls": [1, 2, 3, 4]})
+    top = top_operators(OpsProfile(ops, pd.DataFrame(), {}), by="self_cpu_time_us", n=2)
+    assert list(top["name"]) == ["b", "c"] and list(top.index) == [0, 1]
+    assert list(top["share_pct"]) == [40.0, 30.0]  # of all four operators' 10 ms, not of the two kept
+    assert list(top["self_cpu_time_ms"]) == [4.0, 3.0] and top["self_device_time_ms"].isna().all()
+    assert list(top_operators(OpsProfile(ops, pd.DataFrame(), {}))["name"]) == ["b", "c", "d", "a"]

@@ -9,7 +9,8 @@
 - :func:`profile_ops` -> :class:`OpsProfile`: per-operator and per-kernel tables from torch.profiler
   with transfer and synchronisation totals (``ops.py``)
 - :func:`hardware_counters`: Nsight Compute throughput counters per kernel (``counters.py``)
-- :func:`cost_model`, :func:`achieved`, :func:`device_peaks`: FLOPs, bytes, roofline (``cost.py``)
+- :func:`cost_model`, :func:`achieved`, :func:`device_peaks`, :func:`roofline_point`: FLOPs, bytes, roofline
+  (``cost.py``)
 - :func:`sweep`: resumable parameter grids with OOM handling and skipped points (``sweep.py``), into stores
   keyed by every setting that changes the measurement: :func:`store_file` names a store after its settings and
   :func:`code_digest`; the store keeps its environment record and attempts beside it (``store.py``)
@@ -25,7 +26,7 @@
 """
 
 from cnnlab.profiling import derived
-from cnnlab.profiling.cost import achieved, cost_model, device_peaks
+from cnnlab.profiling.cost import achieved, cost_model, device_peaks, roofline_point
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
 from cnnlab.profiling.loaders import loader_sweep
@@ -42,6 +43,6 @@ __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point", "code_digest",
     "combine_rounds", "cost_model", "derived", "device_peaks", "environment", "free_memory", "grid_points",
     "hardware_counters", "loader_sweep", "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler",
-    "resident_bytes", "save_chrome_trace", "snapshot_file", "store_file", "sweep", "synchronize", "time_spread",
-    "trace_file", "trace_folder", "wall_time",
+    "resident_bytes", "roofline_point", "save_chrome_trace", "snapshot_file", "store_file", "sweep", "synchronize",
+    "time_spread", "trace_file", "trace_folder", "wall_time",
 ]

@@ -111,6 +111,18 @@ def achieved(cost: dict[str, Any], time_s: float) -> dict[str, float]:
     }
 
 
+def roofline_point(cost: dict[str, Any], latency_ms: float, device: str | torch.device) -> dict[str, Any]:
+    """One workload on the roofline (Williams et al., CACM 2009): ``cost`` (:func:`cost_model` of the whole batch)
+    run in ``latency_ms`` ms on ``device``. Returns flops, memory_bytes (minimum traffic), arithmetic intensity
+    (FLOP/byte), :func:`achieved`'s achieved_tflop_per_s and achieved_gb_per_s, :func:`device_peaks`' datasheet
+    peaks (NaN on a CPU, with ``peaks_missing_reason``) and ``cudnn_allow_tf32`` (on CUDA whether cuDNN may run
+    fp32 convolutions on tensor cores in TF32, PyTorch's default, which raises the roof; None on a CPU)."""
+    dev = torch.device(device)
+    return {**{k: cost[k] for k in ("flops", "memory_bytes", "arithmetic_intensity_flop_per_byte")},
+            **achieved(cost, latency_ms / 1e3), **device_peaks(dev),
+            "cudnn_allow_tf32": config.tf32_enabled("conv") if dev.type == "cuda" else None}
+
+
 # Datasheet peaks, dense (no sparsity): FP32 on CUDA cores, TF32 / FP16 on tensor cores with FP32
 # accumulate, DRAM bandwidth in GB/s. Sources: NVIDIA datasheets for H100 (2023; PCIe, NVL, SXM5),
 # H200 (2024), A100 (2021), V100 (2020, SXM2), T4 (2019), L4 (2023). GeForce cards have no datasheet

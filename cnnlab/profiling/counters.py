@@ -149,6 +149,24 @@ def hardware_counters(
     return table
 
 
+def profiled_region(step: Callable[[], object], device, warmup: int = 3) -> None:
+    """The body of a workload that :func:`hardware_counters` runs with ``profile_from_start=False``: ``warmup`` calls
+    of ``step()`` (left out of the counters), then one between ``torch.cuda.profiler.start()`` and ``stop()``, the
+    only one Nsight Compute profiles; ``device`` is synchronised before and after it. Returns None (ncu reads the
+    counters)."""
+    import torch
+
+    from cnnlab.profiling.timing import synchronize
+
+    for _ in range(warmup):
+        step()
+    synchronize(device)
+    torch.cuda.profiler.start()
+    step()
+    synchronize(device)
+    torch.cuda.profiler.stop()
+
+
 def summarise_counters(table: pd.DataFrame) -> dict:
     """One workload's counters from :func:`hardware_counters`' per-kernel table: ``kernels`` (launches
     profiled), ``kernel_time_ms`` (their summed time), ``sm_cycles_active`` (summed), and every other metric of

@@ -312,3 +312,14 @@ def step_components(prof: OpsProfile, sync_wait_ms: float = math.nan) -> tuple[d
                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0), "sync wait": sync_wait_ms}, wall
     compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
     return {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}, wall
+
+
+def top_operators(prof: OpsProfile, by: str = "self_cpu_time_us", n: int | None = None) -> pd.DataFrame:
+    """``prof.operators`` by column ``by`` (a time in µs, e.g. ``self_cpu_time_us`` or ``self_device_time_us``),
+    largest first, the first ``n`` (all when None), with ``share_pct``: each operator's ``by`` as % of that column's
+    total over every operator (not only the first ``n``), and each ``*_us`` time also in ms (``*_ms``)."""
+    ops = prof.operators.sort_values(by, ascending=False, ignore_index=True)
+    top = ops if n is None else ops.head(n)
+    times = [c for c in ops.columns if c.endswith("_us")]
+    return top.assign(**{c.removesuffix("_us") + "_ms": top[c] / 1e3 for c in times},
+                      share_pct=100.0 * top[by] / ops[by].sum())

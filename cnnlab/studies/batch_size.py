@@ -24,10 +24,10 @@ import seaborn as sns
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, judge, throughput, trend
-from cnnlab.profiling import (achieved, benchmark, cost_model, device_peaks, free_memory, hardware_counters,
-                              memory_snapshot, profile_ops, snapshot_file, synchronize, trace_file, trace_folder)
-from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, summarise_counters
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, throughput, trend
+from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot, profile_ops,
+                              roofline_point, snapshot_file, trace_file, trace_folder)
+from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.derived import per_item
 from cnnlab.profiling.ops import STEP_COMPONENTS, step_components
 from cnnlab.studies import Experiment, Parameter
@@ -180,22 +180,18 @@ def roofline(batch: pd.DataFrame) -> pd.DataFrame:
     """Experiment "roofline": each model at its best batch (highest throughput, status ok) on the roofline
     (Williams et al., CACM 2009): flops (forward, whole batch), memory_bytes (minimum traffic), arithmetic
     intensity (FLOP/byte), achieved_tflop_per_s, achieved_gb_per_s, and the device's datasheet peaks (NaN on
-    a CPU, with ``peaks_missing_reason``). No rows when nothing was measured."""
+    a CPU, with ``peaks_missing_reason``): ``profiling.cost.roofline_point``. No rows when nothing was measured."""
     ok = batch[batch["status"] == "ok"]
     if ok.empty:
         return pd.DataFrame()
     rows = []
     for _, best in ok.loc[ok.groupby("model", sort=False)["throughput_items_per_s"].idxmax()].iterrows():
-        dev = torch.device(best["device"])
         cost = _cost(best["model"], int(best["batch_size"]))
         rows.append({"model": best["model"], "batch_size": int(best["batch_size"]), "status": "ok",
-                     **{k: cost[k] for k in ("flops", "memory_bytes", "arithmetic_intensity_flop_per_byte")},
                      "latency_ms_median": best["latency_ms_median"],
                      "throughput_items_per_s": best["throughput_items_per_s"],
-                     **achieved(cost, best["latency_ms_median"] / 1e3), **device_peaks(dev),
-                     "device_name": best["device_name"],
-                     # PyTorch runs fp32 convolutions on tensor cores in TF32 when cuDNN allows it (default)
-                     "cudnn_allow_tf32": config.tf32_enabled("conv") if dev.type == "cuda" else None})
+                     **roofline_point(cost, best["latency_ms_median"], best["device"]),
+                     "device_name": best["device_name"]})
     return pd.DataFrame(rows)
 
 
@@ -206,13 +202,7 @@ def counters_workload(model: str, batch_size: int, device: str, warmup: int = 3)
     net, x = _build(model, batch_size, device)
     x = x.to(device)
     with torch.inference_mode():
-        for _ in range(warmup):
-            net(x)
-        synchronize(device)
-        torch.cuda.profiler.start()
-        net(x)
-        synchronize(device)
-        torch.cuda.profiler.stop()
+        profiled_region(lambda: net(x), device, warmup=warmup)
 
 
 def counters_point(model: str, batch_size: int, *, device: str) -> dict:
@@ -401,7 +391,7 @@ def _latency_claim(ok: pd.DataFrame, dev: str) -> Claim:
                      f"-> {int(g['batch_size'].iloc[-1])}, {work[m]:.3g} GFLOPs/image)"
                      for m, g in ok.groupby("model", sort=False))
     if not by_work:
-        note = "; ".join(n for n in (note, "one model: the complexity half is not checked") if n)
+        note = joined(note, "one model: the complexity half is not checked")
     return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
 
 
@@ -430,8 +420,7 @@ def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
         # cnnlab.profiling.benchmark keeps the mean of the NVML samples, not their spread: no interval to judge by
         note = ("no noise interval recorded: gpu_util_pct is one mean of NVML samples per point (benchmark keeps "
                 "no p10-p90 of them), so the noise rule cannot decide")
-        return Claim(claim, paper, ours, INCONCLUSIVE, dev, criterion=criterion,
-                     note="; ".join(n for n in (note, left_out) if n))
+        return Claim(claim, paper, ours, INCONCLUSIVE, dev, criterion=criterion, note=joined(note, left_out))
     spreads = {m: [Spread(r["gpu_util_pct"], r["gpu_util_pct_p10"], r["gpu_util_pct_p90"]) for _, r in g.iterrows()]
                for m, g in util.groupby("model", sort=False)}
     parts = [trend([s[0], s[-1]], "up", unit="%", labels=[f"{m} smallest batch", f"{m} largest batch"])
@@ -442,8 +431,7 @@ def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
     if len(deeper) > 1:
         parts.append(trend(deeper, "up", unit="%", labels=[m for m in resnets if m in mean]))
     held, note = all_of(*parts)
-    return Claim(claim, paper, ours, held, dev, criterion=criterion,
-                 note="; ".join(n for n in (note, left_out) if n))
+    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=joined(note, left_out))
 
 
 def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
@@ -473,32 +461,6 @@ def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
                     for m, (a, b) in ends.items()],
                    ", ".join(f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})"
                              for m, (a, b) in ends.items()), "the grid needs two batch sizes")
-
-
-def _panels(ok: pd.DataFrame, panels: list[tuple[str, str, str]]):
-    """Two panels against batch size, laid out as paper Fig. 1-2: ``(column, y label, title)`` top and bottom;
-    log y axes except utilisation (0-100%); a panel this device cannot measure says so."""
-    sizes = sorted(set(ok["batch_size"]))
-    fig, axes = plotting.plt.subplots(2, 1, figsize=(7, 8), sharex=True)
-    for ax, (col, ylabel, title) in zip(axes, panels):
-        ax.set_title(title)
-        d = ok.dropna(subset=[col])
-        if d.empty:
-            reasons = "; ".join(ok.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
-            plotting.missing_panel(ax, f"{title} not measured on this device:\n{reasons or 'not measured'}")
-        else:
-            sns.lineplot(data=d, x="batch_size", y=col, hue="model", style="model", markers=True, dashes=False, ax=ax)
-            if col == "gpu_util_pct":
-                ax.set_ylim(0, 100)
-            else:
-                ax.set_yscale("log")
-                plotting.plain_log_ticks(ax)
-            ax.set_ylabel(ylabel)
-            if ax is axes[1]:
-                ax.get_legend().remove()
-        plotting.log2_batch_axis(ax, values=sizes)
-    fig.tight_layout()
-    return fig
 
 
 def _breakdown(ok: pd.DataFrame):

@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import config, data, models, plotting, quantize, studies
-from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, judge
+from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, joined, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, profile_ops, wall_time
+from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
 
@@ -200,13 +201,11 @@ def profile_point(precision: str, *, trained: Trained, calibration_batches: int,
             return fn()
 
     prof = profile_ops(step, iterations=profile_iterations, device=device, warmup=1)
-    ops = prof.operators.sort_values("self_cpu_time_us", ascending=False)
-    top = ops.head(top_ops)
-    times = ("self_cpu_time_us", "cpu_time_total_us", "self_device_time_us", "device_time_total_us")
-    return top[["name", "calls", "self_cpu_memory_bytes", "cpu_memory_bytes"]].assign(
-        **{c.removesuffix("_us") + "_ms": top[c] / 1e3 for c in times}, device=str(device),
-        self_cpu_share_pct=100.0 * top["self_cpu_time_us"] / ops["self_cpu_time_us"].sum(),
-        iterations=profile_iterations, batch_size=latency_batch_size,
+    top = top_operators(prof, by="self_cpu_time_us", n=top_ops)
+    return top[["name", "calls", "self_cpu_memory_bytes", "cpu_memory_bytes", "self_cpu_time_ms", "cpu_time_total_ms",
+                "self_device_time_ms", "device_time_total_ms"]].assign(
+        device=str(device), self_cpu_share_pct=top["share_pct"], iterations=profile_iterations,
+        batch_size=latency_batch_size,
         **{k: prof.summary[k] for k in ("max_cpu_mem_mib", "device_missing_reason")}).to_dict("records")
 
 
@@ -341,10 +340,6 @@ EXACT_ACCURACY = ("noise: none, a seeded model evaluated on a fixed test set giv
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 
 
-def _joined(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
 def _int8_claims(df: pd.DataFrame) -> list[Claim]:
     """The int8 claims (on the CPU, where quantized models run): about 4x smaller; accuracy kept within 1 pp, and
     slightly greater as the paper says; faster (the paper's conclusion), by the noise rule of ``cnnlab.claims``."""
@@ -386,7 +381,7 @@ def _int8_claims(df: pd.DataFrame) -> list[Claim]:
               f"{Spread.of(fp32, 'latency_ms').text('.1f', ' ms')} fp32 -> "
               f"{Spread.of(q8, 'latency_ms').text('.1f', ' ms')} int8 ({speedup.text('.2f', 'x')})", faster[0], "cpu",
               criterion=f"fp32 / int8 latency per batch > 1 ({NOISE_RULE}; p10-p90 of the timed batches, ratio of "
-              "the extremes)", note=_joined(faster[1], "quantized models run on the CPU only"))]
+              "the extremes)", note=joined(faster[1], "quantized models run on the CPU only"))]
 
 
 def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
@@ -422,7 +417,7 @@ def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
                     f"{PAPER['eager_gpu_s']:.2f} s -> {PAPER['traced_gpu_s']:.2f} s for the test set on a P100 "
                     f"({PAPER['eager_gpu_s'] / PAPER['traced_gpu_s']:.2f}x)", ours, held, device,
                     criterion=f"eager / traced first-pass time over the test set > 2 ({NOISE_RULE}; each pass's range "
-                    "over its rounds from fresh copies, ratio of the extremes)", note=_joined(note, profiles))]
+                    "over its rounds from fresh copies, ratio of the extremes)", note=joined(note, profiles))]
     paper_cpu = (f"\"Little to no change in CPU inference time\": the profiler's CPU total of one inference call in its "
                  f"GPU run, {PAPER['eager_profile_cpu_s']:.3f} s eager -> {PAPER['traced_profile_cpu_s']:.3f} s traced")
     criterion = (f"traced / eager profiler CPU total of one warm call in a GPU run within 1 +- {LITTLE_CHANGE:g} "
@@ -485,7 +480,7 @@ def _loader_claims(df: pd.DataFrame, device: str) -> list[Claim]:
                             criterion="some num_workers > 0 has a lower epoch time than 0 workers (0 / w > 1), and one "
                             "step to more workers makes an epoch slower at least once (next / previous > 1), pageable "
                             f"rows ({NOISE_RULE}; each point's range over the rounds of the whole grid, ratio of the "
-                            "extremes)", note=_joined(note, "workers capped at os.cpu_count() = "
+                            "extremes)", note=joined(note, "workers capped at os.cpu_count() = "
                                                       f"{int(loaders['num_workers_cap'].iloc[0])}")))
     return checks
 
@@ -495,17 +490,6 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     (GPU and CPU time, accuracy), DataLoader workers."""
     device = str(device)
     return _int8_claims(df) + _tracing_claims(df, device) + _loader_claims(df, device)
-
-
-def _bars(ax, df: pd.DataFrame, x: str, y: str, ylabel: str, errors: bool = False, values: bool = False) -> None:
-    """Bars of ``y`` per ``x``, with their ``values`` written on them and p10-p90 ``errors`` bars (latency)."""
-    plotting.sns.barplot(data=df, x=x, y=y, hue=x, ax=ax, legend=False)
-    for container in ax.containers if values else ():
-        ax.bar_label(container, fmt="%.3g")
-    if errors:
-        ax.errorbar(range(len(df)), df[y], yerr=[df[y] - df["latency_ms_p10"], df["latency_ms_p90"] - df[y]],
-                    fmt="none", ecolor="black", capsize=3)
-    ax.set(xlabel="", ylabel=ylabel)
 
 
 def figures(df: pd.DataFrame) -> dict:
@@ -533,7 +517,7 @@ def figures(df: pd.DataFrame) -> dict:
     fig_int8, axes = plotting.plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
     for ax, col, label in zip(axes, ("export_size_mb", "accuracy_pct", "latency_ms_median"),
                               ("Serialized size (MB)", "Test accuracy (%)", "CPU latency per batch (ms)")):
-        _bars(ax, int8, "precision", col, label, errors=col == "latency_ms_median", values=True)
+        plotting.bars(ax, int8, "precision", col, label, errors=col == "latency_ms_median", values=True)
     fig_int8.suptitle("VGG-11 fp32 vs PT2E int8 (CPU)")
 
     ops = _ok(df, "inference_profile")
@@ -548,9 +532,9 @@ def figures(df: pd.DataFrame) -> dict:
 
     compiled = _ok(df, "compiled_inference")
     fig_compiled, axes = plotting.plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-    _bars(axes[0], compiled, "method", "latency_ms_median", "Latency per batch (ms)", errors=True)
+    plotting.bars(axes[0], compiled, "method", "latency_ms_median", "Latency per batch (ms)", errors=True)
     axes[0].set_title(f"Warm: batches of {int(compiled['batch_size'].iloc[0])} after the first pass", fontsize=10)
-    _bars(axes[1], compiled, "method", "first_pass_s", "First pass (s)", values=True)
+    plotting.bars(axes[1], compiled, "method", "first_pass_s", "First pass (s)", values=True)
     axes[1].set_title(f"First pass over the {int(compiled['first_pass_items'].iloc[0])} test images, first call "
                       "included", fontsize=10)
     axes[1].set_yscale("log")
