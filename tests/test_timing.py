@@ -181,3 +181,30 @@ def test_cuda_benchmark_host_inputs_memory_and_utilisation():
     assert (0 <= m.gpu_util_pct <= 100) or (math.isnan(m.gpu_util_pct) and m.gpu_util_missing_reason)
     on_gpu = benchmark(model, x.cuda(), device="cuda", warmup=5, repeats=50, pin_memory=True)
     assert on_gpu.input_location == "device"
+
+
+def test_cold_start_times_build_and_first_pass_per_round_from_fresh_copies():
+    from cnnlab.profiling.timing import cold_start
+
+    model, x, built = nn.Linear(8, 4), torch.randn(16, 8), []
+
+    def build(net):
+        assert net is not model and not net.training  # a fresh copy in eval mode, never the caller's model
+        built.append(net)
+        time.sleep(0.02)
+        return net
+
+    def first_pass(runner):
+        time.sleep(0.01 * len(built))  # rounds 1, 2, 3: 10, 20, 30 ms
+        return runner(x)
+
+    got = cold_start(model.train(), build, first_pass, x, warmup=1, repeats=3, rounds=3, profile_calls=2)
+    row = got["row"]
+    assert len(built) == 3 and got["runner"] is built[-1] and model.training  # the caller's model left as it was
+    assert got["first"].shape == (16, 4)  # the first round's first_pass result
+    assert row["build_s"] >= 0.02 and row["first_pass_rounds"] == 3
+    assert 0.01 <= row["first_pass_s_min"] < row["first_pass_s"] < row["first_pass_s_max"]
+    assert row["profile_calls"] == 2 and 0 < row["profile_cpu_total_ms_min"] <= row["profile_cpu_total_ms_max"]
+    assert row["batch_size"] == 16 and row["latency_ms_p10"] <= row["latency_ms_median"] <= row["latency_ms_p90"]
+    once = cold_start(model, build, first_pass, x, warmup=0, repeats=2)["row"]
+    assert once["first_pass_rounds"] == 1 and math.isnan(once["profile_cpu_total_ms"]) and once["profile_calls"] == 0

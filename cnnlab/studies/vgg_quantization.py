@@ -35,6 +35,7 @@ from cnnlab import config, data, models, plotting, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, joined, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, profile_ops, wall_time
 from cnnlab.profiling.ops import top_operators
+from cnnlab.profiling.timing import cold_start
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
 
@@ -209,25 +210,29 @@ def profile_point(precision: str, *, trained: Trained, calibration_batches: int,
         **{k: prof.summary[k] for k in ("max_cpu_mem_mib", "device_missing_reason")}).to_dict("records")
 
 
+NOTES = {"eager": "", "torchscript_trace": "torch.jit.trace (the paper's method) is deprecated in torch 2.13; its "
+                                           "DeprecationWarning is silenced",
+         "torch_compile": "torch.compile, Inductor backend, default mode; first call compiles",
+         "torch_export": "torch.export program run eagerly (ATen graph, no fusion)"}
+
+
 def _build(method: str, net, x):
-    """The runnable form of ``net`` for ``method`` and a note (nothing to build for eager)."""
+    """The runnable form of ``net`` for ``method`` (nothing to build for eager; :data:`NOTES` says what it is)."""
     if method == "eager":
-        return net, ""
+        return net
     if method == "torchscript_trace":
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*torch.jit.*")
-            return torch.jit.trace(net, x), ("torch.jit.trace (the paper's method) is deprecated in torch 2.13; "
-                                             "its DeprecationWarning is silenced")
+            return torch.jit.trace(net, x)
     if method == "torch_compile":
-        return torch.compile(net), "torch.compile, Inductor backend, default mode; first call compiles"
-    return (quantize.GraphRunner(torch.export.export(net, (x,)).module(), "torch.export"),
-            "torch.export program run eagerly (ATen graph, no fusion)")
+        return torch.compile(net)
+    return quantize.GraphRunner(torch.export.export(net, (x,)).module(), "torch.export")
 
 
 def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor, reference: torch.Tensor, *,
                    warmup: int, repeats: int, rounds: int = 1, profile_calls: int = 0) -> dict:
     """One method on ``x``'s device, from a fresh copy of ``model`` that has not been called yet (``model`` itself is
-    left as it is), ``rounds`` times (each round a fresh copy, built and passed anew):
+    left as it is), ``rounds`` times (each round a fresh copy, built and passed anew: ``profiling.timing.cold_start``):
 
     - ``build_s``: tracing or exporting it (s, the first round; torch.compile only wraps it and compiles in its first
       call);
@@ -242,31 +247,14 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
       ``output_tolerance`` that error must stay within.
     """
     dev = x.device
-    firsts = []
-    for r in range(max(1, rounds)):
-        net = copy.deepcopy(model).to(dev).eval()
-        with torch.no_grad():
-            built = wall_time(lambda: _build(method, net, x), device=dev)  # noqa: B023
-        runner, note = built.result
-        first = wall_time(lambda: _predictions(runner, loader, dev), device=dev)  # noqa: B023
-        firsts.append(first.seconds)
-        if r == 0:
-            build_s, (logits, labels) = built.seconds, first.result
-    m = benchmark(runner, x, device=dev, warmup=warmup, repeats=repeats, measure_memory=False)
+    got = cold_start(model, lambda net: _build(method, net, x), lambda runner: _predictions(runner, loader, dev), x,
+                     warmup=warmup, repeats=repeats, rounds=rounds, profile_calls=profile_calls)
+    logits, labels = got["first"]
     with torch.inference_mode():  # the grad mode of the pass and of benchmark(): torch.compile does not compile again
-        error = relative_error(runner(x), reference)
-        totals = [profile_ops(lambda: runner(x), iterations=1, device=dev, warmup=0).summary["cpu_time_total_ms"]
-                  for _ in range(profile_calls)]
-    passes, cpu_totals = Spread.of_samples(firsts), Spread.of_samples(totals) if totals else None
-    return {"device": str(dev), "device_name": m.device_name, "build_s": build_s, "first_pass_s": passes.value,
-            "first_pass_s_min": passes.low, "first_pass_s_max": passes.high, "first_pass_rounds": len(firsts),
-            **{f"profile_cpu_total_ms{suffix}": getattr(cpu_totals, attr) if cpu_totals else float("nan")
-               for suffix, attr in (("", "value"), ("_min", "low"), ("_max", "high"))},
-            "profile_calls": len(totals), "first_pass_batches": len(loader), "first_pass_items": len(labels),
+        error = relative_error(got["runner"](x), reference)
+    return {**got["row"], "first_pass_batches": len(loader), "first_pass_items": len(labels),
             "accuracy_pct": 100.0 * (logits.argmax(1) == labels).float().mean().item(),
-            **{k: getattr(m, k) for k in ("latency_ms_median", "latency_ms_p10", "latency_ms_p90",
-                                          "throughput_items_per_s", "batch_size", "cpu_threads")},
-            "rel_error_vs_eager": error, "output_tolerance": output_tolerance(dev), "note": note}
+            "rel_error_vs_eager": error, "output_tolerance": output_tolerance(dev), "note": NOTES[method]}
 
 
 def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, timing_rounds: int) -> dict:
