@@ -122,6 +122,11 @@ def named(name: str, verdict: tuple[bool | str | None, str]) -> tuple[bool | str
     return held, f"{name}: {note}" if note else ""
 
 
+def joined(*notes: str | None) -> str:
+    """The non-empty ``notes`` joined with "; ": a claim's note from parts that may be empty ("" when all are)."""
+    return "; ".join(n for n in notes if n)
+
+
 def judge(x: Spread, op: str, threshold: float, *, fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
     """(held, note) of "``x`` ``op`` ``threshold``" (op ">" or "<") by the noise rule: True when the whole
     interval is on the claimed side, False when the whole interval is on the other side (or on the threshold),

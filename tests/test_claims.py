@@ -106,6 +106,13 @@ def test_named_puts_the_part_in_front_of_its_note_only_where_there_is_one():
     assert named("resnet20", (True, "")) == (True, "")
 
 
+def test_joined_keeps_the_notes_that_say_something():
+    from cnnlab.claims import joined
+
+    assert joined("within noise", "", None, "one round") == "within noise; one round"
+    assert joined("", None) == ""
+
+
 def test_a_trend_holds_only_when_every_step_clears_the_noise():
     from cnnlab.claims import INCONCLUSIVE, Spread, all_of, trend
 

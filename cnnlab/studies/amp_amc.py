@@ -178,7 +178,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     time = Claim("AMP + AMC is slightly slower per batch than fp32", PAPER_TIME,
                  ours=", ".join(f"{m} {x.text('.3f', 'x')}" for m, x in ratios.items()) or "not measured",
                  held=held, device=dev,
-                 note="; ".join(n for n in (note, f"AMP is {amp_name} here") if n) if ratios
+                 note=claims.joined(note, f"AMP is {amp_name} here") if ratios
                  else "no amp+amc point measured with its fp32 baseline",
                  criterion=f"every model's amp+amc / fp32 median time per batch > 1 (an increase) and < {top:.2f} "
                            f"(\"slight\": at most +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}%, our bound, the paper gives none) "
@@ -201,13 +201,8 @@ def figures(df: pd.DataFrame) -> dict:
         sns.barplot(data=ok, x="model", y=col, order=names, hue="variant", hue_order=order, ax=ax, errorbar=None)
         ax.set_ylabel(plotting.label_for(col))
         ax.set_title(f"{title}, batch {int(ok['batch_size'].iloc[0])}" if len(ok) else title)
-    for container, variant in zip(top.containers, order):  # the spread of the timed batches
-        rows = ok[ok["variant"] == variant].set_index("model").reindex(names)
-        x = [bar.get_x() + bar.get_width() / 2 for bar in container]
-        low = (rows["latency_ms_median"] - rows["latency_ms_p10"]).to_numpy(dtype=float)
-        high = (rows["latency_ms_p90"] - rows["latency_ms_median"]).to_numpy(dtype=float)
-        top.errorbar(x, rows["latency_ms_median"].to_numpy(dtype=float), yerr=[low, high], fmt="none",
-                     ecolor="0.2", capsize=3, lw=1)
+    plotting.bar_whiskers(top, ok, "model", names, "variant", order, "latency_ms_median", "latency_ms_p10",
+                          "latency_ms_p90", ecolor="0.2", capsize=3, lw=1)  # the spread of the timed batches
     for container, variant in zip(bottom.containers, order):
         if variant != "fp32":
             rows = ok[ok["variant"] == variant].set_index("model")["mem_change_pct_vs_fp32"]

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
 from cnnlab import config, models, plotting, studies
@@ -491,11 +490,7 @@ def _breakdown(ok: pd.DataFrame):
 
 
 def _roofline(roof: pd.DataFrame):
-    fig, ax = plotting.plt.subplots(figsize=(7, 5))
-    for i, r in enumerate(roof.itertuples()):
-        ax.scatter(r.arithmetic_intensity_flop_per_byte, r.achieved_tflop_per_s * 1e3, s=60, zorder=3,
-                   color=plotting.plt.get_cmap("tab10")(i % 10), label=f"{r.model} (batch {int(r.batch_size)})")
-    ax.set(xscale="log", yscale="log")
+    """Each model at its best batch under the device's FP32 roof (and TF32's, where cuDNN uses it for fp32)."""
     first = roof.iloc[0] if len(roof) else pd.Series(dtype=object)
     bw = first.get("peak_bandwidth_gb_per_s", math.nan)
     roofs = {"FP32": first.get("peak_fp32_tflop_per_s", math.nan)}
@@ -503,22 +498,13 @@ def _roofline(roof: pd.DataFrame):
         roofs["TF32 (cuDNN default for fp32 convs)"] = first["peak_tf32_tflop_per_s"]
     roofs = {k: v * 1e3 for k, v in roofs.items() if not (math.isnan(v) or math.isnan(bw))}  # GFLOP/s
     if roofs:
-        x = roof["arithmetic_intensity_flop_per_byte"]
-        ai = np.logspace(np.log10(min(x.min() / 4, 0.5)), np.log10(max(x.max() * 4, 1e3)), 200)
-        for label, peak in roofs.items():  # below the ridge point a kernel is bound by bandwidth: GB/s x FLOP/byte
-            ax.plot(ai, np.minimum(peak, ai * bw), "--", label=f"roof {label}: {peak / 1e3:g} TFLOP/s, {bw:g} GB/s")
-        ax.set_title(f"Roofline: {first['device_name']}")
+        title = f"Roofline: {first['device_name']}"
     else:
-        ax.margins(x=0.4, y=0.4)
         reason = next(iter(roof["peaks_missing_reason"].dropna()), "device peaks unknown") if len(roof) else "no data"
-        ax.set_title(f"Achieved FLOP/s vs arithmetic intensity\n(no roof lines: {reason.split(';')[0]})", fontsize=11)
-    for axis in "xy":
-        plotting.plain_log_ticks(ax, axis)
-    ax.legend(fontsize=8, loc="best")
-    ax.set(xlabel=plotting.label_for("arithmetic_intensity_flop_per_byte"),
-           ylabel=plotting.label_for("achieved_gflop_per_s"))
-    fig.tight_layout()
-    return fig
+        title = f"Achieved FLOP/s vs arithmetic intensity\n(no roof lines: {reason.split(';')[0]})"
+    return plotting.roofline(roof["arithmetic_intensity_flop_per_byte"], roof["achieved_tflop_per_s"] * 1e3,
+                             [f"{m} (batch {int(b)})" for m, b in zip(roof["model"], roof["batch_size"])], roofs, bw,
+                             title)
 
 
 def figures(df: pd.DataFrame) -> dict:
@@ -528,10 +514,12 @@ def figures(df: pd.DataFrame) -> dict:
     under the device's roofs where known (``01_roofline``)."""
     batch, roof = _ok(df, "batch"), df[df["experiment"] == "roofline"]  # roofline: models in grid order
     images = int(batch["images"].min()) if len(batch) else 0
-    return {"01_fig1_time_memory": _panels(batch, [
+    linear = {"gpu_util_pct": (0, 100)}
+    return {"01_fig1_time_memory": plotting.batch_panels(batch, [
                 ("total_time_s", f"Total time for {images:,} images (s)", "Total inference time"),
-                ("peak_mem_alloc_mib", plotting.label_for("peak_mem_alloc_mib"), "Peak memory allocated")]),
-            "01_fig2_latency_utilisation": _panels(batch, [
+                ("peak_mem_alloc_mib", plotting.label_for("peak_mem_alloc_mib"), "Peak memory allocated")],
+                linear=linear),
+            "01_fig2_latency_utilisation": plotting.batch_panels(batch, [
                 ("latency_ms_mean", "Average time per batch (ms)", "Average inference time per batch"),
-                ("gpu_util_pct", plotting.label_for("gpu_util_pct"), "GPU utilisation")]),
+                ("gpu_util_pct", plotting.label_for("gpu_util_pct"), "GPU utilisation")], linear=linear),
             "01_time_breakdown": _breakdown(_ok(df, "breakdown")), "01_roofline": _roofline(roof)}

@@ -30,7 +30,7 @@ import seaborn as sns
 import torch
 
 from cnnlab import config, data, ddp, models, plotting, studies
-from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, judge, trend
+from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, joined, judge, trend
 from cnnlab.profiling import derived, store_file
 from cnnlab.studies import Experiment, Parameter
 
@@ -263,9 +263,9 @@ def _verdict(parts: list[tuple[str, tuple]], timed: bool, ok: pd.DataFrame) -> t
     """all_of the parts' verdicts, the failed parts named in the note; inconclusive for times measured once."""
     held, note = all_of(*(v for _, v in parts))
     failed = [label for label, (h, _) in parts if h is False]
-    note = "; ".join(filter(None, [note, f"did not hold at {', '.join(failed)}" if failed else ""]))
+    note = joined(note, f"did not hold at {', '.join(failed)}" if failed else "")
     if timed and _once(ok) and held is not None:
-        return INCONCLUSIVE, "; ".join(filter(None, [ONCE, note]))
+        return INCONCLUSIVE, joined(ONCE, note)
     return held, note
 
 
@@ -276,7 +276,7 @@ def _claim(claim: str, paper: str, parts, texts, device: str, reason: str, crite
         return Claim(claim, paper, "not measured", None, device, criterion=criterion, note=reason)
     held, note = _verdict(parts, timed, ok)
     return Claim(claim, paper, "; ".join(texts), held, device, criterion=criterion,
-                 note="; ".join(filter(None, [expectation, note])))
+                 note=joined(expectation, note))
 
 
 def _falls(ok, metric, along, within, unit, name=None):
@@ -294,7 +294,7 @@ def _falls(ok, metric, along, within, unit, name=None):
 
 def _runtime_trend(ok, metric, along, within):
     parts, texts, steps = _falls(ok, metric, along, within, " ms")
-    expectation = "; ".join(filter(None, steps))
+    expectation = joined(*steps)
     return parts, texts, (f"arithmetic: the per-epoch total is time per step x steps per rank, and the steps fall "
                           f"({expectation}), so it falls unless the time per step grows by more" if expectation else "")
 
@@ -488,10 +488,10 @@ def _cpu_memory(ok: pd.DataFrame, device: str) -> Claim:
         f"{metric} per sample (bytes allocated per epoch per rank / samples per rank, KiB): "
         f"largest / smallest over batch sizes and process counts < {CPU_MEMORY_SPREAD:.2f} at every data fraction "
         f"(every point within +-25% of one value) ({COUNT_NOISE})", ok,
-        expectation="; ".join(filter(None, [
+        expectation=joined(
             "arithmetic: bytes per epoch per rank = bytes per sample x samples per rank, and the samples per rank "
             "are the data / processes: per epoch they fall with more processes by construction, so they are judged "
-            "per sample", note])))
+            "per sample", note))
 
 
 def _samples_per_rank(row) -> float:
@@ -523,8 +523,7 @@ def _gpu_memory(ok: pd.DataFrame, device: str, reason) -> list[Claim]:
                     "bytes per sample do")
     peaks = _peaks_fell(ok, "max_gpu_mem_mib")
     if peaks:
-        more_gpus.note = "; ".join(filter(None, [more_gpus.note, f"{peaks} (a peak cannot fall at a fixed batch per "
-                                                                 f"GPU)"]))
+        more_gpus.note = joined(more_gpus.note, f"{peaks} (a peak cannot fall at a fixed batch per GPU)")
     return [more_gpus, larger_batches]
 
 
@@ -553,37 +552,21 @@ def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
     if len(noted):
         kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in noted.iterrows())
         for check in checks:
-            check.note = "; ".join(filter(None, [check.note, kept]))
+            check.note = joined(check.note, kept)
     return checks
 
 
 def _plot_metric(df: pd.DataFrame, metric: str):
     """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count;
     a metric not measured on this device (e.g. CUDA time on a CPU) gets panels that say why."""
-    ok = df[(df["status"] == "ok") & df[metric].notna()]
-    fractions = sorted(df["data_fraction"].unique(), reverse=True)
-    # one y scale for all panels, unless a panel says why it is empty (it has no y ticks)
-    fig, axes = plotting.plt.subplots(1, len(fractions), figsize=(4.2 * len(fractions), 3.4), squeeze=False,
-                                      sharey=set(fractions) <= set(ok["data_fraction"]))
-    for ax, fraction in zip(axes[0], fractions):
-        part = ok[ok["data_fraction"] == fraction]
-        ax.set_title(f"data fraction {fraction:g}")
-        ax.set_xlabel("Batch size per process")
-        if part.empty:
-            rows = df[df["data_fraction"] == fraction]  # a point that did not run says why in error
-            reasons = rows[MISSING_REASON[metric]].fillna(rows["error"]).dropna() if metric in MISSING_REASON else []
-            plotting.missing_panel(ax, f"not measured:\n{reasons.iloc[0] if len(reasons) else 'no successful point'}")
-            ax.set_xticks([])
-            ax.grid(False)
-        else:
-            sns.lineplot(data=part, x="batch_size_per_rank", y=metric, hue="world_size", style="world_size",
-                         markers=True, dashes=False, palette=plotting.PALETTE, ax=ax)
-            plotting.log2_batch_axis(ax, values=sorted(part["batch_size_per_rank"].unique()),
-                                     label="Batch size per process")
-            ax.legend(title="processes")
-        ax.set_ylabel(METRICS[metric])
-    fig.tight_layout()
-    return fig
+    def why(rows):  # a point that did not run says why in error
+        reasons = rows[MISSING_REASON[metric]].fillna(rows["error"]).dropna() if metric in MISSING_REASON else []
+        return reasons.iloc[0] if len(reasons) else "no successful point"
+
+    return plotting.panel_per_value(df, df[(df["status"] == "ok") & df[metric].notna()], "data_fraction",
+                                    "batch_size_per_rank", metric, "world_size", title=lambda f: f"data fraction {f:g}",
+                                    xlabel="Batch size per process", ylabel=METRICS[metric], legend="processes",
+                                    why=why, reverse=True)
 
 
 def _plot_scaling(df: pd.DataFrame):

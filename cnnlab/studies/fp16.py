@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config, data, models, plotting, studies, train
-from cnnlab.claims import NOISE_RULE, Claim, Spread, all_of, judge
+from cnnlab.claims import NOISE_RULE, Claim, Spread, all_of, joined, judge
 from cnnlab.profiling import benchmark, free_memory, memory, wall_time
 from cnnlab.studies import Experiment, Parameter
 
@@ -307,8 +307,8 @@ def _slowdown_claim(ok: pd.DataFrame, dev: str) -> Claim:
     ours = (f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: {ratio.text('.2f', 'x')} "
             f"({a.text('.3g', ' ms')} vs {f.text('.3g', ' ms')})")
     repeats = ok["repeats"].dropna() if "repeats" in ok else pd.Series(dtype=float)
-    note = "; ".join(n for n in (note, f"p10-p90 of {int(repeats.min())} timed batches" if len(repeats) else "",
-                                 "on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "") if n)
+    note = joined(note, f"p10-p90 of {int(repeats.min())} timed batches" if len(repeats) else "",
+                  "on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "")
     return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
 
 
@@ -344,10 +344,8 @@ def figures(df: pd.DataFrame) -> dict:
     fig4, (left, right) = plotting.plt.subplots(1, 2, figsize=(9, 4))
     for ax, col, fmt, title, unit in ((left, "accuracy_pct", "%.2f", "Test accuracy", "%"),
                                       (right, "loss", "%.4f", "Test loss", "cross-entropy, nats")):
-        sns.barplot(data=acc, x="precision", y=col, hue="precision", ax=ax, legend=False)
-        for bars in ax.containers:
-            ax.bar_label(bars, fmt=fmt, fontsize=9)
-        ax.set(xlabel="Precision", ylabel=f"{title} ({unit})", title=title)
+        plotting.bars(ax, acc, "precision", col, f"{title} ({unit})", values=fmt, fontsize=9)
+        ax.set(xlabel="Precision", title=title)
     left.set_ylim(0, 105)
     if len(acc):
         fig4.suptitle(f"{acc['dataset'].iloc[0]} test set ({int(acc['num_examples'].iloc[0])} images, "

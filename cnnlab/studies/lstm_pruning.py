@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, judge
+from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, joined, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, memory, profile_ops, wall_time
 from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter, tables
@@ -408,7 +408,7 @@ def _loader_claims(loaders: pd.DataFrame, device: str) -> list[Claim]:
     checks = [Claim("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
                     "batch_size=128\"", "training epoch per num_workers: " + ours, held, device,
                     criterion="(num_workers=w epoch time) / (num_workers=0 epoch time) > 1 for every w > 0 at every "
-                    f"batch size measured ({rule})", note="; ".join(n for n in (note, capped) if n))]
+                    f"batch size measured ({rule})", note=joined(note, capped))]
     # each batch size at its fastest num_workers (the lowest median), with that point's range
     best = {b: min((w for bb, w in times if bb == b), key=lambda w: median[(b, w)]) for b in batches}
     target = PAPER["best_batch_size"]
@@ -424,13 +424,12 @@ def _loader_claims(loaders: pd.DataFrame, device: str) -> list[Claim]:
         held, note = all_of(*(judge(times[(b, best[b])] / times[(target, best[target])], ">", 1.0)
                               for b in batches if b != target))
         if max(batches) == target:
-            note = "; ".join(n for n in (note, f"{target} is the largest batch size measured: a larger one might be "
-                                         "faster") if n)
+            note = joined(note, f"{target} is the largest batch size measured: a larger one might be faster")
     checks.append(Claim(f"batch size {target} gives the fastest training epoch", "\"Optimal parameters are "
                         "num_workers=0, batch_size=128. Due to a memory overhead?\"", by_batch, held, device,
                         criterion=f"(batch size b epoch time) / (batch size {target} epoch time) > 1 for every other b "
                         f"measured, each at its fastest num_workers ({rule})",
-                        note="; ".join(n for n in (note, capped) if n)))
+                        note=joined(note, capped)))
     return checks
 
 
@@ -455,9 +454,9 @@ def _pruning_claims(sens: pd.DataFrame, chosen: float, device: str) -> list[Clai
                             "no fine-tuning)", held, device,
                             criterion=f"dense accuracy - lowest accuracy at a ratio up to {chosen:g} < "
                             f"{SENSITIVITY_PP:g} pp (the paper's spread {low}-{high}, read as accuracy; {exact})",
-                            note="; ".join(n for n in (note, "if the paper's quantity is accuracy, 0.49-0.52 is chance "
-                                           "level for balanced sentiment: its scan may have measured a model that no "
-                                           "longer worked") if n)))
+                            note=joined(note, "if the paper's quantity is accuracy, 0.49-0.52 is chance level for "
+                                        "balanced sentiment: its scan may have measured a model that no longer "
+                                        "worked")))
     at = ok[(ok["ratio"] - chosen).abs() < 1e-9].set_index("method")["accuracy_pct"]
     ours = ", ".join(f"{m}: {a:.1f}%" for m, a in at.items() if m != "units")
     checks.append(Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
@@ -501,10 +500,10 @@ def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
                             paper_headline, f"train epoch + test pass {change['overall_s']} s ({shown('overall_s')})",
                             held, device, criterion=f"dense / pruned (train epoch + test pass) time > "
                             f"{PAPER_SPEEDUP:.2f} (the paper's {PAPER_TRAIN_TEST[0]:.2f} / {PAPER_TRAIN_TEST[1]:.2f} s; "
-                            f"{rule})", note="; ".join(n for n in (
+                            f"{rule})", note=joined(
                                 note, f"ratio {chosen:g}; the paper's overall 2.04x is not judged: "
                                 f"{rest[0]:.2f} -> {rest[1]:.2f} s of it are neither its training, validation nor test "
-                                "time and the slides do not say what they are; we run no validation split") if n)))
+                                "time and the slides do not say what they are; we run no validation split")))
         if speedup["train_epoch_s"] and speedup["test_epoch_s"]:
             held, note = all_of(judge(speedup["train_epoch_s"], ">", 1.0, fmt=".2f", unit="x"),
                                 judge(speedup["test_epoch_s"], ">", 1.0, fmt=".2f", unit="x"))
@@ -516,7 +515,7 @@ def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
                             f"{change['test_epoch_s']} s ({shown('test_epoch_s')}), inference batch "
                             f"{change['latency_ms_median']} ms", held, device,
                             criterion=f"dense / pruned train-epoch time > 1 and dense / pruned test-pass time > 1 "
-                            f"({rule})", note="; ".join(n for n in (note, f"ratio {chosen:g}") if n)))
+                            f"({rule})", note=joined(note, f"ratio {chosen:g}")))
         held, note = judge(Spread.exact(row["train_step_peak_mem_mib"]), "<", float(dense["train_step_peak_mem_mib"]),
                            fmt=".1f", unit=" MiB")
         checks.append(Claim(f"pruning by {words} cuts memory",
@@ -525,10 +524,10 @@ def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
                             f"non-zero parameters {change['nonzero_params']}; saved size {change['size_mb']} "
                             f"MB; training-step peak {change['train_step_peak_mem_mib']} MiB", held, device,
                             criterion="pruned < dense peak memory of a training step (noise: none, the bytes of the "
-                            "tensors held and allocated are exact)", note="; ".join(n for n in (note, f"ratio {chosen:g}; "
+                            "tensors held and allocated are exact)", note=joined(note, f"ratio {chosen:g}; "
                             + ("a masked weight keeps its shape (and its mask and original are kept too): fewer "
                                "non-zeros alone save no memory" if variant.startswith("masked")
-                               else "removed units shrink every LSTM tensor")) if n)))
+                               else "removed units shrink every LSTM tensor"))))
     return checks
 
 

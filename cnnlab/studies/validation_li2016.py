@@ -364,7 +364,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
 
     def add(claim, paper, ours, verdict, criterion, note=""):
         held, overlap = verdict
-        notes = "; ".join(n for n in (overlap, note) if n)
+        notes = claims.joined(overlap, note)
         checks.append(Claim(claim, paper, ours=ours, held=held, device=dev, criterion=f"{criterion} {rule_of}",
                             note=notes))
 
