@@ -100,6 +100,126 @@ def plain_log_ticks(ax, axis: str = "y") -> None:
     target.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
+def whiskers(ax, x, median, low, high, **style):
+    """Whiskers from ``low`` to ``high`` around ``median`` at ``x`` (cnnlab's p10-p90 of a timing), no marker;
+    ``style`` goes to ``ax.errorbar`` (``ecolor``, ``capsize``, ``lw``). Returns the ErrorbarContainer."""
+    return ax.errorbar(x, median, yerr=[median - low, high - median], fmt="none", **style)
+
+
+def bar_whiskers(ax, df, x: str, order, hue: str, hue_order, y: str, low: str, high: str, **style) -> None:
+    """:func:`whiskers` on the bars ``sns.barplot(data=df, x=x, order=order, hue=hue, hue_order=hue_order)`` drew
+    on ``ax``: for each bar, ``df``'s ``low``-``high`` columns around its ``y`` (one row per ``x`` and ``hue``)."""
+    for container, value in zip(ax.containers, hue_order):  # one bar container per hue value, in hue_order
+        rows = df[df[hue] == value].set_index(x).reindex(order)
+        centres = [bar.get_x() + bar.get_width() / 2 for bar in container]
+        whiskers(ax, centres, rows[y].to_numpy(dtype=float), rows[low].to_numpy(dtype=float),
+                 rows[high].to_numpy(dtype=float), **style)
+
+
+def bars(ax, df, x: str, y: str, ylabel: str, errors: bool = False, values: bool | str = False,
+         fontsize: float | None = None) -> None:
+    """Bars of ``y`` per ``x`` (one colour each, no legend), with their ``values`` written on them (``True``: "%.3g",
+    or a format such as "%.2f", in ``fontsize``) and, with ``errors``, p10-p90 :func:`whiskers` from the columns
+    named like ``y`` with ``_p10``/``_p90`` for ``_median`` (``latency_ms_median`` -> ``latency_ms_p10``)."""
+    sns.barplot(data=df, x=x, y=y, hue=x, ax=ax, legend=False)
+    for container in ax.containers if values else ():
+        ax.bar_label(container, fmt="%.3g" if values is True else values,
+                     **({} if fontsize is None else {"fontsize": fontsize}))
+    if errors:
+        stem = y.removesuffix("_median")
+        whiskers(ax, range(len(df)), df[y], df[f"{stem}_p10"], df[f"{stem}_p90"], ecolor="black", capsize=3)
+    ax.set(xlabel="", ylabel=ylabel)
+
+
+def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", linear: dict | None = None):
+    """A figure of panels stacked against batch size (shared base-2 log x axis), one per ``(column, y label,
+    title)`` of ``panels``: a line per ``hue`` value (legend in the top panel only), log y axes except the columns
+    in ``linear`` (column -> y limits, e.g. utilisation 0-100%). A column with no values says so in its panel,
+    with the reasons in ``df``'s ``<column less its unit>_missing_reason`` (``gpu_util_pct`` ->
+    ``gpu_util_missing_reason``). Returns the figure."""
+    import pandas as pd
+
+    linear = linear or {}
+    sizes = sorted(set(df["batch_size"]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 4 * len(panels)), sharex=True)
+    for ax, (col, ylabel, title) in zip(axes, panels):
+        ax.set_title(title)
+        d = df.dropna(subset=[col])
+        if d.empty:
+            reasons = "; ".join(df.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
+            missing_panel(ax, f"{title} not measured on this device:\n{reasons or 'not measured'}")
+        else:
+            sns.lineplot(data=d, x="batch_size", y=col, hue=hue, style=hue, markers=True, dashes=False, ax=ax)
+            if col in linear:
+                ax.set_ylim(*linear[col])
+            else:
+                ax.set_yscale("log")
+                plain_log_ticks(ax)
+            ax.set_ylabel(ylabel)
+            if ax is not axes[0]:
+                ax.get_legend().remove()
+        log2_batch_axis(ax, values=sizes)
+    fig.tight_layout()
+    return fig
+
+
+def panel_per_value(df, ok, by: str, x: str, y: str, hue: str, *, title: Callable, xlabel: str, ylabel: str,
+                    legend: str, why: Callable, reverse: bool = False):
+    """A row of panels, one per value of ``df[by]`` (sorted, descending with ``reverse``; ``title(value)`` on
+    each): ``y`` against ``x`` on a base-2 log axis labelled ``xlabel``, a line per ``hue`` value (legend titled
+    ``legend``), drawn from ``ok`` (``df``'s measured rows). A value with no rows in ``ok`` gets a panel that says
+    why, ``why(df's rows at that value)``; the panels share one y scale unless one of them is empty. Returns the
+    figure."""
+    values = sorted(df[by].unique(), reverse=reverse)
+    # one y scale for all panels, unless a panel says why it is empty (it has no y ticks)
+    fig, axes = plt.subplots(1, len(values), figsize=(4.2 * len(values), 3.4), squeeze=False,
+                             sharey=set(values) <= set(ok[by]))
+    for ax, value in zip(axes[0], values):
+        part = ok[ok[by] == value]
+        ax.set_title(title(value))
+        ax.set_xlabel(xlabel)
+        if part.empty:
+            missing_panel(ax, f"not measured:\n{why(df[df[by] == value])}")
+            ax.set_xticks([])
+            ax.grid(False)
+        else:
+            sns.lineplot(data=part, x=x, y=y, hue=hue, style=hue, markers=True, dashes=False, palette=PALETTE, ax=ax)
+            log2_batch_axis(ax, values=sorted(part[x].unique()), label=xlabel)
+            ax.legend(title=legend)
+        ax.set_ylabel(ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def roofline(intensity, gflop_per_s, labels, roofs: dict[str, float], bandwidth_gb_per_s: float, title: str):
+    """Roofline figure: achieved GFLOP/s against arithmetic intensity (FLOP/byte), both log, one dot per point
+    (``labels`` in the legend), under one dashed roof per ``roofs`` entry (name -> peak GFLOP/s):
+    min(peak, intensity x ``bandwidth_gb_per_s``), as below the ridge point a kernel is bound by bandwidth. With no
+    roofs (peaks unknown) the dots get room around them and the title says why (``title``). Returns the figure."""
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for i, (x, y, label) in enumerate(zip(intensity, gflop_per_s, labels)):
+        ax.scatter(x, y, s=60, zorder=3, color=plt.get_cmap("tab10")(i % 10), label=label)
+    ax.set(xscale="log", yscale="log")
+    bw = bandwidth_gb_per_s
+    if roofs:
+        x = np.asarray(intensity, dtype=float)
+        ai = np.logspace(np.log10(min(np.nanmin(x) / 4, 0.5)), np.log10(max(np.nanmax(x) * 4, 1e3)), 200)
+        for label, peak in roofs.items():
+            ax.plot(ai, np.minimum(peak, ai * bw), "--", label=f"roof {label}: {peak / 1e3:g} TFLOP/s, {bw:g} GB/s")
+        ax.set_title(title)
+    else:
+        ax.margins(x=0.4, y=0.4)
+        ax.set_title(title, fontsize=11)
+    for axis in "xy":
+        plain_log_ticks(ax, axis)
+    ax.legend(fontsize=8, loc="best")
+    ax.set(xlabel=label_for("arithmetic_intensity_flop_per_byte"), ylabel=label_for("achieved_gflop_per_s"))
+    fig.tight_layout()
+    return fig
+
+
 def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, Path]:
     """Save ``fig`` as ``<outdir>/<name>.png`` and ``<outdir>/<name>.svg``; return both paths.
 
@@ -145,5 +265,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
                          "again")
 
 
-__all__ = ["PALETTE", "UNITS", "label_for", "log2_batch_axis", "missing_panel", "plain_log_ticks", "plt", "save_figure",
-           "set_theme", "write_atomic"]
+__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "label_for", "log2_batch_axis",
+           "missing_panel", "panel_per_value", "plain_log_ticks", "plt", "roofline", "save_figure", "set_theme",
+           "whiskers", "write_atomic"]

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from cnnlab import plotting  # noqa: E402
 from cnnlab.plotting import label_for, log2_batch_axis, save_figure, set_theme  # noqa: E402
 
 
@@ -71,3 +72,99 @@ def test_set_theme_applies_one_style():
     assert plt.rcParams["savefig.dpi"] == 150
     first = plt.rcParams["axes.prop_cycle"].by_key()["color"][0]
     assert matplotlib.colors.to_hex(first) == matplotlib.colors.to_hex(sns.color_palette("colorblind")[0])
+
+
+def test_whiskers_span_low_to_high_around_the_median():
+    import numpy as np
+
+    fig, ax = plt.subplots()
+    median, low, high = np.array([2.0, 5.0]), np.array([1.0, 4.5]), np.array([4.0, 5.0])
+    container = plotting.whiskers(ax, [0, 1], median, low, high, capsize=3)
+    (segments,) = container.lines[2]
+    spans = [tuple(seg[:, 1]) for seg in segments.get_segments()]
+    assert spans == [(1.0, 4.0), (4.5, 5.0)]
+    assert container.lines[0] is None  # fmt="none": no marker, no line through the medians
+    plt.close(fig)
+
+
+def test_bars_label_values_and_draw_p10_p90_whiskers_from_the_median_column():
+    import pandas as pd
+
+    df = pd.DataFrame({"method": ["a", "b"], "latency_ms_median": [2.0, 3.0], "latency_ms_p10": [1.5, 2.0],
+                       "latency_ms_p90": [2.5, 3.5]})
+    fig, ax = plt.subplots()
+    plotting.bars(ax, df, "method", "latency_ms_median", "Latency (ms)", errors=True, values="%.1f", fontsize=7)
+    assert [t.get_text() for t in ax.texts] == ["2.0", "3.0"] and ax.texts[0].get_fontsize() == 7
+    assert [round(p.get_height(), 6) for p in ax.patches] == [2.0, 3.0]
+    (segments,) = ax.containers[-1].lines[2]
+    assert [tuple(seg[:, 1]) for seg in segments.get_segments()] == [(1.5, 2.5), (2.0, 3.5)]
+    assert ax.get_ylabel() == "Latency (ms)" and ax.get_xlabel() == "" and ax.get_legend() is None
+    plt.close(fig)
+
+
+def test_bar_whiskers_sit_on_their_hue_bars():
+    import pandas as pd
+
+    df = pd.DataFrame({"model": ["m1", "m2", "m1", "m2"], "variant": ["x", "x", "y", "y"],
+                       "t_median": [1.0, 2.0, 3.0, 4.0], "t_p10": [0.5, 1.5, 2.5, 3.5], "t_p90": [1.5, 2.5, 3.5, 4.5]})
+    fig, ax = plt.subplots()
+    sns.barplot(data=df, x="model", y="t_median", order=["m1", "m2"], hue="variant", hue_order=["y", "x"], ax=ax,
+                errorbar=None)
+    bars_of = {v: [b.get_x() + b.get_width() / 2 for b in c] for v, c in zip(["y", "x"], ax.containers)}
+    plotting.bar_whiskers(ax, df, "model", ["m1", "m2"], "variant", ["y", "x"], "t_median", "t_p10", "t_p90")
+    for container, variant in zip(ax.containers[2:], ["y", "x"]):
+        (segments,) = container.lines[2]
+        assert [seg[0, 0] for seg in segments.get_segments()] == bars_of[variant]
+        want = df[df["variant"] == variant].set_index("model").loc[["m1", "m2"]]
+        assert [tuple(seg[:, 1]) for seg in segments.get_segments()] == list(zip(want["t_p10"], want["t_p90"]))
+    plt.close(fig)
+
+
+def test_batch_panels_log_y_linear_columns_and_a_panel_that_says_why_it_is_empty():
+    import pandas as pd
+
+    df = pd.DataFrame({"model": ["a", "a", "b", "b"], "batch_size": [1, 4, 1, 4], "time_s": [1.0, 3.0, 2.0, 5.0],
+                       "util_pct": [20.0, 80.0, 30.0, 90.0], "mem_mib": [float("nan")] * 4,
+                       "mem_missing_reason": ["no CUDA"] * 4})
+    fig = plotting.batch_panels(df, [("time_s", "Time (s)", "Time"), ("util_pct", "Util (%)", "Util"),
+                                     ("mem_mib", "Memory (MiB)", "Memory")], linear={"util_pct": (0, 100)})
+    time, util, mem = fig.axes
+    assert time.get_yscale() == "log" and util.get_yscale() == "linear" and util.get_ylim() == (0, 100)
+    assert time.get_legend() is not None and util.get_legend() is None  # the legend once, in the top panel
+    assert "Memory not measured on this device:\nno CUDA" in [t.get_text() for t in mem.texts]
+    assert list(mem.get_xticks()) == [1, 4] and mem.get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_roofline_draws_min_of_peak_and_bandwidth_roofs_or_says_why_there_are_none():
+    import numpy as np
+
+    fig = plotting.roofline([2.0, 50.0], [100.0, 900.0], ["a", "b"], {"FP32": 1000.0}, 100.0, "Roofline: dev")
+    ax = fig.axes[0]
+    (roof,) = ax.get_lines()
+    x, y = roof.get_data()
+    assert np.allclose(y, np.minimum(1000.0, x * 100.0)) and x.min() <= 0.5 and x.max() >= 1e3
+    assert ax.get_title() == "Roofline: dev" and ax.get_xscale() == ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b", "roof FP32: 1 TFLOP/s, 100 GB/s"]
+    assert ax.get_xlabel() == "Arithmetic intensity (FLOP/byte)" and ax.get_ylabel() == "Achieved (GFLOP/s)"
+    plt.close(fig)
+    fig = plotting.roofline([2.0], [100.0], ["a"], {}, float("nan"), "no roof lines: peaks unknown")
+    assert fig.axes[0].get_lines() == [] and fig.axes[0].get_title() == "no roof lines: peaks unknown"
+    plt.close(fig)
+
+
+def test_panel_per_value_says_why_a_value_has_no_measured_rows():
+    import pandas as pd
+
+    df = pd.DataFrame({"f": [1.0, 1.0, 0.5, 0.5], "b": [2, 8, 2, 8], "t_ms": [3.0, 9.0, None, None], "w": [1, 1, 1, 1],
+                       "error": [None, None, "out of memory", None]})
+    ok = df[df["t_ms"].notna()]
+    fig = plotting.panel_per_value(df, ok, "f", "b", "t_ms", "w", title=lambda v: f"f {v:g}", xlabel="Batch",
+                                   ylabel="Time (ms)", legend="processes", reverse=True,
+                                   why=lambda rows: rows["error"].dropna().iloc[0])
+    full, empty = fig.axes
+    assert [full.get_title(), empty.get_title()] == ["f 1", "f 0.5"]  # descending
+    assert list(full.get_xticks()) == [2, 8] and full.get_legend().get_title().get_text() == "processes"
+    assert [t.get_text() for t in empty.texts] == ["not measured:\nout of memory"] and list(empty.get_xticks()) == []
+    assert full.get_ylabel() == empty.get_ylabel() == "Time (ms)"
+    plt.close(fig)

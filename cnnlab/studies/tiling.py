@@ -34,8 +34,7 @@ import torch.nn.functional as F
 from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
-from cnnlab.profiling import (benchmark, combine_rounds, derived, free_memory, memory_over_time, resident_bytes,
-                              time_spread, wall_time)
+from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import Experiment, Parameter
 
@@ -151,8 +150,8 @@ def tile_point(round, method, tile, *, model, image_size, batch_size, until, spa
     columns for a batch already on the device (latency_ms_* per batch: Fig. 6's inference time; first_call_ms,
     where Triton compiles on a GPU; peak_mem_alloc_mib; gpu_util_pct over NVML samples inside the timed loop, NaN on
     a CPU with the reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average
-    of the tensor memory allocated during one pass, ``profiling.memory_over_time``: Fig. 6's average memory; weighted
-    by device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
+    of the tensor memory allocated during one pass, ``profiling.memory.average_memory``: Fig. 6's average memory; by
+    device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
     largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (on a GPU the median, least
     and most of :data:`UTIL_ROUNDS` timed loops' utilisation, gpu_util_rounds of them)."""
     free_memory()
@@ -169,17 +168,12 @@ def tile_point(round, method, tile, *, model, image_size, batch_size, until, spa
     utils = [m.gpu_util_pct] + [benchmark(net, x, device=dev, warmup=0, repeats=repeats).gpu_util_pct
                                 for _ in range(UTIL_ROUNDS - 1 if dev.type == "cuda" else 0)]
     utils = [u for u in utils if not math.isnan(u)]
-    resident = (torch.cuda.memory_allocated(dev) if dev.type == "cuda" else resident_bytes(net, [x])) / MIB
-    timelines = [memory_over_time(step, dev) for _ in range(AVG_MEM_REPEATS)]
-    avgs = [t["avg_bytes"] / MIB if t["events"] else math.nan for t in timelines]
-    avg = float(np.median(avgs))  # NaN if any pass recorded no event
+    resident = memory.resident_now(dev, net, [x])
+    mem = memory.average_memory(step, dev, resident=resident, repeats=AVG_MEM_REPEATS)  # NaN if a pass saw no event
     return {**m.as_row(), "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
             "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
-            "gpu_util_rounds": len(utils), "tile_px": _px(tile), "avg_mem_mib": resident + avg,
-            "avg_mem_mib_low": resident + float(np.min(avgs)), "avg_mem_mib_high": resident + float(np.max(avgs)),
-            "avg_mem_repeats": AVG_MEM_REPEATS, "avg_mem_increment_mib": avg,
-            "avg_mem_weighting": timelines[0]["weighting"],
-            "avg_mem_missing_reason": None if timelines[0]["events"] else "the profiler recorded no allocator events",
+            "gpu_util_rounds": len(utils), "tile_px": _px(tile), **mem, "avg_mem_repeats": AVG_MEM_REPEATS,
+            "avg_mem_increment_mib": mem["avg_mem_mib"] - resident / MIB,
             "image_size": image_size, "until": until if spatial else None,
             "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
 
