@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, throughput, trend
+from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, throughput_gain, trend
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot, profile_ops,
                               roofline_point, snapshot_file, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -352,10 +352,8 @@ def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
         ones = g[g["batch_size"] == 1]
         if ones.empty:
             continue
-        rates = {i: throughput(r) for i, r in g.iterrows()}
-        best = max(rates, key=lambda i: rates[i].value)
-        gains[m] = (Spread.exact(1.0) if best == ones.index[0] else rates[best] / rates[ones.index[0]],
-                    int(g.loc[best, "batch_size"]))
+        gain, _, best = throughput_gain(g, ones.index[0])
+        gains[m] = (gain, int(g.loc[best, "batch_size"]))
     return _judged(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
                    "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
                    f"images/s at the best batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model (images/s = batch "

@@ -15,7 +15,7 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.studies import Experiment, Parameter
-from cnnlab.claims import NOISE_RULE, Claim, Spread, judge, throughput
+from cnnlab.claims import NOISE_RULE, Claim, judge, throughput_gain
 from cnnlab.profiling import benchmark, profile_ops, trace_file, trace_folder
 
 
@@ -86,12 +86,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     if ok.empty:
         return [Claim(claim, paper, "not measured", None, str(device), criterion=criterion,
                       note="no batch size was measured")]
-    rates = {i: throughput(r) for i, r in ok.iterrows()}
-    best_i = max(rates, key=lambda i: rates[i].value)
     first_i = ok["batch_size"].idxmin()
+    gain, rates, best_i = throughput_gain(ok, first_i)
     best, first = ok.loc[best_i], ok.loc[first_i]
-    # the same point against itself: exactly 1x, not the ratio of its interval to itself
-    gain = Spread.exact(1.0) if best_i == first_i else rates[best_i] / rates[first_i]
     held, note = judge(gain, ">", THROUGHPUT_GAIN, fmt=".3g", unit="x")
     threads = f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else ""
     return [Claim(claim, paper,
