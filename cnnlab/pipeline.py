@@ -6,7 +6,9 @@ copies keep their figures (Jupyter's inline backend): ``make report`` links them
 A failing notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
 ``make figures`` passes its NB=, PRESET= and P= in the environment (``CNNLAB_MAKE_NOTEBOOK``, ``CNNLAB_MAKE_PRESET``,
 ``CNNLAB_PARAMS``), so that no shell parses them; the preset is ``--preset``, else make's PRESET=, else
-``$CNNLAB_PRESET``, else quick.
+``$CNNLAB_PRESET``, else quick. While a notebook runs, a line says every ``$CNNLAB_PROGRESS_EVERY`` seconds (10)
+which cell runs and how far its sweep or training has got (:class:`Watch`, :mod:`cnnlab.profiling.progress`):
+plain lines, readable in a CI log.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
 import os
 import re
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 from cnnlab import paths
+from cnnlab.profiling import progress
 from cnnlab.profiling.store import remove_stores
 
 NOTEBOOKS = paths.base() / "notebooks"
@@ -116,6 +122,58 @@ def _environment(**values: str):
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _kernel_manager(folder: Path):
+    """The notebook's kernel, reached over local IPC sockets in ``folder`` instead of TCP on localhost: no port is
+    opened, and ipykernel has no "running over TCP without encryption" warning to print (POSIX; TCP elsewhere).
+    Shut down on exit (nbclient leaves a kernel it did not start running)."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's own kind: it notices a kernel that died
+    from jupyter_core.utils import run_sync
+
+    ipc = os.name == "posix"
+    km = AsyncKernelManager(kernel_name="python3", transport="ipc" if ipc else "tcp",
+                            **({"ip": str(folder / "kernel")} if ipc else {}))
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+
+
+class Watch:
+    """Prints, every ``every`` seconds while a notebook runs, which cell runs and what the sweep or training in it
+    last wrote to the progress file (:mod:`cnnlab.profiling.progress`): "[cnnlab] 05_ddp_scaling, cell 9 of 24
+    (1:40 in): ddp configurations: 2/4 (...), 1:10 elapsed, about 1:10 left". ``on_cell_start`` is nbclient's hook."""
+
+    def __init__(self, notebook: str, cells: int, progress_file: Path, every: float):
+        self.notebook, self.cells, self.file, self.every = notebook, cells, progress_file, every
+        self.cell, self.started = 0, time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def on_cell_start(self, cell, cell_index, **_):
+        self.cell = cell_index + 1
+        self.file.unlink(missing_ok=True)  # a finished sweep's line is not this cell's
+
+    def line(self) -> str:
+        elapsed = progress._clock(time.monotonic() - self.started)
+        state = progress.read(self.file)
+        what = progress.describe(state) if state else "running"
+        return f"[cnnlab] {self.notebook}, cell {self.cell} of {self.cells} ({elapsed} in): {what}"
+
+    def _loop(self):
+        while not self._stop.wait(self.every):
+            print(self.line(), flush=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
 def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -128,10 +186,16 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
             remove_stores(output_dir(nb.stem))  # stored points would be reused; a running sweep is waited for
         start = time.perf_counter()
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
+        every = float(os.environ.get("CNNLAB_PROGRESS_EVERY", "10"))
+        cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
         try:
-            with _environment(MPLBACKEND=INLINE_BACKEND):  # the kernel inherits this process's environment
+            with tempfile.TemporaryDirectory() as tmp, Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as \
+                    watch, _kernel_manager(Path(tmp)) as km, \
+                    _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)}):
+                # the kernel inherits this process's environment
                 papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
-                                           parameters=parameters or {}, progress_bar=False, log_output=False)
+                                           parameters=parameters or {}, progress_bar=False, log_output=False,
+                                           on_cell_start=watch.on_cell_start, km=km)
         except PapermillExecutionError as err:
             print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
                   f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)

@@ -20,12 +20,12 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from cnnlab import data
 from cnnlab import models
 from cnnlab.data.storage import DamagedFileError, data_root, read_or_explain, save_or_warn
 from cnnlab.profiling import wall_time
+from cnnlab.profiling.progress import Progress
 
 SCHEDULES = ("cosine", "step", "constant")
 
@@ -173,7 +173,9 @@ def fit(model, loader, optimizer, *, epochs: int, device="cpu", scheduler=None, 
     amp = amp and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda") if amp else None
     rows = []
-    for epoch in tqdm(range(epochs), desc=desc, disable=not progress):
+    bar = Progress(epochs, desc=desc or "training (epochs)", show=progress)
+    for epoch in range(epochs):
+        bar.at(f"epoch {epoch + 1}")
         if before_epoch is not None:
             before_epoch(epoch)
         model.train()
@@ -196,6 +198,8 @@ def fit(model, loader, optimizer, *, epochs: int, device="cpu", scheduler=None, 
         row = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"], "train_loss": loss_sum / count,
                "train_accuracy_pct": 100.0 * correct / count, "epoch_time_s": seconds}
         rows.append({**row, **((on_epoch(model, epoch + 1) or {}) if on_epoch is not None else {})})
+        bar.step()
+    bar.close()
     return pd.DataFrame(rows)
 
 

@@ -181,3 +181,38 @@ def test_a_dead_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
     assert pipeline.run(pipeline.find_notebooks(), "quick") == 1
     err = capsys.readouterr().err
     assert "98_dies.ipynb: its kernel died" in err and "make figures NB=98" in err
+
+
+def test_a_running_notebook_says_which_cell_runs_and_how_far_its_sweep_is(tmp_path, monkeypatch, capfd):
+    """Headless, the sweep inside a notebook is reported by the pipeline while it runs (plain lines, no carriage
+    returns), and the kernel is reached over IPC: no "running over TCP without encryption" warning, no socket file
+    left in the notebooks' folder."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time\nfrom cnnlab.profiling import sweep\n"
+                                          "df = sweep(lambda i: (time.sleep(0.4), {'x': i})[1], {'i': list(range(6))},"
+                                          " desc='six slow points')")]
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "97_slow.ipynb")
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("CNNLAB_PROGRESS_EVERY", "0.3")
+    assert pipeline.run(pipeline.find_notebooks(), "quick") == 0
+    out, err = capfd.readouterr()
+    lines = [line for line in out.splitlines() if line.startswith("[cnnlab] 97_slow, cell 1 of 1")]
+    assert any("six slow points: " in line and "/6 (i=" in line and "elapsed" in line for line in lines), out
+    assert any("left" in line for line in lines), out  # an estimate once a point is done
+    assert "\r" not in out
+    assert "without encryption" not in out + err
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["97_slow.ipynb"]
+
+
+def test_progress_lines_estimate_from_the_points_done_in_this_run():
+    from cnnlab.profiling import progress
+
+    state = {"desc": "sweep", "done": 6, "initial": 4, "total": 10, "point": "b=8", "elapsed_s": 20, "written": 100.0}
+    assert progress.describe(state, now=100.0) == "sweep: 6/10 (b=8), 0:20 elapsed, about 0:40 left"
+    assert progress.describe({**state, "done": 4}, now=105.0) == "sweep: 4/10 (b=8), 0:25 elapsed"  # none done yet
+    assert progress.read("/nonexistent/progress.json") is None

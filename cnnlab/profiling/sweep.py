@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from cnnlab import config
 from cnnlab.profiling.memory import free_memory
+from cnnlab.profiling.progress import Progress
 from cnnlab.profiling.store import Attempts, ResultStore, key_value, store_file, store_point, write_env
 
 RESERVED = ("status", "error", "point_time_s", "finished_utc")
@@ -178,10 +178,10 @@ def sweep(
                 done.add(key)
                 todo.append(p)
         failures: list[tuple[dict, str, str]] = []
-        bar = tqdm(total=len(measured), initial=len(measured) - len(todo), desc=desc, disable=not progress)
+        bar = Progress(len(measured), initial=len(measured) - len(todo), desc=desc, show=progress)
         try:
             for point in todo:
-                bar.set_postfix_str(", ".join(f"{k}={v}" for k, v in point.items()), refresh=False)
+                bar.at(", ".join(f"{k}={v}" for k, v in point.items()))
                 died = attempts.count(point)
                 if died >= KILLED_AFTER:
                     rows, status, message = _killed_row(point, died)
@@ -196,7 +196,7 @@ def sweep(
                     failures.append((point, status, message))
                     free_memory()
                 store_point(results, attempts, point, rows)
-                bar.update(1)
+                bar.step()
         finally:
             bar.close()
         if failures:

@@ -1,0 +1,94 @@
+"""How far a long loop has got, for a reader who cannot see the notebook: :class:`Progress`.
+
+In Jupyter a sweep or a training loop shows a tqdm bar in its cell. Run headless (``make figures``: papermill
+executes the notebook in a kernel whose output nobody sees until it ends), the same loop also writes its state to
+the file named by ``$CNNLAB_PROGRESS_FILE`` (JSON: what runs, done, total, elapsed seconds, the current point),
+written whole on every step; ``cnnlab.pipeline`` reads it every few seconds and prints one line. Without the
+variable nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+VARIABLE = "CNNLAB_PROGRESS_FILE"
+
+
+class Progress:
+    """A tqdm bar (``disable=not show``) over ``total`` steps, ``initial`` of them already done, that also writes its
+    state for :func:`read`. Use as a context manager; :meth:`step` after each step, :meth:`at` names the current
+    point."""
+
+    def __init__(self, total: int, *, desc: str | None = None, initial: int = 0, show: bool = True):
+        self.desc, self.total, self.initial, self.done, self.point = desc or "", total, initial, initial, ""
+        self.started = time.monotonic()
+        self.bar = tqdm(total=total, initial=initial, desc=desc, disable=not show)
+        self._write()
+
+    def at(self, point: str) -> None:
+        self.point = point
+        self.bar.set_postfix_str(point, refresh=False)
+        self._write()
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        self.bar.update(n)
+        self._write()
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _write(self) -> None:
+        path = os.environ.get(VARIABLE)
+        if not path:
+            return
+        state = {"desc": self.desc, "done": self.done, "initial": self.initial, "total": self.total, "point": self.point,
+                 "elapsed_s": round(time.monotonic() - self.started, 1), "written": time.time()}
+        tmp = Path(f"{path}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, path)
+        except OSError:  # progress is a courtesy: never the reason a measurement fails
+            tmp.unlink(missing_ok=True)
+
+
+def read(path: str | os.PathLike) -> dict | None:
+    """The state the running loop last wrote to ``path`` (None when there is none, or it cannot be read)."""
+    try:
+        state = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
+        f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def describe(state: dict, now: float | None = None) -> str:
+    """One line for ``state`` (:func:`read`): "ddp configurations: 2/4 (resnet20, batch 32), 1:10 elapsed, about
+    1:10 left"; the estimate assumes the steps left take as long as those done here (none before the first)."""
+    now = time.time() if now is None else now
+    elapsed = float(state.get("elapsed_s", 0)) + max(0.0, now - float(state.get("written", now)))
+    done, total = int(state.get("done", 0)), int(state.get("total", 0))
+    line = f"{state.get('desc') or 'running'}: {done}/{total}"
+    if state.get("point"):
+        line += f" ({state['point']})"
+    line += f", {_clock(elapsed)} elapsed"
+    started_at = int(state.get("initial", 0))
+    if 0 < done - started_at and done < total:
+        line += f", about {_clock(elapsed / (done - started_at) * (total - done))} left"
+    return line
