@@ -171,8 +171,14 @@ figures: $(STAMP)
 report: $(STAMP)
 	$(PY) -m cnnlab.report
 
+# JupyterLab on the checkout, opened at notebooks/ (build/notebooks/, the executed copies, and figures/ are one
+# level up); its URL with the token is printed. As root (Docker, Colab-like containers) it passes --allow-root.
+# LAB_ARGS="--port=8890 --no-browser" passes options through.
+LAB_ARGS ?=
+LAB_HIDDEN := ["__pycache__", "*.pyc", ".ipynb_checkpoints", "conftest.py", "*.lock", "*.attempts", "*.tmp"]
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks \
+	  --ContentsManager.hide_globs='$(LAB_HIDDEN)' $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

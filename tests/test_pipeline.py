@@ -1,6 +1,7 @@
 import os
 import shutil
 import sys
+import time
 
 import pytest
 
@@ -216,3 +217,42 @@ def test_progress_lines_estimate_from_the_points_done_in_this_run():
     assert progress.describe(state, now=100.0) == "sweep: 6/10 (b=8), 0:20 elapsed, about 0:40 left"
     assert progress.describe({**state, "done": 4}, now=105.0) == "sweep: 4/10 (b=8), 0:25 elapsed"  # none done yet
     assert progress.read("/nonexistent/progress.json") is None
+
+
+def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files():
+    """`make lab` (as root too: --allow-root is passed there) prints its URL with the token, serves the checkout
+    from notebooks/ with build/ reachable, and keeps conftest.py and stores' lock files out of the file browser."""
+    import json
+    import os
+    import re
+    import signal
+    import subprocess
+    import urllib.request
+
+    proc = subprocess.Popen(["make", "--no-print-directory", "-C", str(REPO), "lab", "STAMP=",
+                             "LAB_ARGS=--no-browser --port=8961 --ServerApp.port_retries=40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        url, seen = None, []
+        deadline = time.monotonic() + 90
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            found = re.search(r"(http://127\.0\.0\.1:\d+)/lab\?token=(\w+)", line)
+            url = found and found.groups()
+        assert url, "".join(seen)
+        assert "Running as root is not recommended" not in "".join(seen)
+        base, token = url
+
+        def listing(folder):
+            with urllib.request.urlopen(f"{base}/api/contents/{folder}?token={token}", timeout=30) as page:
+                return [c["name"] for c in json.load(page)["content"]]
+
+        names = listing("notebooks")
+        assert "explore.ipynb" in names and "00_quickstart.ipynb" in names and "conftest.py" not in names
+        assert "notebooks" in listing("") and "README.md" in listing("")  # the checkout's root: build/ is reachable
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
