@@ -11,7 +11,7 @@ TORCH ?= cpu
 TORCH_VERSION := 2.13.0
 TORCHVISION_VERSION := 0.28.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-PRESET ?= quick
+PRESET ?= auto
 NB ?=
 JOBS ?= 2
 VENV := .venv
@@ -150,7 +150,8 @@ test-oldest: $(STAMP)
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q tests/test_explore.py
 
 # Execute notebooks with papermill into build/notebooks/; figures and CSVs go to figures/<notebook>/.
-# NB=01 runs one notebook, PRESET=paper changes the preset (else $CNNLAB_PRESET, else quick; a bad value in either
+# NB=01 runs one notebook, PRESET=paper changes the preset (else $CNNLAB_PRESET, else auto: quick on a CPU, standard
+# on a GPU; a bad value in either
 # is refused), P="repeats=3 models=['resnet20'] batch_sizes=[1, 4]" sets notebook parameters (NAME=VALUE pairs
 # separated by spaces; a value is a Python literal or text; a misspelt name fails in the config cell).
 # P, NB and PRESET reach cnnlab.pipeline as exported variables (their text unexpanded): no shell ever parses them.

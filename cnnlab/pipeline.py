@@ -6,7 +6,7 @@ copies keep their figures (Jupyter's inline backend): ``make report`` links them
 A failing notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
 ``make figures`` passes its NB=, PRESET= and P= in the environment (``CNNLAB_MAKE_NOTEBOOK``, ``CNNLAB_MAKE_PRESET``,
 ``CNNLAB_PARAMS``), so that no shell parses them; the preset is ``--preset``, else make's PRESET=, else
-``$CNNLAB_PRESET``, else quick. While a notebook runs, a line says every ``$CNNLAB_PROGRESS_EVERY`` seconds (10)
+``$CNNLAB_PRESET``, else auto (quick on a CPU, standard on a GPU). While a notebook runs, a line says every ``$CNNLAB_PROGRESS_EVERY`` seconds (10)
 which cell runs and how far its sweep or training has got (:class:`Watch`, :mod:`cnnlab.profiling.progress`):
 plain lines, readable in a CI log.
 """
@@ -95,16 +95,19 @@ def split_parameters(text: str) -> list[str]:
 
 def choose_preset(flag: str | None, environ=os.environ) -> str:
     """The preset: ``--preset``, else make's ``PRESET=`` (``$CNNLAB_MAKE_PRESET``), else ``$CNNLAB_PRESET``, else
-    quick. Every value given is checked, also one a higher source overrides (SystemExit naming it and the valid
-    presets), so that a misspelt CNNLAB_PRESET is not silently ignored."""
+    auto; auto is resolved (:func:`cnnlab.config.resolve`: quick on a CPU, standard where CUDA is available). Every
+    value given is checked, also one a higher source overrides (SystemExit naming it and the valid presets), so that
+    a misspelt CNNLAB_PRESET is not silently ignored."""
     sources = [("--preset", flag), ("make's PRESET=", environ.get(MAKE_PRESET_VARIABLE)),
                ("$CNNLAB_PRESET", environ.get("CNNLAB_PRESET"))]
     given = [(where, value.strip()) for where, value in sources if value is not None and value.strip()]
     for where, value in given:
         if value.lower() not in PRESETS:
             raise SystemExit(f"{where} {value!r} is not a preset; valid: {', '.join(PRESETS)} (order: --preset, then "
-                             "make's PRESET=, then $CNNLAB_PRESET, then quick)")
-    return given[0][1].lower() if given else "quick"
+                             "make's PRESET=, then $CNNLAB_PRESET, then auto)")
+    from cnnlab import config
+
+    return config.resolve(given[0][1].lower() if given else "auto")
 
 
 @contextlib.contextmanager
@@ -216,7 +219,7 @@ def main(argv=None) -> int:
     parser.add_argument("--notebook", "-n", default=os.environ.get(MAKE_NOTEBOOK_VARIABLE) or None,
                         help="run only this notebook (e.g. 01 or 01_batch_size; default: make's NB=)")
     parser.add_argument("--preset", help=f"one of {', '.join(PRESETS)} (default: make's PRESET=, else "
-                                          "$CNNLAB_PRESET, else quick)")
+                                          "$CNNLAB_PRESET, else auto: quick on a CPU, standard on a GPU)")
     parser.add_argument("--fresh", action="store_true",
                         help="delete each notebook's stored results first instead of resuming from them")
     parser.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",

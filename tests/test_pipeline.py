@@ -149,7 +149,11 @@ def test_the_documented_parameter_examples_parse():
 
 def test_preset_order_and_bad_values(monkeypatch):
     choose = pipeline.choose_preset
-    assert choose(None, {}) == "quick"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert choose(None, {}) == "quick" and choose("auto", {}) == "quick"  # auto: quick on a CPU
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert choose(None, {}) == "standard" and choose(None, {"CNNLAB_PRESET": "quick"}) == "quick"  # on a GPU
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert choose(None, {"CNNLAB_PRESET": "standard"}) == "standard"
     assert choose(None, {"CNNLAB_PRESET": "standard", "CNNLAB_MAKE_PRESET": "Paper"}) == "paper"
     assert choose("quick", {"CNNLAB_PRESET": "standard", "CNNLAB_MAKE_PRESET": "paper"}) == "quick"
