@@ -164,7 +164,7 @@ ifneq ($(filter-out undefined default file,$(origin PRESET)),)
 figures: export CNNLAB_MAKE_PRESET = $(value PRESET)
 endif
 figures: $(STAMP)
-	$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \
+	@$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \
 	status=$$?; $(PY) -m cnnlab.report || [ $$status -ne 0 ] || status=1; exit $$status
 
 # figures/index.html: every machine's claims (a matrix: claims x machines), main figures, environments, and the

@@ -127,6 +127,7 @@ def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
                                     "CNNLAB_MAKE_NOTEBOOK": "00;touch " + str(marker)}
     assert pipeline.parse_parameters(pipeline.split_parameters(value)) == {
         "repeats": "3';touch " + str(marker) + ";'", "models": ["resnet20"], "batch_sizes": [1, 4]}
+    assert "status=$?" not in done.stdout and "cnnlab.pipeline" not in done.stdout  # make does not echo its recipe
     log.unlink()
     assert _make_figures(fake).returncode == 0  # no PRESET given: the pipeline falls back to $CNNLAB_PRESET
     assert json.loads(log.read_text().splitlines()[0])["env"]["CNNLAB_MAKE_PRESET"] is None
