@@ -284,14 +284,19 @@ def one_model(value, parameter: str = "model") -> str:
     return names[0]
 
 
-def names_list(value, parameter: str, *, valid, hint: str = "") -> list[str]:
+def names_list(value, parameter: str, *, valid, hint: str = "", required: str | None = None,
+               why: str = "the baseline") -> list[str]:
     """``value`` (a list, a lone name or a list spelt as text) as a non-empty list of names from ``valid``, in the
-    order given, duplicates dropped; ValueError naming ``parameter`` and the valid names otherwise (``hint`` follows
-    them in the message for an empty list, e.g. "(untiled is always measured)")."""
+    order given, duplicates dropped, that includes ``required`` (``why``: what it is for) where one is given;
+    ValueError naming ``parameter`` and the valid names otherwise (``hint`` follows them in the message for an empty
+    list, e.g. "(untiled is always measured)")."""
     names = as_list(value)
     if not names:
         raise ValueError(f"{parameter} is empty; valid: {', '.join(valid)}" + (f" {hint}" if hint else ""))
-    return list(dict.fromkeys(one_of(name, valid, parameter=parameter) for name in names))
+    names = list(dict.fromkeys(one_of(name, valid, parameter=parameter) for name in names))
+    if required is not None and required not in names:
+        raise ValueError(f"{parameter}={names!r} must include {required!r} ({why}); valid: {', '.join(valid)}")
+    return names
 
 
 def boolean(value, *, parameter: str) -> bool:

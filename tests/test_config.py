@@ -162,6 +162,8 @@ def test_one_model_and_names_list_name_the_parameter_and_the_valid_values():
         config.names_list(["a", "c"], "methods", valid=("a", "b"))
     with pytest.raises(ValueError, match=r"^methods is empty; valid: a, b \(and more\)$"):
         config.names_list([], "methods", valid=("a", "b"), hint="(and more)")
+    with pytest.raises(ValueError, match=r"^variants=\['b'\] must include 'a' \(the baseline\); valid: a, b$"):
+        config.names_list(["b"], "variants", valid=("a", "b"), required="a")
 
 
 def test_number_list_and_image_size_check_every_value_and_name_the_parameter():

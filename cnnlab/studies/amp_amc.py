@@ -41,13 +41,6 @@ PAPER_TIME = ('"we again saw a slight increase in the average time taken per bat
               '(Sec. IV-C, Fig. 5 top)')
 
 
-def _variants(value, parameter: str) -> list[str]:  # from VARIANTS, duplicates dropped, fp32 (the baseline) in
-    names = config.names_list(value, parameter, valid=VARIANTS)
-    if "fp32" not in names:
-        raise ValueError(f"{parameter}={names!r} must include 'fp32' (the baseline); valid: {', '.join(VARIANTS)}")
-    return names
-
-
 def _one_batch_size(value, parameter: str) -> int:
     sizes = config.batch_sizes(value, parameter)
     if len(sizes) != 1:
@@ -63,7 +56,8 @@ PARAMETERS = studies.Parameters(
                      doc="registry names of image models"),
     batch_size=Parameter(64, 1024, check=_one_batch_size, doc="images per batch"),
     variants=Parameter(["fp32", "amp", "amp+amc"], ["fp32", "amp", "amc", "amp+amc"], list(VARIANTS),
-                       check=_variants, axis=True, doc=f"from {', '.join(VARIANTS)} (fp32 is required)"),
+                       check=partial(config.names_list, valid=VARIANTS, required="fp32"), axis=True,
+                       doc=f"from {', '.join(VARIANTS)} (fp32 is required)"),
     warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0),
                      doc="untimed batches (the autotuner's; torch.compile's first call is timed apart)"),
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
