@@ -208,3 +208,18 @@ def test_cold_start_times_build_and_first_pass_per_round_from_fresh_copies():
     assert row["batch_size"] == 16 and row["latency_ms_p10"] <= row["latency_ms_median"] <= row["latency_ms_p90"]
     once = cold_start(model, build, first_pass, x, warmup=0, repeats=2)["row"]
     assert once["first_pass_rounds"] == 1 and math.isnan(once["profile_cpu_total_ms"]) and once["profile_calls"] == 0
+
+
+def test_median_seconds_is_the_median_of_timed_calls_after_untimed_ones():
+    from cnnlab.profiling.timing import median_seconds
+
+    naps = iter([0.5, 0.0, 0.03, 0.01, 0.02])  # the first call is the untimed one: its 0.5 s never counts
+
+    def nap():
+        time.sleep(next(naps))
+
+    seconds = median_seconds(nap, device="cpu", repeats=4, warmup=1)
+    assert 0.01 <= seconds < 0.05  # median of about 0, 30, 10, 20 ms: 15 ms
+    calls = []
+    median_seconds(lambda: calls.append(1), repeats=2, warmup=0)
+    assert len(calls) == 2

@@ -129,6 +129,18 @@ class Measurement:
         )
 
 
+def median_seconds(fn: Callable[[], Any], *, device: str | torch.device = "cpu", repeats: int = 3,
+                   warmup: int = 1) -> float:
+    """Median wall time (s) of ``repeats`` calls of ``fn()`` after ``warmup`` untimed ones, each timed apart with
+    :func:`wall_time` (synchronised on a GPU): a quick timer for choosing between alternatives (e.g. a layer's
+    algorithm), where :func:`benchmark`'s full measurement is not needed."""
+    import statistics
+
+    for _ in range(warmup):
+        fn()
+    return statistics.median(wall_time(fn, device=device).seconds for _ in range(repeats))
+
+
 def cold_start(model: torch.nn.Module, build: Callable[[torch.nn.Module], Any], first_pass: Callable[[Any], Any],
                x: torch.Tensor, *, warmup: int, repeats: int, rounds: int = 1, profile_calls: int = 0) -> dict[str, Any]:
     """How long a runnable form of ``model`` takes to build and to do its first work, and how fast it then is, on

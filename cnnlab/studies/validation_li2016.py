@@ -19,7 +19,6 @@ measurement).
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -33,6 +32,7 @@ from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
+from cnnlab.profiling.timing import median_seconds
 from cnnlab.studies import Experiment, Parameter
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
@@ -161,11 +161,9 @@ output_tolerance = config.output_tolerance
 
 def layer_timer(device, repeats: int):
     """The timer strategy "best" picks each layer's algorithm with: ``timer(fn)`` = median wall time (s) of
-    ``repeats`` calls of ``fn`` after one untimed call (``cnnlab.profiling.wall_time``: synchronised on a GPU)."""
-    def timer(fn) -> float:
-        fn()
-        return statistics.median(wall_time(fn, device=device).seconds for _ in range(repeats))
-    return timer
+    ``repeats`` calls of ``fn`` after one untimed call (``cnnlab.profiling.timing.median_seconds``: synchronised on a
+    GPU)."""
+    return partial(median_seconds, device=device, repeats=repeats)
 
 
 def _choices(model: torch.nn.Module) -> str:
