@@ -154,6 +154,7 @@ class Machine:
     root: Path
     notebooks: list[str] = field(default_factory=list)
     html: dict[str, Path] = field(default_factory=dict)
+    executed: dict[str, Path] = field(default_factory=dict)  # NN_name -> the executed copy of its last run
 
     def folder(self, notebook: str) -> Path:
         return self.root / notebook
@@ -311,6 +312,37 @@ def _matrix_cell(row: pd.Series) -> str:
             f'{overlap}</td>')
 
 
+def summary(machines: list[Machine], notebooks: list[str]) -> list[tuple[str, str, dict[str, int]]]:
+    """Verdict counts per machine and paper: ``[(machine, paper number, {"held": n, "did not hold": n,
+    "inconclusive": n, "n/a": n}), ...]`` from every notebook's claims.csv."""
+    out = []
+    for m in machines:
+        counts: dict[str, dict[str, int]] = {}
+        for nb in notebooks:
+            table = read_claims(m.folder(nb)) if nb in m.notebooks else None
+            if table is None:
+                continue
+            paper = counts.setdefault(_paper_of(nb)[0], {k: 0 for k in SUMMARY_WORDS.values()})
+            for held in table["held"]:
+                word = SUMMARY_WORDS.get(held)
+                if word:
+                    paper[word] += 1
+        out += [(m.name, number, c) for number, c in sorted(counts.items())]
+    return out
+
+
+SUMMARY_WORDS = {"yes": "held", "no": "did not hold", _claims.INCONCLUSIVE: "inconclusive", "n/a": "n/a"}
+
+
+def _summary_html(machines: list[Machine], notebooks: list[str]) -> str:
+    lines = []
+    for machine, number, counts in summary(machines, notebooks):
+        parts = ", ".join(f'<span class="held-{HELD_CLASS[k]}">{n} {_e(word)}</span>'
+                          for k, word in SUMMARY_WORDS.items() for n in [counts[word]])
+        lines.append(f"<li><b>{_e(machine)}</b>, paper {_e(number)}: {parts}</li>")
+    return f'<ul class="summary">{"".join(lines)}</ul>' if lines else ""
+
+
 def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
     """The claims matrix: one row per claim (grouped by paper), one column per machine."""
     head = "".join(f'<th>{_e(m.name)}<div class="criterion">{_e(_device_of(m))}</div></th>' for m in machines)
@@ -383,6 +415,23 @@ def _environment_table(machines: list[Machine]) -> str:
     return f'<table class="env"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def _last_run_flag(nb: str, folder: Path, problems: list[str], executed: Path | None) -> str:
+    """What a reader must know before trusting this notebook's figures and claims: its last run failed (they are an
+    earlier run's), or its results were written after its executed copy (run elsewhere, say in Jupyter: the linked
+    notebook is not the run that made them). "" when neither."""
+    failed = [p for p in problems if " stopped with " in p]
+    written = folder / "environment.json"
+    if failed:
+        return (f"The last run of {nb} failed ({failed[0]}): the figures and claims below are from an earlier run"
+                + (f", written {_dt.datetime.fromtimestamp(written.stat().st_mtime, _dt.timezone.utc):%Y-%m-%d %H:%M}"
+                   " UTC" if written.is_file() else "") + ".")
+    if executed is not None and executed.is_file() and written.is_file() and \
+            written.stat().st_mtime > executed.stat().st_mtime + 60:
+        return (f"These results were written after the executed notebook linked here ({nb} was run again "
+                "elsewhere, e.g. in Jupyter): the linked notebook is an older run.")
+    return ""
+
+
 def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: dict[str, list[str]]) -> str:
     number, title = _paper_of(nb)
     parts = [f'<section id="{_e(nb)}"><h3>{_e(nb)}</h3><p class="paper-of">Paper {_e(number)}: {_e(title)}</p>']
@@ -405,6 +454,9 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
         if nb in m.html:
             links.insert(0, f'<a href="{_link(m.html[nb], base)}"><strong>executed notebook</strong></a>')
         parts.append(f"<h4>{_e(m.name)}</h4><p class=\"links\">{' · '.join(links) or 'no files'}</p>")
+        if m.name == THIS_MACHINE:
+            flag = _last_run_flag(nb, folder, problems.get(nb, []), m.executed.get(nb))
+            parts.append(f'<div class="stale">{_e(flag)}</div>' if flag else "")
         if m.name == THIS_MACHINE and problems.get(nb):
             items = "".join(f"<li>{_e(p)}</li>" for p in problems[nb])
             parts.append(f'<div class="problems">The executed notebook has outputs to look at:<ul>{items}</ul></div>')
@@ -429,7 +481,8 @@ tr.paper th { background: #ddf4ff; }
 .held-inc { background: #fff8c5; } .held-inc .verdict { color: #9a6700; }
 .held-na, .held-none { background: #f6f8fa; color: #57606a; }
 .env th { width: 14em; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }
-figure { margin: 0; max-width: 48%; } figure img { max-width: 100%; border: 1px solid #d0d7de; }
+figure { margin: 0; flex: 1 1 640px; max-width: 100%; } figure img { width: 100%; border: 1px solid #d0d7de; }
+.summary span { padding: 1px 6px; border-radius: 3px; } .stale { background: #ffebe9; padding: 0.5em 1em; }
 figcaption, .paper-of, .links { color: #57606a; font-size: 0.9em; }
 .problems { background: #fff8c5; padding: 0.5em 1em; } section { border-top: 2px solid #d0d7de; margin-top: 2em; }
 """
@@ -445,6 +498,7 @@ def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str
     else:
         toc = "".join(f'<li><a href="#{_e(nb)}">{_e(nb)}</a></li>' for nb in notebooks)
         body = (
+            _summary_html(machines, notebooks) +
             "<h2>Claims</h2><p>Each row is a claim of a paper, each column a machine: <b>held</b>, <b>did not hold</b>,"
             " <b>inconclusive: within noise</b> (the measurements compared overlap within their p10-p90 spread, shown"
             " in the cell) or <b>n/a</b> (does not apply on that device), with what we measured. Hover a cell for its"
@@ -474,6 +528,7 @@ def write(figures_root: str | Path | None = None, executed: str | Path | None = 
     for m in machines:
         if m.name == THIS_MACHINE:
             m.html = rendered
+            m.executed = {nb: executed / f"{nb}.ipynb" for nb in rendered}
     page = build_page(machines, out.parent, problems)
     return write_atomic(out, lambda tmp: tmp.write_text(page, encoding="utf-8"))
 

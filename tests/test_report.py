@@ -254,3 +254,33 @@ def test_show_takes_a_pivot_with_two_level_columns_and_claims(capsys):
     assert report.show(pivot) is None and "acc" in capsys.readouterr().out
     report.show([Claim("a claim", "paper", "ours", None, "cpu", note="no GPU")])
     assert "NOT APPLICABLE on cpu: a claim" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_page_opens_with_a_summary_per_machine_and_paper_and_flags_a_failed_last_run(two_machines):
+    import os
+
+    import nbformat
+
+    assert report.summary(report.find_machines(two_machines / "figures"), ["01_batch_size", "02_fp16"]) == [
+        ("this machine", "001", {"held": 1, "did not hold": 1, "inconclusive": 0, "n/a": 1}),
+        ("h100", "001", {"held": 0, "did not hold": 1, "inconclusive": 0, "n/a": 0})]
+    executed = two_machines / "build" / "notebooks"
+    page = report.write(two_machines / "figures", executed).read_text()
+    assert "this machine</b>, paper 001:" in page and ">1 held<" in page and ">1 n/a<" in page
+    assert page.index('class="summary"') < page.index("<h2>Claims</h2>")
+    assert "last run of" not in page and "older run" not in page  # nothing to flag yet
+
+    nb = nbformat.read(executed / "01_batch_size.ipynb", as_version=4)  # the next run failed in its config cell
+    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="ValueError", evalue="unknown parameter(s) ['repets']",
+                                                  traceback=[])]
+    nbformat.write(nb, executed / "01_batch_size.ipynb")
+    page = report.write(two_machines / "figures", executed).read_text()
+    assert "The last run of 01_batch_size failed (In [1] stopped with ValueError: unknown parameter(s) " in page
+    assert "the figures and claims below are from an earlier run" in page
+
+    nb.cells[1].outputs = []  # a clean run, but the results were written later elsewhere (in Jupyter, say)
+    nbformat.write(nb, executed / "01_batch_size.ipynb")
+    old = (executed / "01_batch_size.ipynb").stat().st_mtime - 3600
+    os.utime(executed / "01_batch_size.ipynb", (old, old))
+    page = report.write(two_machines / "figures", executed).read_text()
+    assert "the linked notebook is an older run" in page
