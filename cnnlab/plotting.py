@@ -163,6 +163,18 @@ def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", lin
     return fig
 
 
+def epoch_times(loaders, x: str, hue: str, **style):
+    """Train and test epoch time (s) of a DataLoader sweep (``loader_sweep``'s ``train_epoch_s``/``test_epoch_s``)
+    against ``x``, one panel per phase (column ``phase``: train, test; own y scales), a line per ``hue`` value:
+    the median and range (whiskers) of the rounds, the quantities the loader claims judge; ``style`` goes to
+    ``sns.relplot`` (``palette``). Returns the seaborn FacetGrid (its ``data`` is the long table drawn)."""
+    long = loaders[[x, hue, "train_epoch_s", "test_epoch_s"]].melt(id_vars=[x, hue], var_name="phase",
+                                                                   value_name="epoch_time_s")
+    long["phase"] = long["phase"].str.removesuffix("_epoch_s")
+    return sns.relplot(data=long, x=x, y="epoch_time_s", hue=hue, col="phase", kind="line", marker="o", height=3.2,
+                       aspect=1.2, facet_kws={"sharey": False}, estimator="median", errorbar=("pi", 100), **style)
+
+
 def panel_per_value(df, ok, by: str, x: str, y: str, hue: str, *, title: Callable, xlabel: str, ylabel: str,
                     legend: str, why: Callable, reverse: bool = False):
     """A row of panels, one per value of ``df[by]`` (sorted, descending with ``reverse``; ``title(value)`` on
@@ -265,6 +277,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
                          "again")
 
 
-__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "label_for", "log2_batch_axis",
+__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for", "log2_batch_axis",
            "missing_panel", "panel_per_value", "plain_log_ticks", "plt", "roofline", "save_figure", "set_theme",
            "whiskers", "write_atomic"]

@@ -168,3 +168,17 @@ def test_panel_per_value_says_why_a_value_has_no_measured_rows():
     assert [t.get_text() for t in empty.texts] == ["not measured:\nout of memory"] and list(empty.get_xticks()) == []
     assert full.get_ylabel() == empty.get_ylabel() == "Time (ms)"
     plt.close(fig)
+
+
+def test_epoch_times_draws_train_and_test_medians_per_hue():
+    import pandas as pd
+
+    loaders = pd.DataFrame({"num_workers": [0, 0, 2, 2], "pin": ["no"] * 4, "round": [0, 1, 0, 1],
+                            "train_epoch_s": [1.0, 3.0, 2.0, 2.0], "test_epoch_s": [0.5, 0.5, 0.25, 0.75],
+                            "epoch_time_s": [9.0] * 4})  # a column of that name in the sweep's table is not drawn
+    grid = plotting.epoch_times(loaders, "num_workers", "pin")
+    assert [ax.get_title() for ax in grid.axes.flat] == ["phase = train", "phase = test"]
+    train, test = (ax.get_lines()[0].get_ydata().tolist() for ax in grid.axes.flat)
+    assert train == [2.0, 2.0] and test == [0.5, 0.5]  # medians of the rounds
+    assert sorted(grid.data["phase"].unique()) == ["test", "train"]
+    plt.close(grid.figure)

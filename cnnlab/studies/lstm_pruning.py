@@ -557,14 +557,10 @@ def figures(df: pd.DataFrame) -> dict:
            title=f"LSTM training step on {prof['device'].iloc[0]}")
     profile.tight_layout()
     loaders = parts["loader_sweep"]
-    ok = loaders[loaders["status"] == "ok"].astype({"batch_size": int, "num_workers": int}).melt(
-        id_vars=["batch_size", "num_workers"], var_name="phase", value_vars=["train_epoch_s", "test_epoch_s"],
-        value_name="epoch_time_s").assign(phase=lambda d: d["phase"].str.removesuffix("_epoch_s"))
-    by_workers = sns.relplot(data=ok, x="batch_size", y="epoch_time_s", hue="num_workers", col="phase", kind="line",
-                             marker="o", palette="colorblind", height=3.2, aspect=1.2, facet_kws={"sharey": False},
-                             estimator="median", errorbar=("pi", 100))  # the median and range the claims judge
+    ok = loaders[loaders["status"] == "ok"].astype({"batch_size": int, "num_workers": int})
+    by_workers = plotting.epoch_times(ok, "batch_size", "num_workers", palette="colorblind")
     for ax in by_workers.axes.flat:
-        plotting.log2_batch_axis(ax, values=sorted(ok["batch_size"].unique()))
+        plotting.log2_batch_axis(ax, values=sorted(by_workers.data["batch_size"].unique()))
         ax.set_ylabel(plotting.label_for("epoch_time_s"))
     by_workers.figure.suptitle(f"LSTM epoch time, median and range of {loaders['round'].nunique()} rounds (workers "
                                f"capped at {loaders['num_workers_cap'].iloc[0]})", y=1.03)

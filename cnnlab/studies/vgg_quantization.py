@@ -487,17 +487,12 @@ def figures(df: pd.DataFrame) -> dict:
     of the top operators per precision), ``07_compiled_inference`` (warm latency per batch, ms; first pass over the
     test set, s)."""
     loaders = _ok(df, "loader_sweep")
-    long = loaders[["num_workers", "pin_memory", "train_epoch_s", "test_epoch_s"]].melt(
-        id_vars=["num_workers", "pin_memory"], var_name="phase", value_name="epoch_time_s")
-    long["phase"] = long["phase"].str.removesuffix("_epoch_s")
     pinned = "pinned" if str(loaders["device"].iloc[0]).startswith("cuda") else "pinned (no effect without a GPU)"
-    long["pin_memory"] = long["pin_memory"].astype(bool).map({True: pinned, False: "pageable"})
-    grid = plotting.sns.relplot(data=long, x="num_workers", y="epoch_time_s", hue="pin_memory", col="phase",
-                                kind="line", marker="o", height=3.2, aspect=1.2, facet_kws={"sharey": False},
-                                estimator="median", errorbar=("pi", 100))  # the median and range the claims judge
+    grid = plotting.epoch_times(loaders.assign(pin_memory=loaders["pin_memory"].astype(bool).map(
+        {True: pinned, False: "pageable"})), "num_workers", "pin_memory")
     grid.set_axis_labels("DataLoader num_workers", plotting.label_for("epoch_time_s"))
     for ax in grid.axes.flat:
-        ax.set_xticks(sorted(long["num_workers"].unique()))
+        ax.set_xticks(sorted(grid.data["num_workers"].unique()))
     grid.figure.suptitle(f"DataLoader workers, median and range of {loaders['round'].nunique()} rounds (cap: "
                          f"{int(loaders['num_workers_cap'].iloc[0])} cores)", y=1.03)
 
