@@ -102,10 +102,26 @@ def _is_number(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+@functools.lru_cache(maxsize=1)
+def settings() -> frozenset[str]:
+    """Names of columns that say how a point was run, not what it measured: every study's declared parameters that
+    are not grid axes (``warmup``, ``repeats``, ``images``...; :mod:`cnnlab.studies`), and the thread count a row
+    records (``cpu_threads``)."""
+    from cnnlab import studies
+
+    names = {"cpu_threads", "threads"}
+    for name in studies.STUDIES:
+        names |= {n for n, p in studies.load(name).PARAMETERS.declared.items() if not p.axis}
+    return frozenset(names)
+
+
 def metrics(df: pd.DataFrame) -> list[str]:
-    """Numeric columns with at least one value: the paper's usual metrics first, then those whose name carries a
-    unit (``latency_ms_p90``), then the rest, each group in the table's order."""
-    found = [c for c in df.columns if not _is_note(c) and _is_number(df[c]) and df[c].notna().any()]
+    """Measured numeric columns with at least one value: not a setting that is the same in every row (a name in
+    :func:`settings`: one study's setting, ``batch_size`` say, can be another's grid axis, which may be plotted);
+    the paper's usual metrics first, then those whose name carries a unit (``latency_ms_p90``), then the rest, each
+    group in the table's order."""
+    found = [c for c in df.columns if not _is_note(c) and _is_number(df[c]) and df[c].notna().any()
+             and not (c in settings() and df[c].nunique(dropna=True) <= 1)]
     with_unit = [c for c in found if plotting.label_for(c).endswith(")")]
     first = [c for c in PREFERRED_METRICS if c in found]
     return list(dict.fromkeys(first + with_unit + found))
@@ -119,12 +135,13 @@ def x_axes(df: pd.DataFrame) -> list[str]:
 
 
 def groupings(df: pd.DataFrame, max_values: int = MAX_GROUPS) -> list[str]:
-    """Columns that can split a plot into hues or facets: 2 to ``max_values`` different values, and names
-    (text, true/false), settings (:func:`parameters`) or integers (``num_workers``), never measured values of a
-    float column (a latency with few rows is not a category)."""
-    settings = set(parameters(df))
-    return [c for c in df.columns if not _is_note(c) and 2 <= df[c].nunique(dropna=True) <= max_values
-            and (not _is_number(df[c]) or c in settings or pd.api.types.is_integer_dtype(df[c]))]
+    """Columns that can split a plot into hues or facets: every categorical column (text, true/false) with at most
+    ``max_values`` different values, and settings (:func:`parameters`) or integers (``num_workers``) with 2 to
+    ``max_values``; never measured values of a float column (a latency with few rows is not a category)."""
+    grid = set(parameters(df))
+    return [c for c in df.columns if not _is_note(c) and 1 <= df[c].nunique(dropna=True) <= max_values
+            and (not _is_number(df[c]) or ((c in grid or pd.api.types.is_integer_dtype(df[c]))
+                                           and df[c].nunique(dropna=True) >= 2))]
 
 
 def parameters(df: pd.DataFrame) -> list[str]:
@@ -164,7 +181,7 @@ def defaults(df: pd.DataFrame) -> dict:
     x = next((c for c in varying if "batch_size" in c), None) or \
         next((c for c in varying if _is_number(df[c])), None) or \
         (varying[0] if varying else next((c for c in xs if c not in found), xs[0] if xs else None))
-    split = groupings(measured)
+    split = [c for c in groupings(measured) if measured[c].nunique(dropna=True) >= 2]  # a split that splits
     others = [c for c in dict.fromkeys(params + split) if c in split and c not in (x, metric)
               and (c in params or not _is_number(df[c]))]  # a count such as `batches` is no first choice
     hue = others[0] if others else None
@@ -457,16 +474,15 @@ def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
         path = folder / "claims.csv" if folder else None
         if path is None or not path.is_file():
             continue
-        try:
-            df = load_table(path)
-        except (OSError, ValueError):
+        try:  # as text: "n/a" stays "n/a"
+            df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (OSError, ValueError, UnicodeDecodeError):
             continue
         if not {"claim", "ours", "held"} <= set(df.columns):
             continue
         part = df[["claim", "paper", "ours", "held"] if "paper" in df else ["claim", "ours", "held"]].copy()
         notes = df["note"] if "note" in df else pd.Series([""] * len(df), index=df.index)
-        part["held"] = [_claims.verdict_words(h, n) if h == _claims.INCONCLUSIVE else h
-                        for h, n in zip(part["held"], notes)]
+        part["held"] = [_claims.verdict_words(h, n) for h, n in zip(part["held"], notes)]  # the report's words
         part = part.rename(columns={"ours": f"ours ({machine})", "held": f"held ({machine})"})
         merged = part if merged is None else merged.merge(part.drop(columns="paper", errors="ignore"), on="claim",
                                                           how="outer")
@@ -647,7 +663,11 @@ def _html(text: str) -> str:
 def _frame_html(df: pd.DataFrame, title: str, index: bool = False, max_rows: int = 60) -> str:
     if df.empty:
         return ""
-    table = df.to_html(index=index, max_rows=max_rows, na_rep="", float_format=lambda v: f"{v:.4g}", border=0)
+    shown = df.head(max_rows)
+    text = [c for c in shown.columns if not _is_number(shown[c])]
+    floats = {c: "{:.4g}" for c in shown.columns if pd.api.types.is_float_dtype(shown[c])}
+    styler = shown.style.format(floats, na_rep="").set_properties(subset=text, **{"text-align": "left"})
+    table = (styler if index else styler.hide(axis="index")).to_html()  # text left-aligned, numbers right
     # (jp-RenderedHTMLCommon: JupyterLab's own table style; elsewhere an unknown class changes nothing)
     return (f"<details open><summary><b>{title}</b> ({len(df)} rows)</summary>"
             f"<div class='jp-RenderedHTMLCommon'>{table}</div></details>")

@@ -248,7 +248,7 @@ def test_environment_and_claims_side_by_side(index):
     assert env.loc["device_name"].tolist() == ["AMD EPYC 9B14", "NVIDIA H100 80GB HBM3"]
     assert env.loc["cuda_version"].tolist() == ["", "12.8"]
     claims = explore.claims_side_by_side(index, view)
-    assert claims[[f"held ({THIS_COMPUTER})", "held (h100)"]].values.tolist() == [["yes", "no"]]
+    assert claims[[f"held ({THIS_COMPUTER})", "held (h100)"]].values.tolist() == [["held", "did not hold"]]
 
 
 # -------------------------------------------------------------------------------------------------------- widgets
@@ -388,4 +388,25 @@ def test_an_inconclusive_claim_is_shown_with_its_overlap(tree):
     claims = explore.claims_side_by_side(index, explore.first_view(index))
     assert claims[f"held ({THIS_COMPUTER})"].tolist() == ["inconclusive (within noise: 2 (1.8-2.3) spans the "
                                                           "threshold 2)"]
-    assert claims["held (h100)"].tolist() == ["no"]
+    assert claims["held (h100)"].tolist() == ["did not hold"]
+
+
+def test_the_explorer_offers_measured_metrics_every_category_and_the_reports_words(tree):
+    """Settings (warmup, repeats, cpu_threads: every study's declared non-axis parameter) are not metrics; every
+    text column is a hue or facet, even one with a single value; "n/a" is shown as the report shows it, not as a
+    blank; text columns are left-aligned."""
+    df = pd.DataFrame({"model": ["resnet20"] * 3, "batch_size": [1, 4, 16], "status": ["ok"] * 3,
+                       "warmup": [2] * 3, "repeats": [20] * 3, "cpu_threads": [1] * 3, "device": ["cpu"] * 3,
+                       "latency_ms_median": [1.0, 2.0, 3.0], "images_timed": [128, 128, 128]})
+    found = explore.metrics(df)
+    assert "latency_ms_median" in found and not {"warmup", "repeats", "cpu_threads"} & set(found)
+    assert {"model", "device"} <= set(explore.groupings(df))
+    assert {"warmup", "repeats"} <= explore.settings() and "batch_sizes" not in explore.settings()  # axes are not
+    path = tree / "01_batch_size" / "claims.csv"
+    claims = pd.read_csv(path, dtype=str, keep_default_na=False)
+    claims.loc[0, ["held", "note"]] = ["n/a", "no GPU here"]
+    claims.to_csv(path, index=False)
+    index = explore.find_tables(tree)
+    assert explore.claims_side_by_side(index, explore.first_view(index))[f"held ({THIS_COMPUTER})"].tolist() == ["n/a"]
+    page = explore._frame_html(df, "batch")
+    assert 'text-align: left' in page and ">resnet20<" in page and "1.0" not in page.split("latency")[0]
