@@ -131,12 +131,14 @@ def bars(ax, df, x: str, y: str, ylabel: str, errors: bool = False, values: bool
     ax.set(xlabel="", ylabel=ylabel)
 
 
-def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", linear: dict | None = None):
+def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", linear: dict | None = None,
+                 note: str = "", **line):
     """A figure of panels stacked against batch size (shared base-2 log x axis), one per ``(column, y label,
     title)`` of ``panels``: a line per ``hue`` value (legend in the top panel only), log y axes except the columns
     in ``linear`` (column -> y limits, e.g. utilisation 0-100%). A column with no values says so in its panel,
     with the reasons in ``df``'s ``<column less its unit>_missing_reason`` (``gpu_util_pct`` ->
-    ``gpu_util_missing_reason``). Returns the figure."""
+    ``gpu_util_missing_reason``). ``note`` is written under the panels (e.g. which points were not timed);
+    ``line`` goes to ``sns.lineplot`` (``markersize``). Returns the figure."""
     import pandas as pd
 
     linear = linear or {}
@@ -149,7 +151,7 @@ def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", lin
             reasons = "; ".join(df.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
             missing_panel(ax, f"{title} not measured on this device:\n{reasons or 'not measured'}")
         else:
-            sns.lineplot(data=d, x="batch_size", y=col, hue=hue, style=hue, markers=True, dashes=False, ax=ax)
+            sns.lineplot(data=d, x="batch_size", y=col, hue=hue, style=hue, markers=True, dashes=False, ax=ax, **line)
             if col in linear:
                 ax.set_ylim(*linear[col])
             else:
@@ -159,6 +161,8 @@ def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", lin
             if ax is not axes[0]:
                 ax.get_legend().remove()
         log2_batch_axis(ax, values=sizes)
+    if note:
+        fig.text(0.5, -0.01, note, ha="center", fontsize=8, color="0.3")
     fig.tight_layout()
     return fig
 

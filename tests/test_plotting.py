@@ -127,7 +127,10 @@ def test_batch_panels_log_y_linear_columns_and_a_panel_that_says_why_it_is_empty
                        "util_pct": [20.0, 80.0, 30.0, 90.0], "mem_mib": [float("nan")] * 4,
                        "mem_missing_reason": ["no CUDA"] * 4})
     fig = plotting.batch_panels(df, [("time_s", "Time (s)", "Time"), ("util_pct", "Util (%)", "Util"),
-                                     ("mem_mib", "Memory (MiB)", "Memory")], linear={"util_pct": (0, 100)})
+                                     ("mem_mib", "Memory (MiB)", "Memory")], linear={"util_pct": (0, 100)},
+                                note="batch 8 not timed", markersize=8)
+    assert [t.get_text() for t in fig.texts] == ["batch 8 not timed"]
+    assert fig.axes[0].get_lines()[0].get_markersize() == 8
     time, util, mem = fig.axes
     assert time.get_yscale() == "log" and util.get_yscale() == "linear" and util.get_ylim() == (0, 100)
     assert time.get_legend() is not None and util.get_legend() is None  # the legend once, in the top panel

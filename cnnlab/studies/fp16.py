@@ -316,29 +316,15 @@ def figures(df: pd.DataFrame) -> dict:
     """``02_fig3_time_memory`` (paper Fig. 3): time per batch and average memory against batch size, one line per
     precision, skipped points named below. ``02_fig4_accuracy_loss`` (Fig. 4): test accuracy and loss per
     precision, values written on the bars."""
-    import seaborn as sns
-
     times = df[df["experiment"] == "timing"]
     ok = times[times["status"] == "ok"]
-    fig3, (top, bottom) = plotting.plt.subplots(2, 1, figsize=(7, 8), sharex=True)
-    for ax, col, title, ylabel in ((top, "latency_ms_median", "Inference time per batch",
-                                    plotting.label_for("latency_ms_median")),
-                                   (bottom, "avg_mem_mib", "Average memory (the claim's quantity)",
-                                    "Average memory (MiB)")):
-        sns.lineplot(data=ok, x="batch_size", y=col, hue="precision", style="precision", markers=True,
-                     dashes=False, ax=ax, markersize=8)
-        ax.set_yscale("log")
-        plotting.plain_log_ticks(ax)
-        plotting.log2_batch_axis(ax, values=sorted(set(ok["batch_size"].astype(int))))
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-    bottom.get_legend().remove()
     skipped = times[times["status"] == "skipped"]
-    if len(skipped):
-        text = "; ".join(f"{p}: batch {', '.join(str(int(b)) for b in g['batch_size'])} not timed"
-                         for p, g in skipped.groupby("precision", sort=False))
-        fig3.text(0.5, -0.01, text + " (see error column)", ha="center", fontsize=8, color="0.3")
-    fig3.tight_layout()
+    text = "; ".join(f"{p}: batch {', '.join(str(int(b)) for b in g['batch_size'])} not timed"
+                     for p, g in skipped.groupby("precision", sort=False))
+    fig3 = plotting.batch_panels(ok, [
+        ("latency_ms_median", plotting.label_for("latency_ms_median"), "Inference time per batch"),
+        ("avg_mem_mib", "Average memory (MiB)", "Average memory (the claim's quantity)")], hue="precision",
+        note=text + " (see error column)" if len(skipped) else "", markersize=8)
 
     acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")]
     fig4, (left, right) = plotting.plt.subplots(1, 2, figsize=(9, 4))
