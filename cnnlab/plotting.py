@@ -66,6 +66,17 @@ def label_for(column: str, unit: str | None = None) -> str:
     return f"{text} ({unit})" if unit else text
 
 
+def legend_below(fig, axes, y: float, ncol: int | None = None, **style):
+    """One legend for the figure, centred under its panels at ``y`` (figure fraction, below 0 is under the
+    axes): each label once, the first handle found in ``axes``, in their order; ``ncol`` columns (default: up
+    to 6). ``style`` goes to ``fig.legend`` (``fontsize``). Returns the legend."""
+    entries = {}
+    for ax in axes:
+        entries.update({lab: h for h, lab in zip(*ax.get_legend_handles_labels()) if lab not in entries})
+    return fig.legend(list(entries.values()), list(entries), loc="lower center",
+                      ncol=ncol or min(len(entries), 6) or 1, bbox_to_anchor=(0.5, y), **style)
+
+
 def log2_batch_axis(ax, axis: str = "x", values: Iterable[int] | None = None, label: str = "Batch size"):
     """Put ``axis`` of ``ax`` on a base-2 log scale with integer ticks (1, 2, 4, ...); returns ``ax``.
 
@@ -281,6 +292,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
                          "again")
 
 
-__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for", "log2_batch_axis",
-           "missing_panel", "panel_per_value", "plain_log_ticks", "plt", "roofline", "save_figure", "set_theme",
-           "whiskers", "write_atomic"]
+__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for", "legend_below",
+           "log2_batch_axis", "missing_panel", "panel_per_value", "plain_log_ticks", "plt", "roofline", "save_figure",
+           "set_theme", "whiskers", "write_atomic"]

@@ -185,3 +185,15 @@ def test_epoch_times_draws_train_and_test_medians_per_hue():
     assert train == [2.0, 2.0] and test == [0.5, 0.5]  # medians of the rounds
     assert sorted(grid.data["phase"].unique()) == ["test", "train"]
     plt.close(grid.figure)
+
+
+def test_legend_below_names_each_label_once_under_the_panels():
+    fig, (left, right) = plt.subplots(1, 2)
+    left.plot([1, 2], label="a")
+    left.plot([1, 2], label="b")
+    right.plot([2, 1], label="b")
+    right.plot([2, 1], label="c")
+    legend = plotting.legend_below(fig, [left, right], -0.05, fontsize=7)
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "c"] and legend.get_texts()[0].get_fontsize() == 7
+    assert legend.legend_handles[1] is not None and legend._ncols == 3 and fig.legends == [legend]
+    plt.close(fig)

@@ -481,8 +481,7 @@ def _breakdown(ok: pd.DataFrame):
         ax.set_xticks(pos, [str(s) for s in sizes])
         ax.set(xlabel="Batch size", title=name, ylim=(0, 112))
     axes[0][0].set_ylabel("Share of wall time per batch (%)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6) or 1, bbox_to_anchor=(0.5, -0.06))
+    plotting.legend_below(fig, [axes[0][0]], -0.06)
     fig.tight_layout()
     return fig
 

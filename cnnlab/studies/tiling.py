@@ -420,10 +420,7 @@ def figures(df: pd.DataFrame) -> dict:
         plotting.log2_batch_axis(ax, values=tiles_px or PAPER_TILE_SIZES, label="Tile edge (pixels)")
     for ax in axes[0]:
         ax.set_xlabel("")  # shared with the panel below, which carries the label and the ticks
-    legend = {}
-    for ax in axes.flat:
-        legend.update({lab: h for h, lab in zip(*ax.get_legend_handles_labels()) if lab not in legend})
-    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.01), fontsize=9)
+    plotting.legend_below(fig, axes.flat, -0.01, ncol=3, fontsize=9)
     untimed = tiles[tiles["status"] == "skipped"]
     if len(untimed):
         missing = "; ".join(f"{_NAMES.get(m, m)}: {_reasons(rows)}"
