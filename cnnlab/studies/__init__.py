@@ -83,6 +83,26 @@ class Parameter:
         return "str"
 
 
+def _threads(value, parameter: str):
+    from cnnlab import config
+
+    return config.threads(value, parameter)
+
+
+def _device(value, parameter: str):
+    from cnnlab import config
+
+    return config.device_name(value, parameter)
+
+
+# Parameters most studies have, declared once: the CPU threads a run measures with (quick pins one: CI runs two
+# notebooks at once on two cores, and spin-waiting threads inflated small batches' times ~140x; cnnlab.config.threads),
+# and the device.
+THREADS = Parameter(1, None, check=_threads, type="int",
+                    doc="intra-op CPU threads while measuring (None: torch's default)")
+DEVICE = Parameter("auto", check=_device, doc="auto | cpu | cuda | cuda:N")
+
+
 class Config(SimpleNamespace):
     """A study's configuration (``PARAMETERS.configure``): one attribute per declared parameter plus ``preset``."""
 
@@ -342,5 +362,6 @@ def check_results(df: pd.DataFrame, cfg=None) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "Config", "Experiment", "Parameter", "Parameters",
-           "check_results", "combine", "configure", "load", "paper_of", "save", "signature_problems", "tables"]
+__all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "THREADS", "Config", "Experiment",
+           "Parameter", "Parameters", "check_results", "combine", "configure", "load", "paper_of", "save",
+           "signature_problems", "tables"]

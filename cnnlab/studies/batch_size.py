@@ -48,11 +48,10 @@ PARAMETERS = studies.Parameters(
     min_repeats=Parameter(3, 10, 20, check=config.positive_int, doc="at least this many timed batches per point"),
     profile_iterations=Parameter(2, 5, 10, check=config.positive_int,
                                  doc="profiled steps per point for the time breakdown"),
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads while measuring (None: torch's default)"),
+    threads=studies.THREADS,
     save_traces=Parameter(False, True, check=config.boolean,
                           doc="write Chrome traces of the profiled points into <figures>/traces/"),
-    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
 # Measurement fields left out: batch_size (the grid's), settings never set here, first_call_ms (NaN), total_time_s

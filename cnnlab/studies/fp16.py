@@ -75,9 +75,8 @@ PARAMETERS = studies.Parameters(
     warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point"),
     eval_batch_size=Parameter(128, 512, check=config.batch_size, doc="batch size of the accuracy evaluation"),
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads while measuring (None: torch's default)"),
-    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    threads=studies.THREADS,
+    device=studies.DEVICE,
     check=_resolve,
 )
 configure = PARAMETERS.configure

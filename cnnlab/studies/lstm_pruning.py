@@ -109,7 +109,7 @@ PARAMETERS = studies.Parameters(
     repeats=Parameter(5, 20, 50, check=count, doc="timed batches per latency"),
     timing_rounds=Parameter(3, 3, 5, check=count, doc="rounds of every timed quantity (the noise rule's range)"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
-    threads=Parameter(1, None, check=config.threads, type="int", doc="intra-op CPU threads (None: torch's default)"),
+    threads=studies.THREADS,
     device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda"),
     check=_check,
 )

@@ -31,9 +31,8 @@ PARAMETERS = studies.Parameters(
                           doc="write the profiled batches' Chrome trace into <figures>/traces/"),
     # quick uses one, as every quick preset: CI runs two notebooks at once on two cores, and spin-waiting threads
     # inflated batch 1's time ~140x (cnnlab.config.threads)
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads while measuring (None: torch's default)"),
-    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    threads=studies.THREADS,
+    device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
 PROFILE_ITERATIONS = 2

@@ -105,9 +105,8 @@ PARAMETERS = studies.Parameters(
     repeats=Parameter(3, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
     rounds=Parameter(3, check=config.positive_int,
                      doc="passes over the grid; the time claims judge each time within its rounds' medians"),
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads while measuring (None: torch's default)"),
-    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    threads=studies.THREADS,
+    device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
 

@@ -124,9 +124,8 @@ PARAMETERS = studies.Parameters(
                          doc=f"seconds of timed batches per point and round, at least (up to {MAX_REPEATS} batches)"),
     rounds=Parameter(3, check=config.positive_int,
                      doc="passes over the grid; the claims judge each time within its rounds' medians"),
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads while measuring (None: torch's default)"),
-    device=Parameter("auto", check=config.device_name, doc="auto | cpu | cuda | cuda:N"),
+    threads=studies.THREADS,
+    device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
 

@@ -102,8 +102,7 @@ PARAMETERS = studies.Parameters(
     profile_iterations=Parameter(2, 5, 10, check=config.positive_int, doc="profiled batches per precision"),
     top_ops=Parameter(10, 15, check=config.positive_int, doc="operators kept per profile"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
-    threads=Parameter(1, None, check=config.threads, type="int",
-                      doc="intra-op CPU threads (None: torch's default)"),
+    threads=studies.THREADS,
     device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda (int8 always runs on the CPU)"),
 )
 configure = PARAMETERS.configure
