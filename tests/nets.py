@@ -1,5 +1,8 @@
-"""A small network shared by the profiling tests (timing, ops, traces): its operator counts are known."""
+"""Networks shared by tests: a small one whose operator counts are known (profiling: timing, ops, traces), and a
+ResNet-20 with non-trivial BatchNorm statistics (kernels and spatial tiling: folding and tiling must carry BN's
+per-channel scale and shift)."""
 
+import torch
 from torch import nn
 
 
@@ -18,3 +21,23 @@ class SmallConvNet(nn.Module):
 
     def forward(self, x):
         return self.fc(self.features(x))
+
+
+def randomise_bn(model: nn.Module, gen: torch.Generator) -> nn.Module:
+    """``model`` in eval mode with random BatchNorm statistics and affine parameters (drawn from ``gen``)."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.copy_(0.3 * torch.randn(m.num_features, generator=gen))
+            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=gen))
+            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=gen))
+            m.bias.data.copy_(0.2 * torch.randn(m.num_features, generator=gen))
+    return model.eval()
+
+
+def resnet20(seed: int) -> nn.Module:
+    """The registry's ResNet-20 with random weights and BatchNorm statistics, both from ``seed``."""
+    from cnnlab import models
+
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
+    return randomise_bn(models.get("resnet20"), gen)

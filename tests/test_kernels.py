@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import cnnlab  # noqa: F401
-from cnnlab import models
 from cnnlab.kernels import strategies, triton_conv
 from cnnlab.kernels.triton_conv import TiledConv2d, tile_model, tiled_conv2d
+import nets
 from margins import check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -313,22 +313,9 @@ def test_strategy_functions_keep_half_dtypes(dtype):
               _rel_error(y, ref), "<", TOLERANCE[dtype], detail=f"seed {seed}: {name}")
 
 
-def _randomise_bn(model: nn.Module, gen: torch.Generator) -> nn.Module:
-    """Non-trivial BatchNorm statistics, so folding BN into the conv weights is really tested."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.copy_(0.3 * torch.randn(m.num_features, generator=gen))
-            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=gen))
-            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=gen))
-            m.bias.data.copy_(0.2 * torch.randn(m.num_features, generator=gen))
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def resnet20():
-    gen = torch.Generator().manual_seed(_seed())
-    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
-    return _randomise_bn(models.get("resnet20"), gen)
+    return nets.resnet20(_seed())
 
 
 def _wall_timer(fn) -> float:

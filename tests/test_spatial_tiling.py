@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 import cnnlab  # noqa: F401
-from cnnlab import models
 from cnnlab.kernels import spatial_tiling
 from cnnlab.kernels.spatial_tiling import SpatiallyTiled, receptive_field, split_model, tile_spatially
+import nets
 from margins import check
 
 
@@ -26,22 +26,9 @@ def _rel_error(y: torch.Tensor, ref: torch.Tensor) -> float:
     return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6)).item()
 
 
-def _randomise_bn(model: nn.Module, gen: torch.Generator) -> nn.Module:
-    """Non-trivial BatchNorm statistics, so the tiles really carry BatchNorm's per-channel scale and shift."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.copy_(0.3 * torch.randn(m.num_features, generator=gen))
-            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=gen))
-            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=gen))
-            m.bias.data.copy_(0.2 * torch.randn(m.num_features, generator=gen))
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def resnet20():
-    gen = torch.Generator().manual_seed(_seed())
-    torch.manual_seed(int(torch.randint(2**31, (1,), generator=gen)))
-    return _randomise_bn(models.get("resnet20"), gen)
+    return nets.resnet20(_seed())
 
 
 def test_receptive_field_of_resnet20_prefixes(resnet20):
