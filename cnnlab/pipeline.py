@@ -148,7 +148,7 @@ class Watch:
     last wrote to the progress file (:mod:`cnnlab.profiling.progress`): "[cnnlab] 05_ddp_scaling, cell 9 of 24
     (1:40 in): ddp configurations: 2/4 (...), 1:10 elapsed, about 1:10 left". ``on_cell_start`` is nbclient's hook."""
 
-    def __init__(self, notebook: str, cells: int, progress_file: Path, every: float):
+    def __init__(self, notebook: str, cells: int | str, progress_file: Path, every: float):
         self.notebook, self.cells, self.file, self.every = notebook, cells, progress_file, every
         self.cell, self.started = 0, time.monotonic()
         self._stop = threading.Event()
@@ -190,7 +190,10 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
         start = time.perf_counter()
         print(f"[cnnlab] running {nb.name} (preset {preset}) ...", flush=True)
         every = float(os.environ.get("CNNLAB_PROGRESS_EVERY", "10"))
-        cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
+        try:
+            cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
+        except (OSError, ValueError):  # papermill says what is wrong with it
+            cells = "?"
         try:
             with tempfile.TemporaryDirectory() as tmp, Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as \
                     watch, _kernel_manager(Path(tmp)) as km, \

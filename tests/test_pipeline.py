@@ -232,6 +232,7 @@ def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files
     import re
     import signal
     import subprocess
+    import urllib.error
     import urllib.request
 
     proc = subprocess.Popen(["make", "--no-print-directory", "-C", str(REPO), "lab", "STAMP=",
@@ -252,8 +253,15 @@ def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files
         base, token = url
 
         def listing(folder):
-            with urllib.request.urlopen(f"{base}/api/contents/{folder}?token={token}", timeout=30) as page:
-                return [c["name"] for c in json.load(page)["content"]]
+            for _ in range(60):  # (the server prints its URL a moment before it accepts connections)
+                try:
+                    with urllib.request.urlopen(f"{base}/api/contents/{folder}?token={token}", timeout=30) as page:
+                        return [c["name"] for c in json.load(page)["content"]]
+                except urllib.error.URLError as err:
+                    if not isinstance(err.reason, ConnectionRefusedError):
+                        raise
+                    time.sleep(0.5)
+            raise AssertionError(f"{base} refused connections for 30 s")
 
         names = listing("notebooks")
         assert "explore.ipynb" in names and "00_quickstart.ipynb" in names and "conftest.py" not in names
