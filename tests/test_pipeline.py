@@ -57,22 +57,27 @@ def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp
     assert "unknown parameter(s) ['batchsize']" in capsys.readouterr().err
 
 
+def _one_notebook(tmp_path, monkeypatch, name: str, source: str) -> None:
+    """The pipeline's notebooks folder holding one notebook ``name`` of one code cell ``source``; its outputs under
+    ``tmp_path``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / name)
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+
+
 def test_executed_notebooks_keep_their_figures_under_a_headless_backend(tmp_path, monkeypatch):
     # `make figures` runs where MPLBACKEND=Agg may be set (CI): the executed copy, which make report links, must still
     # hold the plot, and the caller's environment comes back unchanged.
     import json
 
-    import nbformat
-
-    from cnnlab import pipeline
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")]
-    (tmp_path / "notebooks").mkdir()
-    nbformat.write(nb, tmp_path / "notebooks" / "99_plot.ipynb")
-    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
-    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    _one_notebook(tmp_path, monkeypatch, "99_plot.ipynb",
+                  "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     assert pipeline.run(pipeline.find_notebooks(), "quick") == 0
     outputs = json.loads((tmp_path / "build" / "99_plot.ipynb").read_text())["cells"][0]["outputs"]
@@ -175,15 +180,7 @@ def test_make_nb_reaches_the_notebook_choice(monkeypatch):
 
 
 def test_a_dead_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os\nos._exit(9)")]  # the kernel process dies, as an OOM kill does
-    (tmp_path / "notebooks").mkdir()
-    nbformat.write(nb, tmp_path / "notebooks" / "98_dies.ipynb")
-    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
-    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    _one_notebook(tmp_path, monkeypatch, "98_dies.ipynb", "import os\nos._exit(9)")  # dies, as an OOM kill does
     assert pipeline.run(pipeline.find_notebooks(), "quick") == 1
     err = capsys.readouterr().err
     assert "98_dies.ipynb: its kernel died" in err and "make figures NB=98" in err
@@ -193,17 +190,9 @@ def test_a_running_notebook_says_which_cell_runs_and_how_far_its_sweep_is(tmp_pa
     """Headless, the sweep inside a notebook is reported by the pipeline while it runs (plain lines, no carriage
     returns), and the kernel is reached over IPC: no "running over TCP without encryption" warning, no socket file
     left in the notebooks' folder."""
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import time\nfrom cnnlab.profiling import sweep\n"
-                                          "df = sweep(lambda i: (time.sleep(0.4), {'x': i})[1], {'i': list(range(6))},"
-                                          " desc='six slow points')")]
-    (tmp_path / "notebooks").mkdir()
-    nbformat.write(nb, tmp_path / "notebooks" / "97_slow.ipynb")
-    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(pipeline, "BUILD", tmp_path / "build")
-    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path / "figures"))
+    _one_notebook(tmp_path, monkeypatch, "97_slow.ipynb",
+                  "import time\nfrom cnnlab.profiling import sweep\n"
+                  "df = sweep(lambda i: (time.sleep(0.4), {'x': i})[1], {'i': list(range(6))}, desc='six slow points')")
     monkeypatch.setenv("CNNLAB_PROGRESS_EVERY", "0.3")
     assert pipeline.run(pipeline.find_notebooks(), "quick") == 0
     out, err = capfd.readouterr()
