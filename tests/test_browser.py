@@ -181,8 +181,18 @@ def browser(tmp_path):
         options.add_argument(arg)
     if os.geteuid() == 0:
         options.add_argument("--no-sandbox")  # Chromium refuses to run as root inside its sandbox
-    service = Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
-    driver = webdriver.Chrome(service=service, options=options)
+    from selenium.common.exceptions import WebDriverException
+
+    for attempt in range(3):  # selenium picks chromedriver's port free, then chromedriver binds it: a process
+        # beside it (another test worker) may take it in between ("bind() failed: Address already in use", exit 1)
+        log = tmp_path / f"chromedriver-{attempt}.log"
+        service = Service(executable_path=CHROMEDRIVER, log_output=str(log))
+        try:
+            driver = webdriver.Chrome(service=service, options=options)
+            break
+        except WebDriverException:
+            if attempt == 2 or "Address already in use" not in log.read_text(errors="replace"):
+                raise
     driver.set_page_load_timeout(TIMEOUT_S)
     family = _family(service.process.pid)
     try:
