@@ -33,13 +33,19 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
 setup: $(STAMP)
 
+# setuptools' editable install warns, on every install, that a folder named like the package in the working
+# directory could shadow it ("BuildBackendWarning: Editable installation. ... Please be careful with folders ...",
+# ten lines). Here that folder is the package itself, which is what an editable install means: the one warning is
+# dropped (Python's own filter, by its first words, in the build's process); any other warning still shows.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
 # Re-run setup when the venv is missing or older than pyproject.toml or the lock.
 $(STAMP): pyproject.toml $(LOCK)
 	@start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install --quiet --upgrade pip 2>/dev/null || true; \
 	$(MAKE) --no-print-directory torch TORCH_PY=$(PY) && \
-	$(PY) -m pip install --quiet -c $(LOCK) -e ".[lab,int8,test]" && \
+	$(EDITABLE_QUIET) $(PY) -m pip install --quiet -c $(LOCK) -e ".[lab,int8,test]" && \
 	$(PY) tests/lockfile.py && \
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (cnnlab)" >/dev/null && \
 	$(PY) -c "import cnnlab, torch, torchvision; print('cnnlab', cnnlab.__version__, '| torch', torch.__version__, '| torchvision', torchvision.__version__, '| CUDA', torch.cuda.is_available())" && \
@@ -134,7 +140,7 @@ OLDEST := build/venv-oldest
 test-oldest: $(STAMP)
 	rm -rf $(OLDEST) && $(PYTHON) -m venv $(OLDEST) && mkdir -p build
 	$(PY) tests/oldest.py > build/oldest-constraints.txt
-	$(OLDEST)/bin/python -m pip install --quiet -c build/oldest-constraints.txt -e ".[lab,int8,test]"
+	$(EDITABLE_QUIET) $(OLDEST)/bin/python -m pip install --quiet -c build/oldest-constraints.txt -e ".[lab,int8,test]"
 	$(OLDEST)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@$(OLDEST)/bin/python -c "import torch, torchvision, triton, numpy, torchao, ipywidgets; print('oldest set: torch', \
 	  torch.__version__, '| torchvision', torchvision.__version__, '| triton', triton.__version__, '| numpy', \
