@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import std
 
 VARIABLE = "CNNLAB_PROGRESS_FILE"
 
@@ -27,7 +28,7 @@ class Progress:
     def __init__(self, total: int, *, desc: str | None = None, initial: int = 0, show: bool = True):
         self.desc, self.total, self.initial, self.done, self.point = desc or "", total, initial, initial, ""
         self.started = time.monotonic()
-        self.bar = tqdm(total=total, initial=initial, desc=desc, disable=not show)
+        self.bar = bar_class()(total=total, initial=initial, desc=desc, disable=not show)
         self._write()
 
     def at(self, point: str) -> None:
@@ -61,6 +62,24 @@ class Progress:
             os.replace(tmp, path)
         except OSError:  # progress is a courtesy: never the reason a measurement fails
             tmp.unlink(missing_ok=True)
+
+
+def bar_class() -> type:
+    """tqdm.auto's choice, without its warning: the notebook widget bar in a Jupyter kernel where ipywidgets is
+    installed, else the text bar. (``tqdm.auto`` in a kernel without ipywidgets, the lent GPU machine's Python for
+    one, warns ``TqdmWarning: IProgress not found. Please update jupyter and ipywidgets`` on every bar, then falls
+    back to the same text bar.)"""
+    ipython = sys.modules.get("IPython")
+    try:
+        in_kernel = ipython is not None and "IPKernelApp" in ipython.get_ipython().config
+    except AttributeError:  # get_ipython() is None: plain Python that imported IPython
+        in_kernel = False
+    if in_kernel:
+        from tqdm import notebook
+
+        if notebook.IProgress is not None:
+            return notebook.tqdm
+    return std.tqdm
 
 
 def read(path: str | os.PathLike) -> dict | None:
