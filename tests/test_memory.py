@@ -3,6 +3,10 @@ profiler's raw allocator events it reads (weighted by device time where the host
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
@@ -13,6 +17,7 @@ from cnnlab.profiling import benchmark, profile_ops
 from margins import check
 
 MIB = 1024**2
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -188,3 +193,33 @@ def test_resident_now_and_train_step_peak_count_weights_grads_inputs_and_optimiz
     assert optimizer.state  # the first step ran: Adam's two moments exist and are counted
     resident = (4 * (1024 * 1024 + 1024) + 256 * 1024) * 4 / MIB  # weights, grads, 2 moments, input: about 17 MiB
     assert resident < peak < resident + 16, (peak, resident)  # plus the step's activations and Adam's temporaries
+
+
+def test_train_step_peak_sees_the_old_gradients_freed_and_cpp_says_nothing():
+    # A subprocess: the C++ allocator's "Memory block of unknown size" line goes to fd 2, once per process.
+    script = textwrap.dedent("""
+        import os, torch
+        from cnnlab.profiling import memory
+        MIB = 1024**2
+        net, x = torch.nn.Linear(1024, 1024), torch.randn(256, 1024)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        def step():
+            optimizer.zero_grad(set_to_none=True)  # frees last step's 4 MiB of gradients
+            net(x).sum().backward()
+            optimizer.step()
+        fixed = memory.train_step_peak_mib(step, net, optimizer, [x], "cpu")
+        os.write(2, b"the old way\\n")
+        step()
+        resident = memory.resident_now("cpu", net, [x, *[p.grad for p in net.parameters()]])
+        print(fixed, memory.peak_memory_mib(step, "cpu", resident=resident), resident / MIB)  # the old way last
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    fixed, old_way, resident = map(float, proc.stdout.split())
+    grads = (1024 * 1024 + 1024) * 4 / MIB
+    # the old way counted the freed gradients on top of the new ones (and C++ said so, once, on fd 2)
+    assert fixed <= old_way - 0.99 * grads, (fixed, old_way)
+    assert resident < fixed, (fixed, resident)  # activations and new gradients still come on top of what is held
+    # C++ logs the first such free of a process (then every 1000th): it must come from the old way only
+    assert "Memory block of unknown size" in proc.stderr.partition("the old way")[2], proc.stderr
+    assert "Memory block of unknown size" not in proc.stderr.partition("the old way")[0], proc.stderr

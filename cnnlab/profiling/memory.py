@@ -170,26 +170,32 @@ def average_memory(step: Callable[[], object], device, *, resident: int = 0, rep
             "avg_mem_weighting": runs[0]["weighting"], "avg_mem_missing_reason": None}
 
 
-def peak_memory_mib(step: Callable[[], object], device, *, resident: int = 0) -> float:
+def peak_memory_mib(step: Callable[[], object], device, *, resident: int = 0,
+                    before: Callable[[], object] | None = None) -> float:
     """Peak memory of one ``step()``, in MiB: ``resident`` bytes (what is held before it, e.g. :func:`resident_now`)
-    plus the peak of the tensor memory allocated during it (:func:`memory_over_time`)."""
-    return (resident + memory_over_time(step, device)["peak_bytes"]) / MIB
+    plus the peak of the tensor memory allocated during it (:func:`memory_over_time`, ``before`` passed on)."""
+    return (resident + memory_over_time(step, device, before=before)["peak_bytes"]) / MIB
 
 
 def train_step_peak_mib(step: Callable[[], object], model, optimizer, inputs: Iterable[torch.Tensor], device) -> float:
     """Peak memory of a training ``step()`` of ``model`` after a first one (so ``optimizer``'s state exists), in MiB:
     what is resident (CUDA: the allocator's count; CPU: ``model``'s weights and gradients, ``inputs`` and the
-    optimizer's state tensors) plus the step's own peak (:func:`peak_memory_mib`). Runs ``step`` twice."""
+    optimizer's state tensors) plus the step's own peak (:func:`peak_memory_mib`). Runs ``step`` three times: the
+    second one inside the profiler, so that the measured step's freeing of its gradients (``zero_grad``) is seen
+    with its size (the CPU profiler knows the size only of blocks allocated while it runs: without it, the peak
+    counted the old gradients and the new ones, and C++ printed "Memory block of unknown size was allocated before
+    the profiling started")."""
     step()
     held = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    return peak_memory_mib(step, device, resident=resident_now(device, model, [*inputs, *held, *grads]))
+    return peak_memory_mib(step, device, resident=resident_now(device, model, [*inputs, *held, *grads]), before=step)
 
 
 _STEP_MARK = "cnnlab::memory_over_time"
 
 
-def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
+def memory_over_time(step: Callable[[], object], device, *, before: Callable[[], object] | None = None
+                     ) -> dict[str, float]:
     """Time-weighted average and peak of the tensor memory allocated while ``step()`` runs once.
 
     Replays the allocator events the profiler records (one per allocation and free, with its signed size)
@@ -200,6 +206,11 @@ def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
     (:func:`device_weighted_average`): each kernel, copy or memset sees what was allocated when it was
     launched. Counts tensors allocated inside the step only (add what was resident before, e.g.
     :func:`resident_bytes`).
+
+    ``before()``, if given, runs inside the profiler just ahead of the step and is not counted: a block it allocates
+    and the step frees (last step's gradients, say) is then seen freed, with its size. The CPU profiler records the
+    free of a block allocated before it started without a size, that is not at all (C++ prints "Memory block of
+    unknown size was allocated before the profiling started"), so such a free would be missing from the curve.
 
     Returns {"avg_bytes": float, "peak_bytes": int, "events": int, "step_s": float, "weighting": str}:
     ``step_s`` is the span averaged over (s: the device's, from its first activity's start to its last one's
@@ -213,6 +224,11 @@ def memory_over_time(step: Callable[[], object], device) -> dict[str, float]:
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
+        if before is not None:
+            before_out = before()
+            if cuda:
+                torch.cuda.synchronize(dev)
+            del before_out
         with record_function(_STEP_MARK):
             out = step()
             if cuda:
