@@ -45,3 +45,27 @@ def test_profiler_banner_pattern_matches_only_the_banners():
             b"USDT:2026-11-23 21:43:45 7239:7239 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
             b"my USDT:... profiler_start in a sentence\n")
     assert drop_banners(text) == b"W1123 kineto: CUPTI error, a real problem\nmy USDT:... profiler_start in a sentence\n"
+
+
+def test_the_no_gpu_line_is_dropped_only_where_cuda_is_not_available():
+    from cnnlab.profiling.quiet import drop_banners
+
+    text = (b"ERROR:2026-11-26 10:00:00 7239:7239 DeviceProperties.cpp:47] gpuGetDeviceCount failed with code 35\n"
+            b"ERROR:2026-11-26 10:00:00 7239:7239 DeviceProperties.cpp:56] gpuGetDeviceProperties failed with 35\n")
+    assert drop_banners(text, no_gpu=True) == text.splitlines(keepends=True)[1]  # only the device count line
+    assert drop_banners(text) == text  # CUDA works here: the line is a real problem
+
+
+def test_quiet_profiler_drops_the_no_gpu_line_from_fd_2_where_cuda_is_not_available():
+    script = textwrap.dedent("""
+        import os, torch
+        from cnnlab.profiling.quiet import quiet_profiler
+        with quiet_profiler():
+            os.write(2, b"ERROR:2026-11-26 10:00:00 1:1 DeviceProperties.cpp:47] gpuGetDeviceCount failed with code 35\\n")
+            os.write(2, b"a real error\\n")
+        print(torch.cuda.is_available())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    cuda = proc.stdout.strip() == "True"
+    assert ("gpuGetDeviceCount" in proc.stderr) == cuda and "a real error" in proc.stderr, proc.stderr

@@ -4,8 +4,8 @@ torch 2.13's Kineto prints one line to the process's file descriptor 2 when a ``
 and one when it stops (``USDT:<date> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start``, then
 ``...:59] profiler_stop``): two red lines per profiled point in every notebook. They are written by C++ to fd 2,
 not through Python's ``sys.stderr``, so Python cannot filter them on the way. ``KINETO_LOG_LEVEL=6`` would silence
-them, but also every real Kineto error; :func:`quiet_profiler` drops exactly these two lines and passes every other
-one on.
+them, but also every real Kineto error; :func:`quiet_profiler` drops exactly these two lines (and, on a machine
+without a usable GPU, Kineto's ``gpuGetDeviceCount failed`` line) and passes every other one on.
 """
 
 from __future__ import annotations
@@ -18,11 +18,27 @@ import tempfile
 
 # Kineto's start/stop markers (USDT: user-level static tracing probes), nothing else.
 PROFILER_BANNER = re.compile(rb"^USDT:.*\]\s*profiler_(start|stop)\s*$")
+# Kineto of a CUDA build of torch, on a machine without a usable GPU (PyPI's torch on a laptop, Colab's CPU
+# runtime), asks CUDA for the devices when the first profile starts and logs the failure, e.g.
+# ``ERROR:2026-11-26 10:00:00 7239:7239 DeviceProperties.cpp:47] gpuGetDeviceCount failed with code 35`` (35: no
+# driver). Dropped only where torch.cuda.is_available() is False: there is no GPU to profile, and cnnlab says so
+# (``cuda_missing_reason``); where CUDA works, the line is a real problem and shows.
+NO_GPU_LINE = re.compile(rb"^\w+:.*\]\s*gpuGetDeviceCount failed with code \d+\s*$")
 
 
-def drop_banners(data: bytes) -> bytes:
-    """``data`` (bytes written to fd 2) without Kineto's ``profiler_start``/``profiler_stop`` lines."""
-    return b"".join(line for line in data.splitlines(keepends=True) if not PROFILER_BANNER.match(line))
+def drop_banners(data: bytes, *, no_gpu: bool = False) -> bytes:
+    """``data`` (bytes written to fd 2) without Kineto's ``profiler_start``/``profiler_stop`` lines, and without its
+    ``gpuGetDeviceCount failed`` line when ``no_gpu`` (CUDA is not available to this process)."""
+    def dropped(line: bytes) -> bool:
+        return bool(PROFILER_BANNER.match(line) or (no_gpu and NO_GPU_LINE.match(line)))
+
+    return b"".join(line for line in data.splitlines(keepends=True) if not dropped(line))
+
+
+def _no_gpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 @contextlib.contextmanager
@@ -48,7 +64,7 @@ def quiet_profiler():
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = drop_banners(captured.read())
+            kept = drop_banners(captured.read(), no_gpu=_no_gpu())
             if kept and sys.stderr is not None:
                 sys.stderr.write(kept.decode(errors="replace"))
                 _flush(sys.stderr)
@@ -61,4 +77,4 @@ def _flush(stream) -> None:
         pass
 
 
-__all__ = ["PROFILER_BANNER", "drop_banners", "quiet_profiler"]
+__all__ = ["NO_GPU_LINE", "PROFILER_BANNER", "drop_banners", "quiet_profiler"]
