@@ -28,10 +28,12 @@ import psutil
 import pytest
 
 from test_explore import write_figures_tree
+from test_report import two_machines  # noqa: F401  (a fixture: two machines' results and an executed notebook)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
 SCREENSHOT = ROOT / "build" / "explore-browser.png"
+REPORT_SCREENSHOT = ROOT / "build" / "report-browser.png"
 TIMEOUT_S = 240  # JupyterLab's first page load and a kernel start on two busy cores
 
 
@@ -318,3 +320,21 @@ def _open_run_and_change_the_metric(browser, url: str, token: str, note_processe
     print(f"browser test: notebook opened and run in {ran_all:.0f} s, plot changed "
           f"{time.monotonic() - started - ran_all:.1f} s later; screenshot {SCREENSHOT}")
     note_processes()
+
+
+def test_report_page_opens_with_the_summary_line_per_machine_and_paper(two_machines, browser):  # noqa: F811
+    """figures/index.html as a reader's browser shows it: the summary comes first, with each machine's counts."""
+    from selenium.webdriver.common.by import By
+
+    from cnnlab import report
+
+    page = report.write(two_machines / "figures", two_machines / "build" / "notebooks")
+    browser.get(page.as_uri())
+    summary = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "ul.summary li"), "the summary line")
+    assert [li.text for li in summary] == [
+        "this machine, paper 001: 1 held, 1 did not hold, 0 inconclusive, 1 n/a",
+        "h100, paper 001: 0 held, 1 did not hold, 0 inconclusive, 0 n/a"]
+    first_heading = browser.find_element(By.CSS_SELECTOR, "h2")
+    assert summary[0].location["y"] < first_heading.location["y"], "the summary stands above the first section"
+    REPORT_SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(REPORT_SCREENSHOT)) and REPORT_SCREENSHOT.stat().st_size > 10_000
