@@ -29,7 +29,7 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report lab clean
+.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report lab clean clean-stores
 
 setup: $(STAMP)
 
@@ -189,3 +189,8 @@ lab: $(STAMP)
 
 clean:
 	rm -rf build .pytest_cache
+
+# Delete the sweeps' stores in figures/<notebook>/stores/ that older cnnlab code measured (no sweep reads them again);
+# the current code's, those of unknown code (named) and figures/reference/ are kept. A running sweep is waited for.
+clean-stores: $(STAMP)
+	$(PY) -c "from cnnlab.profiling.store import clean_old_stores; clean_old_stores()"

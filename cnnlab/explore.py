@@ -9,7 +9,7 @@ Two layers, so that the first is tested without widgets:
   picks a first :class:`View`, :func:`select` keeps the rows and columns a view shows, :func:`plot` draws it (one
   column of panels per machine, one row per facet value), :func:`render` does all of that for a view, and
   :func:`environment_summary` says what each machine is (from an ``environment.json`` beside the CSVs, else the
-  sweeps' ``*.env.json`` records, else the CSVs' own ``device_name`` and version columns);
+  sweeps' ``*.env.json`` records in ``stores/``, else the CSVs' own ``device_name`` and version columns);
 - :class:`Explorer`: ipywidgets wired to :func:`render` (JupyterLab, Colab), and :func:`show`, which displays it,
   or a static figure with a message where widgets cannot be shown.
 """
@@ -31,10 +31,13 @@ from matplotlib.figure import Figure
 
 from cnnlab import claims as _claims
 from cnnlab import paths, plotting, studies
+from cnnlab.profiling.store import STORE_FOLDER
 
 THIS_COMPUTER = "this computer"
 NONE = "(none)"  # the dropdown entry for "no hue", "no facet", "no second machine"
-STORE = re.compile(r"_[0-9a-f]{8}$")  # a sweep's store (profiling.store_file): raw points, saved again as a table
+# A sweep's store (profiling.store_file: raw points, saved again as a table) beside the tables, where cnnlab kept its
+# stores before they moved to the stores/ subfolder (a reference machine's folder copied then may hold some).
+STORE = re.compile(r"_[0-9a-f]{8}$")
 # Columns that record how a point was run, not what it measured or where: never offered as metric, x or hue.
 BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
 # The metric a table opens with, when it has one (the papers' figures plot these).
@@ -50,8 +53,9 @@ ENVIRONMENT_FIELDS = ("device_name", "cpu_model", "gpu_names", "torch_version", 
 def find_tables(root: str | Path | None = None) -> pd.DataFrame:
     """Every result table under ``root`` (default :func:`cnnlab.paths.figures_root`): one row per CSV with
     ``machine`` (:data:`THIS_COMPUTER` or the folder name under ``reference/``), ``study`` (the notebook's stem,
-    e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores and ``claims.csv`` are left out
-    (the stores' rows are saved again as the tables; claims are read by :func:`claims_side_by_side`)."""
+    e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores (in the ``stores/`` subfolder,
+    not searched) and ``claims.csv`` are left out (the stores' rows are saved again as the tables; claims are read by
+    :func:`claims_side_by_side`)."""
     root = Path(root) if root is not None else paths.figures_root()
     machines = {THIS_COMPUTER: root, **{d.name: d for d in paths.reference_roots(root)}}
     rows = []
@@ -426,13 +430,14 @@ def _read_json(path: Path) -> dict | None:
 def environment_summary(study_dir: str | Path | None) -> dict[str, str]:
     """What a machine's results in ``study_dir`` were measured on: the :data:`ENVIRONMENT_FIELDS` that are
     recorded, as text, plus ``source`` (where they were read). Sources, first found wins: ``environment.json``
-    in ``study_dir``, then in its machine's folder; the newest sweep record ``*.env.json`` in ``study_dir``; the
-    tables' own columns (``device_name``, else ``device``; ``torch_version``...). ``{"source": "nothing
-    recorded"}`` when there is none."""
+    in ``study_dir``, then in its machine's folder; the newest sweep record ``*.env.json`` in ``study_dir/stores/``
+    (or in ``study_dir``, where older cnnlab kept them); the tables' own columns (``device_name``, else ``device``;
+    ``torch_version``...). ``{"source": "nothing recorded"}`` when there is none."""
     if study_dir is None or not Path(study_dir).is_dir():
         return {"source": "no results"}
     study_dir = Path(study_dir)
-    records = sorted(study_dir.glob("*.env.json"), key=_mtime, reverse=True)
+    records = sorted([*(study_dir / STORE_FOLDER).glob("*.env.json"), *study_dir.glob("*.env.json")], key=_mtime,
+                     reverse=True)
     for path in [study_dir / "environment.json", study_dir.parent / "environment.json", *records]:
         data = _read_json(path) if path.is_file() else None
         if data:

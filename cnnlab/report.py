@@ -11,7 +11,8 @@
 
 Where the page reads from. This computer: ``figures/<NN_name>/`` (``make figures``). Another machine:
 ``figures/reference/<machine>/<NN_name>/``, laid out the same. Each folder holds the study's CSVs, its figures
-(PNG and SVG), ``claims.csv`` and ``environment.json`` (all written by :func:`cnnlab.studies.save`). A notebook's
+(PNG and SVG), ``claims.csv`` and ``environment.json`` (all written by :func:`cnnlab.studies.save`); the sweeps'
+stores (raw points, saved again as those CSVs), in its ``stores/`` subfolder, are not linked. A notebook's
 main figure is the first figure its study's ``figures`` returns (``save`` records the order as the ``figures``
 entry of ``environment.json``); a folder without that record shows its first PNG by name. Executed notebooks are
 papermill's copies in ``build/notebooks/``, rendered by nbconvert into ``figures/notebooks/<NN_name>.html``; a
@@ -449,8 +450,9 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
         if nb not in m.notebooks:
             continue
         folder = m.folder(nb)
+        # The sweeps' stores are in stores/, not globbed; older cnnlab kept them here, with their .env.json beside.
         tables = [p for p in sorted(folder.glob("*.csv")) if not p.with_name(p.name + ".env.json").exists()]
-        links = [f'<a href="{_link(p, base)}">{_e(p.name)}</a>' for p in tables]  # (not the sweeps' stores)
+        links = [f'<a href="{_link(p, base)}">{_e(p.name)}</a>' for p in tables]
         if nb in m.html:
             links.insert(0, f'<a href="{_link(m.html[nb], base)}"><strong>executed notebook</strong></a>')
         parts.append(f"<h4>{_e(m.name)}</h4><p class=\"links\">{' · '.join(links) or 'no files'}</p>")

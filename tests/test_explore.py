@@ -33,9 +33,10 @@ def latency(model: str, batch_size: int, speedup: float = 1.0) -> float:
 
 def write_figures_tree(root: Path) -> Path:
     """A small results folder laid out as the notebooks write it: this computer's 01_batch_size (resnet20 and
-    resnet56 at batch sizes 1 to 8, resnet56's batch 8 out of memory; a sweep store with its ``.env.json``;
-    ``claims.csv``) and 03_amp_amc (model x variant, bars), and a reference machine "h100" with 01_batch_size (ten
-    times faster), an ``environment.json`` in its folder and its own ``claims.csv``. Returns ``root``."""
+    resnet56 at batch sizes 1 to 8, resnet56's batch 8 out of memory; a sweep store with its ``.env.json`` in
+    ``stores/``; ``claims.csv``) and 03_amp_amc (model x variant, bars), and a reference machine "h100" with
+    01_batch_size (ten times faster; a store beside the tables, where cnnlab kept them before ``stores/``), an
+    ``environment.json`` in its folder and its own ``claims.csv``. Returns ``root``."""
 
     def batch_table(speedup: float, device_name: str) -> pd.DataFrame:
         rows = [{"model": m, "batch_size": bs, "status": "ok", "point_time_s": 0.5,
@@ -55,8 +56,9 @@ def write_figures_tree(root: Path) -> Path:
     here = root / "01_batch_size"
     here.mkdir(parents=True)
     batch_table(1.0, "AMD EPYC 9B14").to_csv(here / "batch_size_batch.csv", index=False)
-    batch_table(1.0, "AMD EPYC 9B14").to_csv(here / "sweep_batch_0a1b2c3d.csv", index=False)  # a sweep's store
-    (here / "sweep_batch_0a1b2c3d.csv.env.json").write_text(json.dumps(
+    (here / "stores").mkdir()
+    batch_table(1.0, "AMD EPYC 9B14").to_csv(here / "stores" / "sweep_batch_0a1b2c3d.csv", index=False)  # a store
+    (here / "stores" / "sweep_batch_0a1b2c3d.csv.env.json").write_text(json.dumps(
         {"device_name": "AMD EPYC 9B14", "cpu_model": "AMD EPYC 9B14", "torch_version": "2.13.0+cpu",
          "cuda_version": None, "python_version": "3.11.7"}))
     claims("yes").to_csv(here / "claims.csv", index=False)
@@ -68,6 +70,7 @@ def write_figures_tree(root: Path) -> Path:
     ref = root / "reference" / "h100"
     (ref / "01_batch_size").mkdir(parents=True)
     batch_table(10.0, "NVIDIA H100 80GB HBM3").to_csv(ref / "01_batch_size" / "batch_size_batch.csv", index=False)
+    batch_table(10.0, "NVIDIA H100 80GB HBM3").to_csv(ref / "01_batch_size" / "sweep_batch_9f8e7d6c.csv", index=False)
     claims("no").to_csv(ref / "01_batch_size" / "claims.csv", index=False)
     (ref / "environment.json").write_text(json.dumps(
         {"device_name": "NVIDIA H100 80GB HBM3", "cpu_model": "Intel Xeon Platinum 8480+",

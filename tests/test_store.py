@@ -2,12 +2,15 @@
 only the lines it touches, invalid bytes are moved aside instead of crashing every later run, a store deleted under
 a running sweep is written whole again, two runs on one store take turns, FRESH waits for a running sweep, and no
 point is stored as ``killed`` that did not kill its process. The store's side files: ``<store>.env.json`` records
-the environment (a resumed run in another one is added, not lost) and ``<store>.attempts`` the points started."""
+the environment (a resumed run in another one is added, not lost) and ``<store>.attempts`` the points started.
+Stores of older cnnlab code are deleted with all their side files (``make clean-stores``), under their locks."""
 
 from __future__ import annotations
 
 import errno
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -369,3 +372,70 @@ def test_a_store_resumed_in_another_environment_keeps_both_records(tmp_path, mon
     record = json.loads((tmp_path / "s_0a1b2c3d.csv.env.json").read_text())
     assert record["torch_version"] == first["torch_version"]  # the first run's record is kept
     assert [r["torch_version"] for r in record["resumed_runs"]] == ["0.0.1"]
+
+
+# ---------------------------------------------------------------- stores of older code (make clean-stores)
+def _keyed_store(folder: Path, name: str, code: str | None = None) -> Path:
+    """A finished keyed sweep ``<folder>/stores/<name>_<digest>.csv``; with ``code``, recorded as measured by that
+    cnnlab code instead of this one."""
+    store = sweep(lambda i: {"value": i}, {"i": [0, 1]}, folder / f"{name}.csv", settings={"name": name},
+                  progress=False).attrs["store"]
+    if code is not None:
+        env = store.with_name(store.name + ".env.json")
+        env.write_text(json.dumps({**json.loads(env.read_text()), "cnnlab_code": code}))
+    return store
+
+
+def test_remove_old_stores_deletes_stores_of_other_code_with_their_side_files_and_keeps_the_rest(tmp_path):
+    from cnnlab.profiling.store import remove_old_stores
+
+    folder = tmp_path / "01_study"
+    old = _keyed_store(folder, "sweep_old", code="0123456789ab")
+    for side in (".damaged", ".env.json.damaged", ".4242.tmp"):
+        old.with_name(old.name + side).write_text("x")
+    current = _keyed_store(folder, "sweep_new")
+    unknown = folder / "stores" / "sweep_lost_0a1b2c3d.csv"  # no environment record: its code is unknown
+    unknown.write_text("i,status\n0,ok\n")
+    (folder / "table.csv").write_text("i\n0\n")  # a result table: never a store
+    with pytest.warns(UserWarning, match=r"kept 1 store\(s\) of unknown cnnlab code .*sweep_lost_0a1b2c3d\.csv"):
+        removed = remove_old_stores(tmp_path)
+    assert removed == [old]
+    assert not [p.name for p in old.parent.iterdir() if p.name.startswith(old.name)]
+    assert current.is_file() and current.with_name(current.name + ".env.json").is_file()
+    assert unknown.is_file() and (folder / "table.csv").is_file()
+
+
+def test_remove_old_stores_waits_for_a_sweep_writing_the_store(tmp_path):
+    from cnnlab.profiling.store import remove_old_stores
+
+    old = _keyed_store(tmp_path, "sweep_old", code="0123456789ab")
+    held, released = threading.Event(), []
+
+    def writer():
+        with ResultStore(old).lock():
+            held.set()
+            time.sleep(0.5)
+            released.append(time.time())
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    held.wait(10)
+    with pytest.warns(UserWarning, match=r"sweep_old_[0-9a-f]{8}\.csv is being written by a running sweep"):
+        removed = remove_old_stores(tmp_path)
+    assert released, "removed before the writer let go of its store"
+    thread.join()
+    assert removed == [old] and not old.exists()
+
+
+def test_make_clean_stores_says_what_it_removed_and_leaves_the_references_alone(tmp_path):
+    figures = tmp_path / "figures"
+    old = _keyed_store(figures / "01_study", "sweep_old", code="0123456789ab")
+    current = _keyed_store(figures / "01_study", "sweep_new")
+    reference = _keyed_store(figures / "reference" / "h100" / "01_study", "sweep_old", code="0123456789ab")
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "clean-stores", "STAMP="],
+                          env={**os.environ, "CNNLAB_FIGURES_DIR": str(figures)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-2].startswith(f"removed {old} (") and lines[-2].endswith(" MiB, with its side files)"), lines
+    assert re.fullmatch(r"removed 1 stores of older cnnlab code \(\d+\.\d MiB\); kept 1", lines[-1]), lines
+    assert not old.exists() and current.is_file() and reference.is_file()

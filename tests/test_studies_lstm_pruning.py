@@ -214,7 +214,7 @@ def test_rounds_repeat_the_loader_sweep_and_the_profile(tmp_path):
     parts = studies.tables(lp.measure(cfg, tmp_path, progress=False))
     ok = parts["loader_sweep"][parts["loader_sweep"]["status"] == "ok"]
     assert sorted(ok["round"]) == [0, 1] and list(ok["num_workers"]) == [0, 0]
-    assert len(list(tmp_path.glob("sweep_loader_sweep_*.csv"))) == 2
+    assert len(list((tmp_path / "stores").glob("sweep_loader_sweep_*.csv"))) == 2
     rounds = parts["profile_rounds"]
     assert list(rounds["round"]) == [0, 1] and rounds["lstm_share_pct"].between(0, 100).all()
     assert rounds["kernel_share_pct"].isna().all(), "no GPU kernels on a CPU"
@@ -283,7 +283,7 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path):
     assert len(_sweep_rows(b)) == len(_sweep_rows(a)) > 0
     assert (pd.to_datetime(_sweep_rows(b)["finished_utc"]) >= start_b).all(), "measured anew"
     for name in SWEEPS:
-        assert len(list(tmp_path.glob(f"sweep_{name}_*.csv"))) == 2  # one store per combination of settings
+        assert len(list((tmp_path / "stores").glob(f"sweep_{name}_*.csv"))) == 2  # one store per set of settings
     again = lp.measure(a_cfg, tmp_path, progress=False)  # same settings: resumed, not re-measured
     pd.testing.assert_frame_equal(_sweep_rows(again), _sweep_rows(a))
 

@@ -85,7 +85,7 @@ def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path
             assert (batch["cpu_threads"] == threads).all()  # applied while measuring, not read from the store
     finally:
         torch.set_num_threads(before)
-    assert len(list(tmp_path.glob("sweep_batch_*.csv"))) == (2 if config.cores() >= 2 else 1)
+    assert len(list((tmp_path / "stores").glob("sweep_batch_*.csv"))) == (2 if config.cores() >= 2 else 1)
 
 
 def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):

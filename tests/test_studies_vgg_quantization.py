@@ -358,4 +358,5 @@ def test_other_settings_never_return_stored_rows_and_a_rerun_resumes(tmp_path, m
         assert len(first) == len(other) == len(again), name
         assert set(first[col]).isdisjoint(other[col]), f"{name}: the second configuration got the first one's rows"
         pd.testing.assert_frame_equal(first, again, obj=name)
-    assert len(list(tmp_path.glob("sweep_int8_*.csv"))) == len(list(tmp_path.glob("sweep_loader_sweep_*.csv"))) == 2
+    stores = tmp_path / "stores"
+    assert len(list(stores.glob("sweep_int8_*.csv"))) == len(list(stores.glob("sweep_loader_sweep_*.csv"))) == 2

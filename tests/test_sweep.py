@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def test_sweep_store_is_keyed_by_every_setting_and_returns_only_its_grid(tmp_pat
 
     first = run([1, 2, 4])
     assert list(first["value"]) == [8, 16, 32] and len(calls) == 3
-    assert first.attrs["store"].parent == tmp_path and first.attrs["store"].name.startswith("s_")
+    assert first.attrs["store"].parent == tmp_path / "stores" and first.attrs["store"].name.startswith("s_")
     # another data set, model size or device: its own store, never the first run's rows
     for change in (dict(dataset="cifar10"), dict(hidden=16), dict(device="cuda")):
         calls.clear()
@@ -180,6 +181,20 @@ def test_sweep_store_is_keyed_by_every_setting_and_returns_only_its_grid(tmp_pat
     # the key covers cnnlab's own source and every setting, in any order
     assert store_file(tmp_path / "s.csv", {"a": 1, "b": 2}) == store_file(tmp_path / "s.csv", {"b": 2, "a": 1})
     assert store_file(tmp_path / "s.csv", {"a": 1}) != store_file(tmp_path / "s.csv", {"a": 2})
+
+
+def test_a_keyed_store_and_its_side_files_are_in_stores_and_an_unkeyed_one_where_it_is_named(tmp_path):
+    """The folder a study names shows its results only: a store keyed by settings is in its ``stores/`` subfolder
+    with every side file (lock, attempts, environment record); with ``settings=None`` the path given is the store."""
+    store = sweep(lambda x: {"y": x}, {"x": [1, 2]}, tmp_path / "sweep_a.csv", settings={"k": 1},
+                  progress=False).attrs["store"]
+    assert store.parent == tmp_path / "stores" and re.fullmatch(r"sweep_a_[0-9a-f]{8}\.csv", store.name)
+    files = {p.name for p in store.parent.iterdir()}
+    assert files >= {store.name + side for side in ("", ".lock", ".env.json")}, files
+    assert all(f.startswith(store.name) for f in files), files
+    assert [p.name for p in tmp_path.iterdir()] == ["stores"]
+    plain = sweep(lambda x: {"y": x}, {"x": [1]}, tmp_path / "plain.csv", progress=False).attrs["store"]
+    assert plain == tmp_path / "plain.csv" and (tmp_path / "plain.csv.env.json").is_file()
 
 
 def test_sweep_skips_points_with_a_reason_and_keeps_grid_order(tmp_path):

@@ -19,10 +19,12 @@ locks. A store deleted or replaced while its writer runs is noticed at the next 
 whole again from the rows the writer holds.
 
 The store also owns its name and its side files: :func:`store_file` names it after a digest of the settings it is
-keyed by and of cnnlab's own source (:func:`code_digest`); :func:`write_env` keeps ``<store>.env.json`` (the
-environment and those settings); :class:`Attempts` keeps ``<store>.attempts`` (points started and not yet stored,
-to recognise a point that kills its process); :func:`store_point` writes a point's rows. A write that fails (a
-full disk) is raised again naming the file, the point and the free space.
+keyed by and of cnnlab's own source (:func:`code_digest`), in the ``stores/`` subfolder of the folder asked for, so
+that a study's folder shows its results and not this housekeeping; :func:`write_env` keeps ``<store>.env.json``
+(the environment and those settings); :class:`Attempts` keeps ``<store>.attempts`` (points started and not yet
+stored, to recognise a point that kills its process); :func:`store_point` writes a point's rows. A write that fails
+(a full disk) is raised again naming the file, the point and the free space. Every change to cnnlab starts new
+stores, so old ones accumulate: :func:`remove_old_stores` (``make clean-stores``) deletes those of other code.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -414,14 +417,18 @@ def _settings_dict(settings: Mapping[str, Any] | SimpleNamespace) -> dict[str, A
     return dict(vars(settings)) if isinstance(settings, SimpleNamespace) else dict(settings)
 
 
+STORE_FOLDER = "stores"  # the subfolder of a study's folder that holds its stores and their side files
+
+
 def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNamespace) -> Path:
-    """``<folder>/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
-    setting in ``settings`` and :func:`code_digest`, so each combination has its own file."""
+    """``<folder>/stores/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
+    setting in ``settings`` and :func:`code_digest`, so each combination has its own file. The stores and their side
+    files go in a subfolder (:data:`STORE_FOLDER`), out of the way of the results a user browses in ``<folder>``."""
     path = Path(store)
     suffix = path.suffix or ".csv"
     key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return path.with_name(f"{path.stem}_{digest}{suffix}")
+    return path.parent / STORE_FOLDER / f"{path.stem}_{digest}{suffix}"
 
 
 @contextlib.contextmanager
@@ -534,3 +541,87 @@ def store_point(results: ResultStore, attempts: Attempts, point: dict[str, Any],
                 results.append(row)
     finally:  # stored, or a write error: neither is the death of the process
         attempts.forget(point, every=True)
+
+
+# ---------------------------------------------------------------- stores of older code (make clean-stores)
+
+
+STORE_NAME = re.compile(r".+_[0-9a-f]{8}\.(csv|jsonl|json)")  # a store as store_file names it
+
+
+def remove_old_stores(folder: str | os.PathLike) -> list[Path]:
+    """Delete, under ``folder`` (all its subfolders), every store whose ``<store>.env.json`` names another
+    ``cnnlab_code`` than :func:`code_digest`, with all its side files, each store under its lock (a sweep writing it
+    is waited for); return the stores removed. Such a store is never read again: any change to cnnlab starts new
+    stores. A store without a readable record (its code unknown) is kept and named in a warning."""
+    return list(_remove_old_stores([Path(folder)])[0])
+
+
+def clean_old_stores() -> None:
+    """``make clean-stores``: :func:`remove_old_stores` on this computer's notebook folders (``figures/<NN_name>/``
+    of :func:`cnnlab.paths.figures_root`; the committed ``figures/reference/`` is left alone), printing one line per
+    store removed and a summary; warnings (a store waited for, stores of unknown code) are printed as one line each."""
+    from cnnlab import paths
+
+    with warnings.catch_warnings():  # restores showwarning on the way out
+        warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr, flush=True)
+        removed, kept = _remove_old_stores(paths.notebook_folders(paths.figures_root()))
+    for store, size in removed.items():
+        print(f"removed {store} ({_mib(size)}, with its side files)")
+    print(f"removed {len(removed)} stores of older cnnlab code ({_mib(sum(removed.values()))}); kept {len(kept)}")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def _remove_old_stores(folders: Iterable[Path]) -> tuple[dict[Path, int], list[Path]]:
+    """(bytes freed per store removed, stores kept) of :func:`remove_old_stores` on each of ``folders``."""
+    removed: dict[Path, int] = {}
+    kept: list[Path] = []
+    unknown: list[Path] = []
+    for store in (store for folder in folders for store in _stores_under(folder)):
+        code = _recorded_code(store)
+        if code is not None and code != code_digest():
+            removed[store] = _remove_store(store)
+        else:
+            kept.append(store)
+            if code is None:
+                unknown.append(store)
+    if unknown:
+        warnings.warn(f"kept {len(unknown)} store(s) of unknown cnnlab code (no readable cnnlab_code in their "
+                      f"<store>.env.json): {', '.join(map(str, unknown))}; delete them by hand if not needed",
+                      stacklevel=3)
+    return removed, kept
+
+
+def _stores_under(folder: Path) -> list[Path]:
+    """Every store under ``folder``: the files named as :func:`store_file` names them, and the stores of the
+    environment records found (a sweep whose points were all skipped leaves a record and no store)."""
+    named = {p for p in folder.rglob("*") if STORE_NAME.fullmatch(p.name) and p.is_file()}
+    recorded = {p.with_name(p.name[:-len(".env.json")]) for p in folder.rglob("*.env.json")}
+    return sorted(named | recorded)
+
+
+def _recorded_code(store: Path) -> str | None:
+    """The ``cnnlab_code`` recorded in ``<store>.env.json``; None where none can be read (no record, a damaged one,
+    a store keyed by no settings)."""
+    try:
+        record = json.loads(store.with_name(store.name + ".env.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: JSONDecodeError, UnicodeDecodeError
+        return None
+    code = record.get("cnnlab_code") if isinstance(record, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _remove_store(store: Path) -> int:
+    """Delete ``store`` and its side files (``<store>.*``: lock, attempts, records, damaged lines, part files)
+    under its lock, waiting for a sweep that writes it; return the bytes freed."""
+    with _flock(store.with_name(store.name + ".lock"), f"{store} is being written by a running sweep (a notebook?)"):
+        files = [p for p in store.parent.iterdir() if p.name == store.name or p.name.startswith(store.name + ".")]
+        freed = 0
+        for p in files:
+            with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile
+                freed += p.stat().st_size
+                p.unlink()
+    return freed

@@ -105,10 +105,11 @@ def sweep(
     store: the store's folder and name (``<folder>/<name>.csv`` or ``.jsonl``); None: a temporary
     store, gone after the call. settings: every setting that is not a grid parameter and changes a
     measurement (model options, data set, device, dtype, repeats, preset...; a namespace counts by
-    its attributes). The file actually used is ``<folder>/<name>_<digest>.<ext>``, the digest taken
-    over ``settings`` and the source of cnnlab itself (:func:`store_file`), so that a run with other
-    settings or other measuring code starts its own store. With ``settings=None`` the path is used
-    as given (the caller vouches that it names everything). The path is in ``df.attrs["store"]``.
+    its attributes). The file actually used is ``<folder>/stores/<name>_<digest>.<ext>``, the digest
+    taken over ``settings`` and the source of cnnlab itself (:func:`store_file`), so that a run with
+    other settings or other measuring code starts its own store (``make clean-stores`` deletes those
+    of older code). With ``settings=None`` the path is used as given (the caller vouches that it
+    names everything). The path is in ``df.attrs["store"]``; its side files lie beside it.
 
     skip: ``skip(**point)`` returns a reason (str) for a point not to be measured here, or None;
     a skipped point is a row with ``status="skipped"`` and the reason in ``error``, never stored.

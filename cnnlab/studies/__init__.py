@@ -168,7 +168,7 @@ class Experiment:
     """One sweep of a study: ``point(**grid point, **settings)`` for every point of the grid spanned by ``axes``
     (point argument -> the parameter whose values it takes: ``{"batch_size": "batch_sizes"}``). The settings a point
     depends on are ``point``'s keyword-only parameters, taken from the configuration by name; ``desc`` labels the
-    progress bar. Stored as ``<store_dir>/sweep_<name>_<digest>.csv``."""
+    progress bar. Stored as ``<store_dir>/stores/sweep_<name>_<digest>.csv``."""
 
     name: str
     point: Callable[..., Any]
