@@ -615,13 +615,18 @@ def _recorded_code(store: Path) -> str | None:
 
 
 def _remove_store(store: Path) -> int:
-    """Delete ``store`` and its side files (``<store>.*``: lock, attempts, records, damaged lines, part files)
-    under its lock, waiting for a sweep that writes it; return the bytes freed."""
+    """Delete ``store`` and its side files and folders (``<store>.*``: lock, attempts, records, damaged lines, part
+    files; a DDP sweep's ``<store>.runs/`` logs) under its lock, waiting for a sweep that writes it; return the bytes
+    freed."""
     with _flock(store.with_name(store.name + ".lock"), f"{store} is being written by a running sweep (a notebook?)"):
-        files = [p for p in store.parent.iterdir() if p.name == store.name or p.name.startswith(store.name + ".")]
+        found = [p for p in store.parent.iterdir() if p.name == store.name or p.name.startswith(store.name + ".")]
         freed = 0
-        for p in files:
+        for p in found:
             with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile
-                freed += p.stat().st_size
-                p.unlink()
+                if p.is_dir():
+                    freed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+                    shutil.rmtree(p)
+                else:
+                    freed += p.stat().st_size
+                    p.unlink()
     return freed

@@ -149,7 +149,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     A point is one launch of :func:`cnnlab.ddp.launch`; its row has :data:`cnnlab.ddp.ROW_FIELDS` (times in ms,
     wall time and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals are per rank,
     scaled from ``profile_steps`` steps to the epochs, see :func:`cnnlab.ddp.train_and_profile`), run_dir (the
-    launch's logs and rank files, under ``store_dir/runs/<store name>``), point_time_s, and :func:`add_scaling`'s
+    launch's logs and rank files, in the store's side folder ``<store>.runs/`` under ``store_dir/stores/``),
+    point_time_s, and :func:`add_scaling`'s
     columns.
     Status "error" (a crash, a timeout: the launch's reason in ``error``; run again by the next call), "oom", or
     "skipped" (a process needs its own GPU: more processes than GPUs present). The configuration columns (model,
@@ -162,7 +163,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
         runs = Path(tmp) if store_dir is None else \
-            Path(store_dir) / "runs" / store_file(DDP.store(store_dir), cfg.settings()).stem
+            store_file(DDP.store(store_dir), cfg.settings()).with_suffix(".csv.runs")  # a side folder of the store
         df = DDP.run(cfg, store_dir, progress=progress, bind=dict(out_dir=runs), skip=skip, retry_errors=True)
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
     text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason")

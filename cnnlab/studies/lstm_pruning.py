@@ -155,7 +155,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
     ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round, ``cfg.timing_rounds``
     rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models" (:func:`final_comparison`). The
-    sweeps' stores: ``store_dir/sweep_<experiment>_<digest>.csv``, keyed by ``cfg.settings()``, the threads in use
+    sweeps' stores: ``store_dir/stores/sweep_<experiment>_<digest>.csv``, keyed by ``cfg.settings()``, the threads in use
     (and the round)."""
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
