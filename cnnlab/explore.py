@@ -120,12 +120,13 @@ def settings() -> frozenset[str]:
 
 
 def metrics(df: pd.DataFrame) -> list[str]:
-    """Measured numeric columns with at least one value: not a setting that is the same in every row (a name in
-    :func:`settings`: one study's setting, ``batch_size`` say, can be another's grid axis, which may be plotted);
-    the paper's usual metrics first, then those whose name carries a unit (``latency_ms_p90``), then the rest, each
+    """Measured numeric columns with at least one value: never a column that says where or how a row was measured
+    (the grid point, :func:`parameters`, e.g. ``batch_size`` in a batch-size sweep; a setting, :func:`settings`, e.g.
+    ``warmup``, even where two runs differ in it: such columns are x axes, hues or facets, not results); the
+    paper's usual metrics first, then those whose name carries a unit (``latency_ms_p90``), then the rest, each
     group in the table's order."""
-    found = [c for c in df.columns if not _is_note(c) and _is_number(df[c]) and df[c].notna().any()
-             and not (c in settings() and df[c].nunique(dropna=True) <= 1)]
+    how = set(parameters(df)) | settings()
+    found = [c for c in df.columns if not _is_note(c) and _is_number(df[c]) and df[c].notna().any() and c not in how]
     with_unit = [c for c in found if plotting.label_for(c).endswith(")")]
     first = [c for c in PREFERRED_METRICS if c in found]
     return list(dict.fromkeys(first + with_unit + found))

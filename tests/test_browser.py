@@ -305,6 +305,9 @@ def _open_run_and_change_the_metric(browser, url: str, token: str, note_processe
     scroll("0")
     metric = wait_for(lambda: _dropdown(browser, "metric"), "the metric dropdown")
     assert Select(metric).first_selected_option.text == "latency_ms_median"
+    # measured metrics only: not the grid (batch_size), the bookkeeping (point_time_s) or the status
+    assert [o.text for o in Select(metric).options] == [
+        "latency_ms_median", "throughput_items_per_s", "peak_mem_alloc_mib"]
     ran_all = time.monotonic() - started
 
     Select(metric).select_by_visible_text("throughput_items_per_s")

@@ -127,7 +127,8 @@ def test_column_roles_of_a_sweep_table(index):
     df = explore.load_table(index["path"].iloc[0])
     metrics = explore.metrics(df)
     assert metrics[:2] == ["latency_ms_median", "throughput_items_per_s"] and "peak_mem_alloc_mib" in metrics
-    assert "point_time_s" not in metrics and "batch_size" in metrics  # bookkeeping out; a setting may be plotted
+    assert "point_time_s" not in metrics and "batch_size" not in metrics  # bookkeeping out; the grid is not measured
+    assert "batch_size" in explore.x_axes(df)  # it is what a metric is plotted against
     assert explore.x_axes(df)[0] == "batch_size"
     assert explore.parameters(df) == ["model", "batch_size"]
     groups = explore.groupings(df)
@@ -402,7 +403,9 @@ def test_the_explorer_offers_measured_metrics_every_category_and_the_reports_wor
                        "warmup": [2] * 3, "repeats": [20] * 3, "cpu_threads": [1] * 3, "device": ["cpu"] * 3,
                        "latency_ms_median": [1.0, 2.0, 3.0], "images_timed": [128, 128, 128]})
     found = explore.metrics(df)
-    assert "latency_ms_median" in found and not {"warmup", "repeats", "cpu_threads"} & set(found)
+    assert "latency_ms_median" in found and not {"warmup", "repeats", "cpu_threads", "batch_size"} & set(found)
+    two_runs = df.assign(warmup=[1, 2, 2])  # a setting that differs between runs is still not a result
+    assert "warmup" not in explore.metrics(two_runs) and "warmup" in explore.groupings(two_runs)
     assert {"model", "device"} <= set(explore.groupings(df))
     assert {"warmup", "repeats"} <= explore.settings() and "batch_sizes" not in explore.settings()  # axes are not
     path = tree / "01_batch_size" / "claims.csv"
