@@ -46,6 +46,19 @@ ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_vers
                       "platform", "date_utc")
 # A stray value a cell returned: paths (save_figure's tuple) or matplotlib artists (a plot call's return value).
 STRAY_RESULT = re.compile(r"(PosixPath|WindowsPath)\(|<matplotlib\.|^\[?<Axes[: ]|^Text\(", re.MULTILINE)
+# Lines that alarm a reader and that cnnlab fixed at their cause or filters where it knows they are harmless: each
+# is a regression when it shows in a notebook again. (text in the stream, what it means and where it is handled)
+NOISE_LINES = (
+    ("USDT", "the C++ profiler's USDT lines (enter torch.profiler through cnnlab.profiling.quiet.quiet_profiler)"),
+    ("Memory block of unknown size", "the CPU profiler saw a block allocated before it started freed, so its curve "
+     "misses that free (run the step before inside the profiler: memory_over_time(before=...), or profile_ops("
+     "profile_memory=False) where no memory is read)"),
+    ("gpuGetDeviceCount failed", "Kineto's line on a machine without a usable GPU (enter torch.profiler through "
+     "cnnlab.profiling.quiet.quiet_profiler, which drops it where CUDA is not available)"),
+    ("IProgress not found", "tqdm.auto's warning where ipywidgets is missing (use cnnlab.profiling.progress)"),
+    ("Profiler clears events at the end of each cycle", "torch.profiler's warning on a second schedule cycle (one "
+     "cycle per profile: cnnlab.profiling.profile_ops)"),
+)
 
 
 # ------------------------------------------------------------------------------------------------ notebook side
@@ -126,17 +139,16 @@ def show(table) -> None:
 
 
 def output_problems(outputs: list) -> list[str]:
-    """What a reader should not see in one cell's outputs (nbformat output dicts, or nbval's): a line of the C++
-    profiler (``USDT:... profiler_start``) on stdout or stderr, or an ``Out[...]`` that is a stray return value
-    (paths, matplotlib artists). Returns one message per problem; empty when the cell is clean."""
+    """What a reader should not see in one cell's outputs (nbformat output dicts, or nbval's): one of the
+    :data:`NOISE_LINES` (the C++ profiler's ``USDT:... profiler_start``, ...) on stdout or stderr, or an ``Out[...]``
+    that is a stray return value (paths, matplotlib artists). Returns one message per problem; empty when the cell
+    is clean."""
     problems = []
     for out in outputs:
         kind = out.get("output_type")
         if kind == "stream":
             text = "".join(out.get("text", ""))
-            if "USDT" in text:  # Kineto's "USDT:... profiler_start" lines (cnnlab.profiling.quiet)
-                problems.append(f"{out.get('name', 'stream')} holds the C++ profiler's USDT lines "
-                                "(enter torch.profiler through cnnlab.profiling.quiet.quiet_profiler)")
+            problems += [f"{out.get('name', 'stream')} holds {what}" for line, what in NOISE_LINES if line in text]
         elif kind == "execute_result":
             text = "".join(out.get("data", {}).get("text/plain", ""))
             if STRAY_RESULT.search(text):

@@ -223,3 +223,22 @@ def test_train_step_peak_sees_the_old_gradients_freed_and_cpp_says_nothing():
     # C++ logs the first such free of a process (then every 1000th): it must come from the old way only
     assert "Memory block of unknown size" in proc.stderr.partition("the old way")[2], proc.stderr
     assert "Memory block of unknown size" not in proc.stderr.partition("the old way")[0], proc.stderr
+
+
+def test_cpu_peak_of_a_pruned_layer_counts_its_recomputed_weight_and_cpp_says_nothing():
+    # torch.nn.utils.prune computes weight = weight_orig * mask on every forward and frees the last one: a block
+    # from before the profile, freed inside it (the uncounted step before the measured one takes that free).
+    script = textwrap.dedent("""
+        import torch
+        from torch.nn.utils import prune
+        from cnnlab.profiling import memory
+        layer = prune.l1_unstructured(torch.nn.Linear(1024, 1024), "weight", amount=0.5)
+        x = torch.randn(4, 1024)
+        with torch.no_grad():
+            layer(x)
+            print(memory.cpu_peak_bytes(lambda: layer(x)))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert 1024 * 1024 * 4 <= int(proc.stdout) < 1024 * 1024 * 4 + MIB  # the new weight, plus the small output
+    assert "Memory block of unknown size" not in proc.stderr, proc.stderr

@@ -148,6 +148,18 @@ def test_output_problems_finds_profiler_lines_and_stray_values():
     assert len(found) == 3 and "USDT" in found[0] and "Out[9]" in found[1] and "Out[3]" in found[2]
 
 
+@pytest.mark.parametrize("line", [
+    "[W1126 10:49:44.387408565 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the profiling "
+    "started, profiler results will not include the deallocation event",
+    "ERROR:2026-11-26 10:00:00 1:1 DeviceProperties.cpp:47] gpuGetDeviceCount failed with code 35",
+    "/x/tqdm/auto.py:21: TqdmWarning: IProgress not found. Please update jupyter and ipywidgets.",
+    "UserWarning: Warning: Profiler clears events at the end of each cycle.Only events from the current cycle will be "
+    "reported.To keep events across cycles, set acc_events=True."])
+def test_output_problems_finds_each_line_cnnlab_keeps_out_of_notebooks(line):
+    found = report.output_problems([{"output_type": "stream", "name": "stderr", "text": f"ok\n{line}\nok\n"}])
+    assert len(found) == 1 and found[0].startswith("stderr holds "), found
+
+
 def test_compact_collapses_columns_missing_on_this_device_into_one_line():
     df = pd.DataFrame({"batch_size": [1, 8], "latency_ms_median": [1.0, 2.0],
                        "gpu_util_pct": [math.nan, math.nan], "gpu_util_missing_reason": ["no GPU", "no GPU"],

@@ -26,7 +26,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from cnnlab.profiling.quiet import quiet_profiler
+from cnnlab.profiling.quiet import UNKNOWN_FREE, quiet_profiler
 
 MIB = 1024**2
 
@@ -104,14 +104,11 @@ def cpu_peak_bytes(step: Callable[[], object]) -> int:
     """Peak live CPU tensor bytes allocated while ``step()`` runs once (see module docstring).
 
     The output of ``step`` is released before returning, but it counts towards the peak because it
-    was live at the end of the step.
+    was live at the end of the step. One more ``step()`` runs first, inside the profiler and not counted
+    (:func:`memory_over_time`'s ``before``): a block the measured call frees that an earlier call left (a pruned
+    weight that every forward computes again, last step's gradients) is then seen freed, with its size.
     """
-    from torch.profiler import ProfilerActivity, profile
-
-    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-        out = step()
-        del out
-    return peak_from_memory_events(raw_events(prof))["cpu_bytes"]
+    return memory_over_time(step, "cpu", before=step)["peak_bytes"]
 
 
 def free_memory() -> None:
@@ -225,10 +222,11 @@ def memory_over_time(step: Callable[[], object], device, *, before: Callable[[],
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
         if before is not None:
-            before_out = before()
-            if cuda:
-                torch.cuda.synchronize(dev)
-            del before_out
+            with quiet_profiler(also=(UNKNOWN_FREE,)):  # a free of a block from before the profile: not counted
+                before_out = before()
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                del before_out
         with record_function(_STEP_MARK):
             out = step()
             if cuda:

@@ -26,11 +26,19 @@ PROFILER_BANNER = re.compile(rb"^USDT:.*\]\s*profiler_(start|stop)\s*$")
 NO_GPU_LINE = re.compile(rb"^\w+:.*\]\s*gpuGetDeviceCount failed with code \d+\s*$")
 
 
-def drop_banners(data: bytes, *, no_gpu: bool = False) -> bytes:
-    """``data`` (bytes written to fd 2) without Kineto's ``profiler_start``/``profiler_stop`` lines, and without its
-    ``gpuGetDeviceCount failed`` line when ``no_gpu`` (CUDA is not available to this process)."""
+# c10's CPU allocator, when a block allocated before a profile with profile_memory started is freed inside it: the
+# profiler cannot record that free (it never saw the size). Dropped only where the caller knows the free is not
+# counted (:func:`cnnlab.profiling.memory.memory_over_time`'s uncounted ``before`` step).
+UNKNOWN_FREE = re.compile(rb"^\[W.*\] Memory block of unknown size was allocated before the profiling started")
+
+
+def drop_banners(data: bytes, *, no_gpu: bool = False, also: tuple[re.Pattern, ...] = ()) -> bytes:
+    """``data`` (bytes written to fd 2) without Kineto's ``profiler_start``/``profiler_stop`` lines, without its
+    ``gpuGetDeviceCount failed`` line when ``no_gpu`` (CUDA is not available to this process), and without lines
+    matching a pattern in ``also``."""
     def dropped(line: bytes) -> bool:
-        return bool(PROFILER_BANNER.match(line) or (no_gpu and NO_GPU_LINE.match(line)))
+        return bool(PROFILER_BANNER.match(line) or (no_gpu and NO_GPU_LINE.match(line))
+                    or any(p.match(line) for p in also))
 
     return b"".join(line for line in data.splitlines(keepends=True) if not dropped(line))
 
@@ -42,13 +50,14 @@ def _no_gpu() -> bool:
 
 
 @contextlib.contextmanager
-def quiet_profiler():
+def quiet_profiler(also: tuple[re.Pattern, ...] = ()):
     """Enter and exit a ``torch.profiler.profile`` inside this block (``with quiet_profiler(), profile(...)``):
     whatever is written to file descriptor 2 inside it goes to a temporary file, and on leaving (also on an
     exception) every line of it except the profiler's start/stop banners is written to ``sys.stderr``, where
     Jupyter shows it. Lines come out when the block ends, not as they are written; a process forked inside the
     block that outlives it (a persistent DataLoader worker) writes its stderr into the discarded file.
-    Without a usable fd 2 (an embedded interpreter) the block runs unfiltered."""
+    Without a usable fd 2 (an embedded interpreter) the block runs unfiltered. ``also``: more patterns of lines to
+    drop, for a caller that knows them harmless inside its block."""
     _flush(sys.stderr)
     try:
         saved = os.dup(2)
@@ -64,7 +73,7 @@ def quiet_profiler():
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = drop_banners(captured.read(), no_gpu=_no_gpu())
+            kept = drop_banners(captured.read(), no_gpu=_no_gpu(), also=also)
             if kept and sys.stderr is not None:
                 sys.stderr.write(kept.decode(errors="replace"))
                 _flush(sys.stderr)
@@ -77,4 +86,4 @@ def _flush(stream) -> None:
         pass
 
 
-__all__ = ["NO_GPU_LINE", "PROFILER_BANNER", "drop_banners", "quiet_profiler"]
+__all__ = ["NO_GPU_LINE", "PROFILER_BANNER", "UNKNOWN_FREE", "drop_banners", "quiet_profiler"]
