@@ -193,4 +193,4 @@ clean:
 # Delete the sweeps' stores in figures/<notebook>/stores/ that older cnnlab code measured (no sweep reads them again);
 # the current code's, those of unknown code (named) and figures/reference/ are kept. A running sweep is waited for.
 clean-stores: $(STAMP)
-	$(PY) -c "from cnnlab.profiling.store import clean_old_stores; clean_old_stores()"
+	@$(PY) -c "from cnnlab.profiling.store import clean_old_stores; clean_old_stores()"
