@@ -264,7 +264,8 @@ def benchmark(
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop, from the ``gpu_util_samples`` samples whose
     whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside), and
     ``gpu_util_pct_p10``/``_p90`` the samples' spread (widened to include the mean) that claims compare it with.
-    On CPU, ``measure_memory`` costs one extra call of the model after the timed loop.
+    On CPU, ``measure_memory`` costs two extra calls of the model after the timed loop (one uncounted, see
+    :func:`cnnlab.profiling.memory.cpu_peak_bytes`).
 
     util_min_run_time_s: where utilisation is measured, the timed loop goes on past ``repeats`` calls until it
         has lasted this long and ``gpu_util.MIN_SAMPLES + 1`` NVML sample periods (at most
