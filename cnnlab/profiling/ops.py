@@ -98,7 +98,9 @@ def profile_ops(
     with their counts, memset_ms, sync_wait_ms and sync_calls (host time in cudaDevice/Stream/Event
     Synchronize called by ``fn``; the harness's own final sync is reported apart as
     final_sync_wait_ms), max_cpu_mem_mib and max_device_mem_mib (peak live tensor memory allocated
-    during the profiled iterations, from the allocator's events; needs ``profile_memory``),
+    during the profiled iterations, from the allocator's events; needs ``profile_memory``; with two or more
+    iterations, from the second one on: the first frees what was there before the profile, the warm-up's gradients
+    say, which the CPU profiler cannot size, so its peak counted those blocks on top of their successors),
     cpu_mem_allocated_mib and device_mem_allocated_mib (cumulative: every byte allocated during the profiled
     iterations, frees not subtracted, see :func:`allocated_from_memory_events`),
     max_device_mem_allocated_mib (absolute ``torch.cuda.max_memory_allocated``), and
@@ -143,6 +145,15 @@ def _schedule(warmup: int, active: int):
     from torch.profiler import schedule
 
     return schedule(wait=0, warmup=warmup, active=active, repeat=1)
+
+
+def _from_second_iteration(raw: list) -> list:
+    """The raw profiler events from the second profiled iteration's start on, where there are two or more, else all
+    of them. A free inside the first iteration of a block allocated before the profile (last step's gradients, freed
+    by ``zero_grad``) is not recorded on a CPU, so a peak taken over it counts that block on top of its successor; by
+    the second iteration every block freed was allocated under the profiler, with its size."""
+    starts = sorted(e.start_ns() for e in raw if e.name() == _ITERATION and str(e.device_type()) == "DeviceType.CPU")
+    return raw if len(starts) < 2 else [e for e in raw if e.start_ns() >= starts[1]]
 
 
 def _is_harness(name: str) -> bool:
@@ -273,7 +284,7 @@ def _summary(events, kernels, operators, prof, dev, iterations, profile_memory) 
         summary["device_missing_reason"] = reason
     if profile_memory:
         raw = raw_events(prof)
-        peaks, allocated = peak_from_memory_events(raw), allocated_from_memory_events(raw)
+        peaks, allocated = peak_from_memory_events(_from_second_iteration(raw)), allocated_from_memory_events(raw)
         summary["max_cpu_mem_mib"] = peaks["cpu_bytes"] / MIB
         summary["max_device_mem_mib"] = peaks["device_bytes"] / MIB if cuda else nan
         summary["cpu_mem_allocated_mib"] = allocated["cpu_bytes"] / MIB
