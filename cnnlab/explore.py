@@ -31,13 +31,10 @@ from matplotlib.figure import Figure
 
 from cnnlab import claims as _claims
 from cnnlab import paths, plotting, studies
-from cnnlab.profiling.store import STORE_FOLDER
+from cnnlab.profiling.store import STORE_FOLDER, STORE_NAME
 
 THIS_COMPUTER = "this computer"
 NONE = "(none)"  # the dropdown entry for "no hue", "no facet", "no second machine"
-# A sweep's store (profiling.store_file: raw points, saved again as a table) beside the tables, where cnnlab kept its
-# stores before they moved to the stores/ subfolder (a reference machine's folder copied then may hold some).
-STORE = re.compile(r"_[0-9a-f]{8}$")
 # Columns that record how a point was run, not what it measured or where: never offered as metric, x or hue.
 BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
 # The metric a table opens with, when it has one (the papers' figures plot these).
@@ -62,7 +59,9 @@ def find_tables(root: str | Path | None = None) -> pd.DataFrame:
     for machine, base in machines.items():
         for study_dir in paths.notebook_folders(base):
             for csv in sorted(study_dir.glob("*.csv")):
-                if csv.name != "claims.csv" and not STORE.search(csv.stem):
+                # a store beside the tables (STORE_NAME: raw points, saved again as a table) is where cnnlab kept
+                # them before the stores/ subfolder: a reference machine's folder copied then may hold some
+                if csv.name != "claims.csv" and not STORE_NAME.fullmatch(csv.name):
                     rows.append({"machine": machine, "study": study_dir.name, "table": csv.stem, "path": csv})
     return pd.DataFrame(rows, columns=["machine", "study", "table", "path"])
 
