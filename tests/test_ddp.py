@@ -211,14 +211,27 @@ def test_a_rank_that_dies_at_shutdown_after_row_json_is_kept_with_a_note(tmp_pat
     assert row["wall_time_s"] > 0 and row["world_size"] == 2 and row["error"] is None
 
 
-def _wait_for_processes(text: str, count: int, timeout_s: float = 60) -> list[int]:
+def _wait_for_descendants(pid: int, count: int, timeout_s: float = 60) -> list[int]:
+    """At least ``count`` processes below ``pid`` (from /proc/<pid>/stat: see _launched), within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = _processes_mentioning(text)
+        found = ddp._descendants(pid)
         if len(found) >= count:
             return found
         time.sleep(0.1)
-    raise AssertionError(f"fewer than {count} processes mentioning {text} after {timeout_s} s")
+    raise AssertionError(f"fewer than {count} processes below {pid} after {timeout_s} s")
+
+
+def _launched() -> list[int]:
+    """The processes below this one that run in a session of their own (ddp.launch starts torchrun so, and torchrun
+    its workers), read from /proc/<pid>/stat."""
+    def session(pid):
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            return None
+    own = os.getsid(0)
+    return [pid for pid in ddp._descendants(os.getpid()) if session(pid) not in (own, None)]
 
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
@@ -227,17 +240,30 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
     import threading
 
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")  # the launch runs until it is interrupted
+    start, sent = time.monotonic(), {}
 
-    def interrupt():  # Ctrl-C once torchrun and a worker run (the rank that does not hang may already be gone:
-        # waiting for all three then never sent the interrupt, and launch() ran into its timeout instead)
+    def interrupt():  # Ctrl-C once torchrun and a worker run (the rank that does not hang may already be gone)
+        # Found from /proc/<pid>/stat (below this process, in a session of their own: torchrun and its workers), not
+        # by command line: reading another process's cmdline waits for its memory-map lock, which a busy process (a
+        # notebook kernel beside this test in CI) can hold. Sent to the main thread itself, where launch() waits;
+        # when it was sent is kept for the failure message.
         try:
-            _wait_for_processes(str(tmp_path), 2)
+            deadline = time.monotonic() + 60
+            while len(_launched()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            sent["processes"] = len(_launched())
         finally:
-            os.kill(os.getpid(), signal.SIGINT)
+            sent["after_s"] = round(time.monotonic() - start, 1)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "SIGINT handler changed before this test"
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=120, **TINY)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=120, **TINY)
+    except BaseException as failure:
+        raise AssertionError(f"launch() was not interrupted; the interrupt: {sent or 'not sent'}") from failure
+    assert sent["processes"] >= 2, f"interrupted before torchrun and a worker ran: {sent}"
     assert _processes_mentioning(str(tmp_path)) == []  # launch() waited until every one was gone
 
 
@@ -249,7 +275,7 @@ def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path
     env = dict(os.environ, CNNLAB_DDP_HANG_RANK="0", OMP_NUM_THREADS="1")
     launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, cwd=ddp.CHECKOUT)
     try:
-        _wait_for_processes(str(tmp_path), 4)  # the launcher, torchrun, two workers
+        _wait_for_descendants(launcher.pid, 3)  # torchrun and its two workers, below the launcher
         launcher.kill()
         launcher.wait()
         deadline = time.monotonic() + 60
