@@ -26,7 +26,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from cnnlab.profiling.quiet import UNKNOWN_FREE, quiet_profiler
+from cnnlab.profiling.quiet import ONE_CYCLE, UNKNOWN_FREE, quiet_profiler
 
 MIB = 1024**2
 
@@ -220,7 +220,8 @@ def memory_over_time(step: Callable[[], object], device, *, before: Callable[[],
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False) as prof:
+    with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False,
+                                   **ONE_CYCLE) as prof:
         if before is not None:
             with quiet_profiler(also=(UNKNOWN_FREE,)):  # a free of a block from before the profile: not counted
                 before_out = before()

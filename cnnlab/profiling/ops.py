@@ -18,7 +18,7 @@ import torch
 
 from cnnlab import config
 from cnnlab.profiling.memory import MIB, allocated_from_memory_events, peak_from_memory_events, raw_events
-from cnnlab.profiling.quiet import quiet_profiler
+from cnnlab.profiling.quiet import ONE_CYCLE, quiet_profiler
 from cnnlab.profiling.traces import save_chrome_trace
 
 # CUDA runtime calls during which the host blocks until the device catches up (paper 001's "semwait").
@@ -119,7 +119,8 @@ def profile_ops(
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
     with quiet_profiler(), profile(activities=activities, record_shapes=record_shapes, profile_memory=profile_memory,
-                 with_stack=with_stack, schedule=_schedule(warmup, iterations) if scheduled else None) as prof:
+                 with_stack=with_stack, schedule=_schedule(warmup, iterations) if scheduled else None,
+                 **ONE_CYCLE) as prof:
         steps = warmup + iterations if scheduled else iterations
         for step in range(steps):
             with record_function(_ITERATION):

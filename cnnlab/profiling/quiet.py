@@ -32,6 +32,13 @@ NO_GPU_LINE = re.compile(rb"^\w+:.*\]\s*gpuGetDeviceCount failed with code \d+\s
 UNKNOWN_FREE = re.compile(rb"^\[W.*\] Memory block of unknown size was allocated before the profiling started")
 
 
+# torch 2.11's ``torch.profiler.profile`` warns "Profiler clears events at the end of each cycle ... set
+# acc_events=True" whenever a profile starts without ``acc_events=True`` (torch 2.13 only when a second cycle starts,
+# which is what the warning is about): under the first profiling cell of every notebook on Colab's torch. cnnlab
+# records one cycle per profile, so keeping events across cycles changes nothing; every profile it starts takes these.
+ONE_CYCLE = {"acc_events": True}
+
+
 def drop_banners(data: bytes, *, no_gpu: bool = False, also: tuple[re.Pattern, ...] = ()) -> bytes:
     """``data`` (bytes written to fd 2) without Kineto's ``profiler_start``/``profiler_stop`` lines, without its
     ``gpuGetDeviceCount failed`` line when ``no_gpu`` (CUDA is not available to this process), and without lines
@@ -86,4 +93,4 @@ def _flush(stream) -> None:
         pass
 
 
-__all__ = ["NO_GPU_LINE", "PROFILER_BANNER", "UNKNOWN_FREE", "drop_banners", "quiet_profiler"]
+__all__ = ["NO_GPU_LINE", "ONE_CYCLE", "PROFILER_BANNER", "UNKNOWN_FREE", "drop_banners", "quiet_profiler"]
