@@ -509,6 +509,17 @@ def widgets_available() -> tuple[bool, str]:
     return True, ""
 
 
+def old_widgets_note() -> str:
+    """Outside Colab, a line for a reader with ipywidgets 7 (Colab's; it renders in Colab and the classic Notebook),
+    whose widgets JupyterLab 4 and Notebook 7 cannot show (they show ipywidgets 8's only); "" with ipywidgets 8."""
+    import ipywidgets
+
+    if int(ipywidgets.__version__.split(".")[0]) >= 8:
+        return ""
+    return (f"ipywidgets {ipywidgets.__version__}: JupyterLab 4 and Notebook 7 show widgets from ipywidgets 8 only. "
+            "If no dropdowns appear below, pip install 'ipywidgets>=8.1' (cnnlab[lab] has it) and restart the kernel.")
+
+
 class Explorer:
     """The explorer's widgets (``.widget``, a VBox) wired to :func:`render`. Its dropdowns are attributes
     (``study``, ``table``, ``metric``, ``x``, ``hue``, ``facet``, ``machine``, ``beside``; ``log`` a checkbox):
@@ -704,7 +715,9 @@ def show(root: str | Path | None = None) -> Explorer | None:
 
                 output.enable_custom_widget_manager()
             except ImportError:
-                pass
+                note = old_widgets_note()
+                if note:
+                    print(note)
             explorer = Explorer(root)
     except ValueError as exc:  # tables, but none to plot yet (a notebook is still writing them, say)
         print(f"Nothing to plot yet: {exc}.")
@@ -721,5 +734,5 @@ def show(root: str | Path | None = None) -> Explorer | None:
 
 __all__ = ["ENVIRONMENT_FIELDS", "Explorer", "NONE", "Rendered", "THIS_COMPUTER", "View", "claims_side_by_side",
            "defaults", "environment_summary", "environment_table", "find_tables", "first_view", "frames",
-           "groupings", "load_table", "metrics", "parameters", "plot", "png", "render", "select", "show",
-           "static_view", "study_paper", "summary", "widgets_available", "x_axes"]
+           "groupings", "load_table", "metrics", "old_widgets_note", "parameters", "plot", "png", "render", "select",
+           "show", "static_view", "study_paper", "summary", "widgets_available", "x_axes"]

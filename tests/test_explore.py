@@ -326,6 +326,18 @@ def test_show_without_a_kernel_prints_why_and_shows_a_static_figure(tree, capsys
     assert "Widgets are not available (not running in a Jupyter kernel)" in out and "Figure" in out
 
 
+@pytest.mark.parametrize("version", ["7.7.1", "8.1.5"])
+def test_show_tells_a_reader_with_ipywidgets_7_what_jupyterlab_4_needs(tree, capsys, monkeypatch, version):
+    import ipywidgets
+
+    monkeypatch.setattr(ipywidgets, "__version__", version)
+    monkeypatch.setattr(explore, "widgets_available", lambda: (True, ""))  # as in a kernel
+    assert isinstance(explore.show(tree), explore.Explorer)
+    out = capsys.readouterr().out
+    said = f"ipywidgets {version}: JupyterLab 4 and Notebook 7 show widgets from ipywidgets 8 only"
+    assert (said in out) == version.startswith("7"), out[-2000:]
+
+
 def test_show_without_results_says_so(tmp_path, capsys):
     assert explore.show(tmp_path) is None
     assert "No result tables under" in capsys.readouterr().out
