@@ -113,8 +113,15 @@ def plain_log_ticks(ax, axis: str = "y") -> None:
 
 def whiskers(ax, x, median, low, high, **style):
     """Whiskers from ``low`` to ``high`` around ``median`` at ``x`` (cnnlab's p10-p90 of a timing), no marker;
-    ``style`` goes to ``ax.errorbar`` (``ecolor``, ``capsize``, ``lw``). Returns the ErrorbarContainer."""
-    return ax.errorbar(x, median, yerr=[median - low, high - median], fmt="none", **style)
+    ``style`` goes to ``ax.errorbar`` (``ecolor``, ``capsize``, ``lw``). Returns the ErrorbarContainer.
+
+    Plain float arrays go to matplotlib: given one-point pandas Series or a list of arrays, matplotlib 3.10 calls
+    float() on a Series (pandas 2.2's FutureWarning under a notebook's figure) or an array (numpy's
+    DeprecationWarning)."""
+    import numpy as np
+
+    x, median, low, high = (np.atleast_1d(np.asarray(v, dtype=float)) for v in (x, median, low, high))
+    return ax.errorbar(x, median, yerr=np.vstack([median - low, high - median]), fmt="none", **style)
 
 
 def bar_whiskers(ax, df, x: str, order, hue: str, hue_order, y: str, low: str, high: str, **style) -> None:

@@ -197,3 +197,21 @@ def test_legend_below_names_each_label_once_under_the_panels():
     assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "c"] and legend.get_texts()[0].get_fontsize() == 7
     assert legend.legend_handles[1] is not None and legend._ncols == 3 and fig.legends == [legend]
     plt.close(fig)
+
+
+@pytest.mark.parametrize("points", [1, 3])
+def test_whiskers_take_pandas_series_without_a_warning(points):
+    # matplotlib 3.10 calls float() on what it is given: a one-point Series warned under notebook 07's figure with
+    # pandas 2.2 (Colab's), a one-point array under 03's with numpy 2.1
+    import warnings
+
+    import pandas as pd
+
+    df = pd.DataFrame({"x": range(points), "m": 2.0, "lo": 1.0, "hi": 4.0})
+    fig, ax = plt.subplots()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bars = plotting.whiskers(ax, df["x"], df["m"], df["lo"], df["hi"])
+    segments = bars.lines[2][0].get_segments()
+    assert [tuple(map(tuple, s)) for s in segments] == [((i, 1.0), (i, 4.0)) for i in range(points)]
+    plt.close(fig)
