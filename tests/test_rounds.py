@@ -25,3 +25,19 @@ def test_rounds_combine_into_one_row_per_point_and_the_time_is_judged_within_the
     assert out.loc["b", "rounds"] == 0 and "round" not in out
     assert time_spread(a.to_dict()) == Spread(1.0, 0.9, 1.5)  # the drift between rounds, not the batches' spread
     assert time_spread({**a.to_dict(), "rounds": 1}) == Spread.of(a.to_dict(), "latency_ms")
+
+
+def test_a_metric_measured_in_no_round_is_nan_without_a_warning():
+    # a GPU memory average on a CPU: pandas 2.2 (Colab's) warned "Mean of empty slice" under notebook 04's cell
+    import math
+    import warnings
+
+    from cnnlab.profiling import combine_rounds
+
+    nan = math.nan
+    rows = [{"round": r, "net": "a", "status": "ok", "latency_ms_median": 1.0, "latency_ms_p10": 0.9,
+             "latency_ms_p90": 1.1, "repeats": 5, "mem": nan, "mem_low": nan, "mem_high": nan} for r in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = combine_rounds(pd.DataFrame(rows), ["net"], spreads=["mem"])
+    assert out[["mem", "mem_low", "mem_high"]].isna().all().all() and out["rounds"].tolist() == [2]

@@ -44,12 +44,19 @@ def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[s
                 row["latency_ms_mean"] = float(ok["latency_ms_mean"].astype(float).mean())
             for metric in spreads:
                 if metric in ok:
-                    row.update({metric: float(ok[metric].astype(float).median()),
+                    row.update({metric: _median(ok[metric]),
                                 f"{metric}_low": float(ok[f"{metric}_low"].astype(float).min()),
                                 f"{metric}_high": float(ok[f"{metric}_high"].astype(float).max())})
         row["rounds"] = len(ok)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _median(values: pd.Series) -> float:
+    """The median of ``values``' measured (not NaN) entries; NaN where none is (a memory average on a CPU), without
+    the "Mean of empty slice" RuntimeWarning pandas 2.2 (Colab's) prints for an all-NaN median."""
+    measured = values.astype(float).dropna()
+    return float(measured.median()) if len(measured) else math.nan
 
 
 def time_spread(row: Mapping) -> Spread:
