@@ -72,6 +72,7 @@ def _lab_cannot_show_widgets() -> str:
 
 
 CHROMIUM, CHROMEDRIVER, MISSING = _browser()
+LAB_WIDGETS_MISSING = _lab_cannot_show_widgets()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(MISSING), reason=f"real-browser test skipped: {MISSING}")]
 
 
@@ -271,7 +272,7 @@ def _dropdown(driver, label: str):
     return None
 
 
-@pytest.mark.skipif(bool(_lab_cannot_show_widgets()), reason=_lab_cannot_show_widgets())
+@pytest.mark.skipif(bool(LAB_WIDGETS_MISSING), reason=LAB_WIDGETS_MISSING)
 def test_explorer_in_jupyterlab_changes_the_plot_when_a_dropdown_changes(lab, browser):
     url, token, note_processes = lab
     try:

@@ -211,27 +211,25 @@ def test_a_rank_that_dies_at_shutdown_after_row_json_is_kept_with_a_note(tmp_pat
     assert row["wall_time_s"] > 0 and row["world_size"] == 2 and row["error"] is None
 
 
-def _wait_for_descendants(pid: int, count: int, timeout_s: float = 60) -> list[int]:
-    """At least ``count`` processes below ``pid`` (from /proc/<pid>/stat: see _launched), within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = ddp._descendants(pid)
-        if len(found) >= count:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"fewer than {count} processes below {pid} after {timeout_s} s")
-
-
-def _launched() -> list[int]:
-    """The processes below this one that run in a session of their own (ddp.launch starts torchrun so, and torchrun
-    its workers), read from /proc/<pid>/stat."""
-    def session(pid):
+def _launched(pid: int) -> list[int]:
+    """The processes below ``pid`` that run in a session of their own (ddp.launch starts torchrun so, and torchrun
+    its workers), read from /proc/<pid>/stat, not from their command lines: reading another process's cmdline waits
+    for its memory-map lock, which a busy process (a notebook kernel beside these tests in CI) can hold."""
+    def session(child):
         try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+            return int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[3])
         except (OSError, IndexError, ValueError):
             return None
     own = os.getsid(0)
-    return [pid for pid in ddp._descendants(os.getpid()) if session(pid) not in (own, None)]
+    return [child for child in ddp._descendants(pid) if session(child) not in (own, None)]
+
+
+def _wait_for_launched(pid: int, count: int, timeout_s: float = 60) -> list[int]:
+    """:func:`_launched` below ``pid`` once there are ``count`` of them, or what there is after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while len(found := _launched(pid)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
 
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
@@ -243,15 +241,9 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
     start, sent = time.monotonic(), {}
 
     def interrupt():  # Ctrl-C once torchrun and a worker run (the rank that does not hang may already be gone)
-        # Found from /proc/<pid>/stat (below this process, in a session of their own: torchrun and its workers), not
-        # by command line: reading another process's cmdline waits for its memory-map lock, which a busy process (a
-        # notebook kernel beside this test in CI) can hold. Sent to the main thread itself, where launch() waits;
-        # when it was sent is kept for the failure message.
+        # Sent to the main thread itself, where launch() waits; when it was sent is kept for the failure message.
         try:
-            deadline = time.monotonic() + 60
-            while len(_launched()) < 2 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            sent["processes"] = len(_launched())
+            sent["processes"] = len(_wait_for_launched(os.getpid(), 2))
         finally:
             sent["after_s"] = round(time.monotonic() - start, 1)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -275,7 +267,8 @@ def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path
     env = dict(os.environ, CNNLAB_DDP_HANG_RANK="0", OMP_NUM_THREADS="1")
     launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, cwd=ddp.CHECKOUT)
     try:
-        _wait_for_descendants(launcher.pid, 3)  # torchrun and its two workers, below the launcher
+        found = _wait_for_launched(launcher.pid, 3)  # torchrun and its two workers, below the launcher
+        assert len(found) >= 3, f"fewer than 3 processes below {launcher.pid} after 60 s"
         launcher.kill()
         launcher.wait()
         deadline = time.monotonic() + 60

@@ -61,8 +61,9 @@ def test_the_editable_build_warns_without_the_filter_and_not_with_it():
         assert proc.returncode == 0, proc.stderr
         return proc.stderr
 
-    if _setuptools_too_old():
-        pytest.skip(_setuptools_too_old())
+    too_old = _setuptools_too_old()
+    if too_old:
+        pytest.skip(too_old)
     plain = build({"PYTHONWARNINGS": ""})
     if "Editable installation" not in plain:
         pytest.skip("this setuptools does not print the 'Editable installation' warning: nothing to drop")
