@@ -198,31 +198,28 @@ def test_resident_now_and_train_step_peak_count_weights_grads_inputs_and_optimiz
 def test_train_step_peak_sees_the_old_gradients_freed_and_cpp_says_nothing():
     # A subprocess: the C++ allocator's "Memory block of unknown size" line goes to fd 2, once per process.
     script = textwrap.dedent("""
-        import os, torch
+        import torch
         from cnnlab.profiling import memory
-        MIB = 1024**2
         net, x = torch.nn.Linear(1024, 1024), torch.randn(256, 1024)
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)  # no momentum: no optimizer state
         def step():
             optimizer.zero_grad(set_to_none=True)  # frees last step's 4 MiB of gradients
             net(x).sum().backward()
             optimizer.step()
-        fixed = memory.train_step_peak_mib(step, net, optimizer, [x], "cpu")
-        os.write(2, b"the old way\\n")
-        step()
-        resident = memory.resident_now("cpu", net, [x, *[p.grad for p in net.parameters()]])
-        print(fixed, memory.peak_memory_mib(step, "cpu", resident=resident), resident / MIB)  # the old way last
+        print(memory.train_step_peak_mib(step, net, optimizer, [x], "cpu"))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    fixed, old_way, resident = map(float, proc.stdout.split())
-    grads = (1024 * 1024 + 1024) * 4 / MIB
-    # the old way counted the freed gradients on top of the new ones (and C++ said so, once, on fd 2)
-    assert fixed <= old_way - 0.99 * grads, (fixed, old_way)
-    assert resident < fixed, (fixed, resident)  # activations and new gradients still come on top of what is held
-    # C++ logs the first such free of a process (then every 1000th): it must come from the old way only
-    assert "Memory block of unknown size" in proc.stderr.partition("the old way")[2], proc.stderr
-    assert "Memory block of unknown size" not in proc.stderr.partition("the old way")[0], proc.stderr
+    peak = float(proc.stdout)
+    # What the measurement must be, whatever the allocator does: the weights, the input and one set of gradients
+    # (the new ones replace the old: never both), plus the step's own transient tensors, which are the (256, 1024)
+    # output and at most its gradient. Counting last step's gradients on top (the defect: their free went unseen)
+    # gives at least 4 MiB more. (A contrast with that old way is not asserted: on torch 2.11 c10's profiled CPU
+    # allocator kept a stale size entry for a block freed outside a profile, so the old way was sometimes right.)
+    params = (1024 * 1024 + 1024) * 4 / MIB
+    held = 2 * params + 1.0  # weights, gradients, input
+    assert held <= peak <= held + 2 * 1.0 + 0.01, (peak, held)
+    assert "Memory block of unknown size" not in proc.stderr, proc.stderr
 
 
 def test_cpu_peak_of_a_pruned_layer_counts_its_recomputed_weight_and_cpp_says_nothing():
