@@ -5,8 +5,9 @@ trains ResNet-152 on CIFAR-100 with DistributedDataParallel: the process group c
 environment (RANK, WORLD_SIZE), a DistributedSampler gives every process its own shard of the data,
 SGD(lr=0.001, momentum=0.9) updates the model, and the PyTorch profiler records CPU and CUDA time,
 number of calls and maximum CPU and GPU memory. This script does the same with any registry model
-and dataset, on GPUs (NCCL, one GPU per process) or CPUs (Gloo). It times the training epochs unprofiled and
-profiles a fixed number of further steps (see :func:`train_and_profile`):
+and dataset, on GPUs or CPUs (see :func:`placement`: NCCL where every process has a GPU of its own; Gloo where
+processes share a GPU, as 2 processes on a machine with 1 GPU do, and on CPUs). After a few untimed warm-up steps it
+times the training epochs unprofiled and profiles a fixed number of further steps (see :func:`train_and_profile`):
 
     torchrun --standalone --nproc-per-node 2 -m cnnlab.ddp --model lenet5 --dataset digits \
         --batch-size 64 --fraction 1 --epochs 1 --out runs/lenet5_b64
@@ -39,7 +40,10 @@ import subprocess
 import sys
 import time
 import traceback
+from collections import Counter
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -60,8 +64,9 @@ CHECKOUT = paths.checkout()
 CONV_OPS = ("aten::convolution", "aten::convolution_backward")
 # The merged row of one configuration (see merge), in column order.
 ROW_FIELDS = (
-    "model", "stem", "dataset", "data_source", "backend", "device", "world_size", "nnodes", "batch_size_per_rank",
-    "global_batch_size", "data_fraction", "epochs", "samples_total", "steps_per_rank", "profiled_steps", "wall_time_s",
+    "model", "stem", "dataset", "data_source", "backend", "device", "world_size", "nnodes", "gpus_used",
+    "processes_per_gpu", "placement", "batch_size_per_rank", "global_batch_size", "data_fraction", "epochs",
+    "samples_total", "steps_per_rank", "profiled_steps", "warmup_steps", "warmup_time_s", "wall_time_s",
     "throughput_samples_per_s", "cpu_total_ms", "cpu_total_ms_per_rank", "cuda_total_ms", "cuda_total_ms_per_rank",
     "cuda_missing_reason", "calls_total", "conv_calls", "kernel_launches", "max_cpu_mem_mib",
     "max_cpu_mem_mib_per_rank", "max_gpu_mem_mib", "max_gpu_mem_mib_per_rank", "max_gpu_mem_missing_reason",
@@ -92,9 +97,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.001, help="SGD learning rate (paper sec. 4.2.1: 0.001)")
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (paper sec. 4.2.1: 0.9)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="auto: one GPU per process when CUDA is available, else the CPU")
+                   help="auto: the GPUs when CUDA is available (one per process where there are enough, else shared "
+                        "round-robin, with Gloo), else the CPU")
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes per rank")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup-steps", type=int, default=5,
+                   help="untimed training steps before the timed epochs (their time is kept apart: warmup_time_s)")
     p.add_argument("--pg-timeout-s", type=float, default=300.0,
                    help="a collective that waits longer than this fails instead of hanging")
     p.add_argument("--profile-steps", type=int, default=5,
@@ -110,7 +118,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="output folder for rank<r>.json and row.json")
     args = p.parse_args(argv)
     for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 1), ("profile_repeats", 1),
-                          ("profile_warmup", 0)):
+                          ("profile_warmup", 0), ("warmup_steps", 0)):
         if getattr(args, name) < minimum:
             p.error(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(args, name)}")
     if not 0 < args.fraction <= 1:
@@ -118,10 +126,51 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+class Placement(NamedTuple):
+    """Where the processes of one machine run, from :func:`placement`."""
+
+    backend: str  # "nccl" or "gloo"
+    devices: tuple[str, ...]  # local rank -> "cuda:<i>" or "cpu"
+    gpus_used: int  # 0 on CPUs
+    processes_per_gpu: int | None  # the most processes on one GPU; None on CPUs
+    label: str  # "2 processes sharing 1 GPU", "2 processes, one GPU each", "2 CPU processes"
+
+
+def placement(device: str, processes: int, gpus: int) -> Placement:
+    """The backend and each local rank's device for ``processes`` processes on one machine with ``gpus`` GPUs.
+
+    On CPUs (``device="cpu"``): Gloo. On CUDA: local rank r on ``cuda:{r % gpus}`` (round-robin over the GPUs
+    present); NCCL where every process has a GPU of its own, else Gloo: NCCL refuses two ranks on one device, while
+    Gloo all-reduces and broadcasts CUDA tensors (torch.distributed's backend table), which is all DDP needs. So two
+    processes on one GPU are measured, labelled as such, not skipped. ValueError for CUDA without a GPU."""
+    if device == "cpu":
+        return Placement("gloo", ("cpu",) * processes, 0, None, placement_label("cpu", processes, 0))
+    if gpus < 1:
+        raise ValueError(f"device={device!r} asked for, but no GPU is present")
+    used = min(gpus, processes)
+    per_gpu = math.ceil(processes / used)
+    return Placement("nccl" if per_gpu == 1 else "gloo", tuple(f"cuda:{r % gpus}" for r in range(processes)), used,
+                     per_gpu, placement_label("cuda", processes, used))
+
+
+def placement_label(device: str, processes: int, gpus_used: int) -> str:
+    """How ``processes`` processes ran, in words: "2 CPU processes", "1 process on 1 GPU", "2 processes, one GPU
+    each", "2 processes sharing 1 GPU" (every row, figure and claim of a scaling study says which)."""
+    plural = "es" if processes != 1 else ""
+    if device == "cpu":
+        return f"{processes} CPU process{plural}"
+    if processes == 1:
+        return "1 process on 1 GPU"
+    if gpus_used >= processes:
+        return f"{processes} processes, one GPU each"
+    return f"{processes} processes sharing {gpus_used} GPU{'s' if gpus_used != 1 else ''}"
+
+
 def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, torch.device, str]:
     """Join the group torchrun set up in the environment: (rank, world_size, local_rank, device, backend).
 
-    NCCL with one GPU per process (``cuda:LOCAL_RANK``) when CUDA is used, Gloo on CPUs. Not
+    The backend and this rank's device come from :func:`placement` with this machine's processes (LOCAL_WORLD_SIZE)
+    and GPUs (every machine of a several-machine run must have as many of both, or their backends differ). Not
     ``config.resolve_device``: that would touch the current GPU (a CUDA context on GPU 0 in every rank).
     """
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
@@ -130,19 +179,17 @@ def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, to
                                f"(e.g. torchrun --standalone --nproc-per-node 2 -m cnnlab.ddp ...)")
     rank, world_size, local_rank = (int(os.environ[v]) for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda asked for, but CUDA is not available")
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    where = placement("cuda" if use_cuda else "cpu", local, torch.cuda.device_count() if use_cuda else 0)
+    dev = torch.device(where.devices[local_rank])
     if use_cuda:
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda asked for, but CUDA is not available")
-        if local_rank >= torch.cuda.device_count():
-            raise RuntimeError(f"local rank {local_rank} has no GPU: only {torch.cuda.device_count()} visible")
-        dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
-        backend = "nccl"
-    else:
-        dev, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
-                            device_id=dev if use_cuda else None)
-    return rank, world_size, local_rank, dev, backend
+    # device_id binds NCCL's communicator to this rank's GPU; Gloo needs none
+    dist.init_process_group(where.backend, timeout=datetime.timedelta(seconds=timeout_s),
+                            device_id=dev if where.backend == "nccl" else None)
+    return rank, world_size, local_rank, dev, where.backend
 
 
 def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bool):
@@ -190,8 +237,15 @@ def step_stream(loader, sampler, first_epoch: int):
 
 
 def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple[dict, torch.nn.Module]:
-    """Train ``args.epochs`` epochs, timed; then profile ``args.profile_steps`` more steps: (this rank's metrics,
-    the trained model).
+    """Train ``args.warmup_steps`` steps, untimed; then ``args.epochs`` epochs, timed; then profile
+    ``args.profile_steps`` more steps: (this rank's metrics, the trained model).
+
+    The warm-up steps take out what only a process's first steps pay (the CUDA context and cuDNN/cuBLAS set-up, DDP's
+    bucket rebuild after its first step, Gloo's first connections, the allocator's first blocks): on an H100 the
+    first of three timed epochs of LeNet-5 took 3.4x the next two (0.63 s vs 0.19 s), which widened every
+    throughput range. They are the steps of an epoch (from the first batches of epoch 0's shuffle) and train the
+    model too; their time is ``warmup_time_s`` (with their count, ``warmup_steps``), never in wall_time_s or the
+    throughput.
 
     Paper 002 profiles its training (sec. 4.2.4). Profiling whole epochs would record millions of events per rank
     at its scale (50,000 / 128 = 391 steps of ResNet-152 per epoch), so timing and profiling are apart: the epochs
@@ -229,19 +283,22 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     if os.environ.get("CNNLAB_DDP_KILL_RANK") == str(rank):  # fault injection: what the kernel's OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
 
+    def step(batches):  # what an epoch's step does (see fit)
+        inputs, labels = next(batches)
+        train_step(ddp, inputs.to(dev, non_blocking=True), labels.to(dev, non_blocking=True), optimizer)
+
+    warm = step_stream(loader, sampler, first_epoch=0)
+    warmup = wall_time(lambda: [step(warm) for _ in range(args.warmup_steps)], device=dev)
+    warm.close()  # its loader iterator (and any DataLoader workers) ends here, not during the timed epochs
     # The one trainer (DDP all-reduces the gradients in backward); set_epoch before every epoch gives a new shuffle
     # each epoch, the same one on every rank.
     history = fit(ddp, loader, optimizer, epochs=args.epochs, device=dev, before_epoch=sampler.set_epoch)
     batches = step_stream(loader, sampler, first_epoch=args.epochs)
 
-    def step():
-        inputs, labels = next(batches)
-        train_step(ddp, inputs.to(dev, non_blocking=True), labels.to(dev, non_blocking=True), optimizer)
-
     # profile_repeats blocks of profile_steps steps, one after the other: each block's totals are one estimate of the
     # epochs' totals, and their range is the noise of that estimate
-    profs = [profile_ops(step, iterations=args.profile_steps, warmup=args.profile_warmup, device=dev,
-                         profile_memory=not args.no_profile_memory, scheduled=True)
+    profs = [profile_ops(partial(step, batches), iterations=args.profile_steps, warmup=args.profile_warmup,
+                         device=dev, profile_memory=not args.no_profile_memory, scheduled=True)
              for _ in range(args.profile_repeats)]
     steps = args.epochs * len(loader)  # the sampler pads the shards: every rank takes as many steps
     scale = steps / args.profile_steps
@@ -284,6 +341,7 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         "device": str(dev), "backend": backend, "data_source": part.data_source,
         "stem": args.stem if args.stem is not None else models.options(args.model).get("stem"),
         "samples": args.epochs * len(sampler), "steps": steps, "profiled_steps": args.profile_steps,
+        "warmup_steps": args.warmup_steps, "warmup_time_s": warmup.seconds,
         "final_loss": float(history["train_loss"].iloc[-1]),
         "wall_time_s": float(history["epoch_time_s"].sum()),
         "epoch_times_s": [float(t) for t in history["epoch_time_s"]],
@@ -313,9 +371,14 @@ def merge(ranks: list[dict], config: dict) -> dict:
     each epoch paced by its slowest rank; with one epoch, that epoch's).
     Profiled totals are per-epochs estimates (see :func:`train_and_profile`). throughput_samples_per_s = samples
     of all ranks / wall_time_s. batch_size_per_rank is the DataLoader batch; global_batch_size = it x world_size.
+    Where the ranks ran, from their devices: gpus_used (distinct GPUs over all machines; 0 on CPUs),
+    processes_per_gpu (the most ranks on one GPU; None on CPUs) and placement (:func:`placement_label`: "2 processes
+    sharing 1 GPU"). warmup_steps and warmup_time_s (the slowest rank's) are the untimed steps before the epochs.
     """
     ranks = sorted(ranks, key=lambda r: r["rank"])
     world_size = len(ranks)
+    gpus = Counter((r["node"], r["device"]) for r in ranks if r["device"].startswith("cuda"))
+    device = ranks[0]["device"].split(":")[0]
 
     def worst(key):
         values = [r[key] for r in ranks]
@@ -327,12 +390,15 @@ def merge(ranks: list[dict], config: dict) -> dict:
     row = {
         "model": config["model"], "stem": ranks[0]["stem"], "dataset": config["dataset"],
         "data_source": ranks[0]["data_source"],
-        "backend": ranks[0]["backend"], "device": ranks[0]["device"].split(":")[0],
+        "backend": ranks[0]["backend"], "device": device,
         "world_size": world_size, "nnodes": len({r["node"] for r in ranks}),
+        "gpus_used": len(gpus), "processes_per_gpu": max(gpus.values()) if gpus else None,
+        "placement": placement_label(device, world_size, len(gpus)),
         "batch_size_per_rank": config["batch_size"], "global_batch_size": config["batch_size"] * world_size,
         "data_fraction": config["fraction"], "epochs": config["epochs"],
         "samples_total": samples, "steps_per_rank": max(r["steps"] for r in ranks),
         "profiled_steps": ranks[0]["profiled_steps"],
+        "warmup_steps": ranks[0]["warmup_steps"], "warmup_time_s": worst("warmup_time_s"),
         "wall_time_s": wall,
         "throughput_samples_per_s": samples / wall if wall > 0 else math.nan,
         "cpu_total_ms": worst("cpu_total_ms"),
@@ -460,20 +526,21 @@ class LaunchOutOfMemory(LaunchFailed, torch.OutOfMemoryError):
 def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, model: str, dataset: str, out_dir,
            epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
            timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
-           stem: str | None = None, profile_steps: int = 5, profile_warmup: int = 1, profile_repeats: int = 1,
-           save_params: bool = False,
-           fail_rank: int | None = None) -> dict:
+           stem: str | None = None, warmup_steps: int = 5, profile_steps: int = 5, profile_warmup: int = 1,
+           profile_repeats: int = 1, save_params: bool = False, fail_rank: int | None = None) -> dict:
     """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
 
     Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`, ``status="ok"``) plus ``launch_time_s`` (s,
-    the whole launch with process start-up) and ``run_dir`` (the ranks' files and ``torchrun.log``). A launch that
-    fails (a rank raises, the process group cannot form) or does not finish within ``timeout_s`` seconds (then
-    torchrun and every worker are killed) raises :class:`LaunchFailed` with the reason (:class:`LaunchOutOfMemory`
-    where the first failing rank ran out of memory); it never hangs. A launch that fails after rank 0 wrote
-    ``row.json`` (every rank's metrics merged: a rank that then dies
-    at shutdown) keeps that row, ``status="ok"``, with what happened in ``note`` (None otherwise). On any exit of
-    this function (a timeout, Ctrl-C, an exception) torchrun and its workers are killed and waited for; if the
-    calling process is killed outright, torchrun gets SIGTERM and its workers stop with it (Linux).
+    the whole launch with process start-up) and ``run_dir`` (the ranks' files and ``torchrun.log``). On CUDA with
+    more processes than GPUs the processes share them (:func:`placement`: Gloo; the row's ``placement`` says so).
+    ``warmup_steps`` untimed steps run before the timed epochs (see :func:`train_and_profile`).
+    A launch that fails (a rank raises, the process group cannot form) or does not finish within ``timeout_s``
+    seconds (then torchrun and every worker are killed) raises :class:`LaunchFailed` with the reason
+    (:class:`LaunchOutOfMemory` where the first failing rank ran out of memory); it never hangs. A launch that fails
+    after rank 0 wrote ``row.json`` (every rank's metrics merged: a rank that then dies at shutdown) keeps that row,
+    ``status="ok"``, with what happened in ``note`` (None otherwise). On any exit of this function (a timeout,
+    Ctrl-C, an exception) torchrun and its workers are killed and waited for; if the calling process is killed
+    outright, torchrun gets SIGTERM and its workers stop with it (Linux).
     ``--standalone`` picks a free port, so launches can run side by side.
     """
     # inf would reach Popen.wait as an OverflowError naming nothing; 0 would kill every launch at once
@@ -486,7 +553,8 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     args = ["--model", model, "--dataset", dataset, "--batch-size", str(batch_size_per_rank),
             "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
             "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
-            "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--profile-steps", str(profile_steps),
+            "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--warmup-steps", str(warmup_steps),
+            "--profile-steps", str(profile_steps),
             "--profile-warmup", str(profile_warmup), "--profile-repeats", str(profile_repeats)]
     args += ["--stem", stem] if stem is not None else []
     args += ["--synthetic"] if synthetic else []

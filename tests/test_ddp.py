@@ -1,7 +1,8 @@
 """cnnlab.ddp (the torchrun training script and its launcher) and the sweep of cnnlab.studies.ddp_scaling over
 real launches. The study without launches: test_studies_ddp_scaling.py.
 
-The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostly process start-up.
+The launches use Gloo on the CPU, LeNet-5 and 71 digits images: each costs mostly process start-up. Where processes
+go on CUDA (cnnlab.ddp.placement, init_process_group) is tested with fake GPU counts.
 """
 
 import math
@@ -17,16 +18,18 @@ import torch
 
 import cnnlab  # noqa: F401
 from cnnlab import ddp, models
-from cnnlab.ddp import ROW_FIELDS, merge
+from cnnlab.ddp import ROW_FIELDS, merge, placement
 from cnnlab.studies import ddp_scaling
 
 TINY = dict(model="lenet5", dataset="digits", data_fraction=0.05, batch_size_per_rank=8, device="cpu")
+WARMUP_STEPS = 100  # 10x the 10 timed steps: were the warm-up in the timed epochs, they would take longer than it
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    row = ddp.launch(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, profile_steps=3, **TINY)
+    row = ddp.launch(world_size=2, epochs=2, out_dir=out, timeout_s=120, save_params=True, profile_steps=3,
+                     warmup_steps=WARMUP_STEPS, **TINY)
     return row, Path(row["run_dir"])
 
 
@@ -64,10 +67,61 @@ def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     assert math.isnan(row["cuda_total_ms"]) and "CPU" in row["cuda_missing_reason"]
     assert math.isnan(row["max_gpu_mem_mib"]) and row["max_gpu_mem_missing_reason"]
     assert row["data_source"] == "real" and row["torch_threads_per_rank"] == 1 and math.isfinite(row["final_loss"])
+    assert (row["gpus_used"], row["processes_per_gpu"], row["placement"]) == (0, None, "2 CPU processes")
     assert {p.name for p in run_dir.glob("rank*.json")} == {"rank0.json", "rank1.json"}
     # every time and count carries its range, which holds its value
     for col in ("cpu_total_ms", "calls_total", "cpu_mem_allocated_mib", "throughput_samples_per_s"):
         assert row[f"{col}_min"] <= row[col] * (1 + 1e-9) and row[col] <= row[f"{col}_max"] * (1 + 1e-9), col
+
+
+def test_the_warmup_steps_are_timed_apart_from_the_epochs(two_ranks):
+    row, run_dir = two_ranks
+    ranks = [__import__("json").loads((run_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert row["warmup_steps"] == WARMUP_STEPS and row["warmup_time_s"] == max(r["warmup_time_s"] for r in ranks)
+    # the timed epochs are the 2 x 5 steps alone: their samples, their time, their throughput
+    assert row["steps_per_rank"] == 10 and row["samples_total"] == 2 * 36 * 2
+    assert all(len(r["epoch_times_s"]) == 2 for r in ranks)
+    assert row["wall_time_s"] == pytest.approx(max(sum(r["epoch_times_s"]) for r in ranks))
+    assert row["throughput_samples_per_s"] == pytest.approx(row["samples_total"] / row["wall_time_s"])
+    assert 0 < row["wall_time_s"] < row["warmup_time_s"], (row["wall_time_s"], row["warmup_time_s"])
+
+
+@pytest.mark.parametrize("device, processes, gpus, expected", [
+    ("cpu", 1, 0, ("gloo", ("cpu",), 0, None, "1 CPU process")),
+    ("cpu", 2, 0, ("gloo", ("cpu", "cpu"), 0, None, "2 CPU processes")),
+    ("cuda", 1, 1, ("nccl", ("cuda:0",), 1, 1, "1 process on 1 GPU")),
+    # NCCL refuses two ranks on one GPU: Gloo all-reduces the CUDA tensors
+    ("cuda", 2, 1, ("gloo", ("cuda:0", "cuda:0"), 1, 2, "2 processes sharing 1 GPU")),
+    ("cuda", 2, 2, ("nccl", ("cuda:0", "cuda:1"), 2, 1, "2 processes, one GPU each")),
+    ("cuda", 2, 8, ("nccl", ("cuda:0", "cuda:1"), 2, 1, "2 processes, one GPU each")),
+    ("cuda", 4, 2, ("gloo", ("cuda:0", "cuda:1", "cuda:0", "cuda:1"), 2, 2, "4 processes sharing 2 GPUs")),
+])
+def test_placement_gives_each_process_a_gpu_round_robin_and_nccl_only_to_one_gpu_each(device, processes, gpus,
+                                                                                      expected):
+    assert tuple(placement(device, processes, gpus)) == expected
+
+
+def test_placement_on_cuda_without_a_gpu_says_so():
+    with pytest.raises(ValueError, match="no GPU is present"):
+        placement("cuda", 2, 0)
+
+
+@pytest.mark.parametrize("gpus, backend, device", [(1, "gloo", "cuda:0"), (2, "nccl", "cuda:1")])
+def test_init_process_group_puts_local_rank_1_of_2_where_placement_says(monkeypatch, gpus, backend, device):
+    # the GPU path on a CPU: CUDA, the device and the process group are faked, the decision is real
+    for var, value in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2", MASTER_ADDR="localhost",
+                           MASTER_PORT="1").items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    chosen = {}
+    monkeypatch.setattr(torch.cuda, "set_device", lambda dev: chosen.update(set_device=str(dev)))
+    monkeypatch.setattr(ddp.dist, "init_process_group",
+                        lambda backend, timeout, device_id: chosen.update(backend=backend, device_id=device_id))
+    rank, world_size, local_rank, dev, used = ddp.init_process_group("cuda", 30.0)
+    assert (rank, world_size, local_rank, str(dev), used) == (1, 2, 1, device, backend)
+    assert chosen["set_device"] == device and chosen["backend"] == backend
+    assert chosen["device_id"] == (dev if backend == "nccl" else None)  # NCCL binds its GPU; Gloo takes none
 
 
 def test_a_crashing_rank_raises_its_reason_within_the_timeout(tmp_path):
@@ -113,6 +167,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+@pytest.mark.gpu
 def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_path, monkeypatch):
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
@@ -136,9 +191,9 @@ def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
                 cuda_missing_reason="CPU run", calls_total=500, conv_calls=40, kernel_launches=math.nan,
                 max_cpu_mem_mib=10.0, max_gpu_mem_mib=math.nan, max_gpu_mem_missing_reason="CPU run",
                 cpu_mem_allocated_mib=100.0, gpu_mem_allocated_mib=math.nan, stem=None, profiled_steps=5,
-                max_rss_mib=300.0, torch_threads=1, param_sha256="x")
+                max_rss_mib=300.0, torch_threads=1, param_sha256="x", warmup_steps=5, warmup_time_s=0.5)
     ranks = [dict(rank, rank=1, wall_time_s=4.0, cpu_total_ms=3000.0, max_cpu_mem_mib=12.0, node=1,
-                  cpu_mem_allocated_mib=90.0),
+                  cpu_mem_allocated_mib=90.0, warmup_time_s=0.7),
              dict(rank, rank=0)]
     row = merge(ranks, dict(model="lenet5", dataset="digits", batch_size=32, fraction=0.5, epochs=1))
     assert tuple(row) == ROW_FIELDS
@@ -147,6 +202,17 @@ def test_merge_takes_the_slowest_rank_and_keeps_per_rank_values():
     assert row["cpu_mem_allocated_mib"] == 100.0 and row["profiled_steps"] == 5
     assert row["global_batch_size"] == 64 and row["nnodes"] == 2 and row["params_identical"] is True
     assert math.isnan(row["cuda_total_ms"])
+    # the warm-up apart from the timed epochs (the slowest rank's); where the ranks ran, from their devices
+    assert (row["warmup_steps"], row["warmup_time_s"]) == (5, 0.7)
+    assert (row["gpus_used"], row["processes_per_gpu"], row["placement"]) == (0, None, "2 CPU processes")
+    config = dict(model="m", dataset="d", batch_size=1, fraction=1.0, epochs=1)
+    shared = merge([dict(rank, rank=r, device="cuda:0", backend="gloo") for r in (0, 1)], config)
+    assert (shared["device"], shared["backend"], shared["gpus_used"], shared["processes_per_gpu"]) == \
+        ("cuda", "gloo", 1, 2)
+    assert shared["placement"] == "2 processes sharing 1 GPU"
+    # cuda:0 on two machines is two GPUs
+    own = merge([dict(rank, rank=r, node=r, device="cuda:0", backend="nccl") for r in (0, 1)], config)
+    assert (own["gpus_used"], own["processes_per_gpu"], own["placement"]) == (2, 1, "2 processes, one GPU each")
     assert merge([dict(rank, rank=0), dict(rank, rank=1, param_sha256="y")],
                  dict(model="m", dataset="d", batch_size=1, fraction=1.0, epochs=1))["params_identical"] is False
 
