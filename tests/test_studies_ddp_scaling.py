@@ -14,17 +14,22 @@ from cnnlab.studies import ddp_scaling
 
 def fake_launch(calls: list, *, fail_world=None, oom_world=None):
     """A stand-in for cnnlab.ddp.launch: a row like merge()'s, throughput 100 x world_size, fewer calls and less
-    time at larger batches; ``fail_world`` fails like a crashed rank, ``oom_world`` like one out of memory."""
+    time at larger batches, the processes placed as cnnlab.ddp.placement places them on the GPUs torch reports;
+    ``fail_world`` fails like a crashed rank, ``oom_world`` like one out of memory."""
 
     def launch(*, world_size, batch_size_per_rank, data_fraction, model, dataset, epochs, device, synthetic,
-               stem=None, profile_steps=5, profile_repeats=1, **_):
-        calls.append((data_fraction, batch_size_per_rank, world_size, model, stem, profile_steps, profile_repeats))
+               stem=None, warmup_steps=5, profile_steps=5, profile_repeats=1, **_):
+        calls.append((data_fraction, batch_size_per_rank, world_size, model, stem, profile_steps, profile_repeats,
+                      warmup_steps))
         if world_size == fail_world:
             raise ddp.LaunchFailed("rank 1: RuntimeError: boom")
         if world_size == oom_world:
             raise ddp.LaunchOutOfMemory("rank 0: out of memory: OutOfMemoryError: CUDA out of memory")
         row = {name: math.nan for name in ddp.ROW_FIELDS}
-        row.update(model=model, dataset=dataset, data_source="real", backend="gloo", device=device,
+        where = ddp.placement(device, world_size, torch.cuda.device_count() if device == "cuda" else 0)
+        row.update(model=model, dataset=dataset, data_source="real", backend=where.backend, device=device,
+                   gpus_used=where.gpus_used, processes_per_gpu=where.processes_per_gpu, placement=where.label,
+                   warmup_steps=warmup_steps, warmup_time_s=0.05,
                    world_size=world_size, nnodes=1, batch_size_per_rank=batch_size_per_rank,
                    global_batch_size=batch_size_per_rank * world_size, data_fraction=data_fraction, epochs=epochs,
                    samples_total=100, steps_per_rank=10, wall_time_s=1.0 / world_size,
@@ -44,6 +49,7 @@ def test_study_follows_the_contract():
     assert studies.signature_problems(ddp_scaling) == []
 
 
+@pytest.mark.gpu
 def test_configure_checks_every_parameter_and_reads_papermill_text():
     cfg = ddp_scaling.configure("paper", device="cpu", oversubscribe=True)  # 4 processes, on any CPU
     assert (cfg.device, cfg.world_sizes, cfg.data_fractions) == ("cpu", [1, 2, 4], [1.0, 0.5, 0.1])
@@ -55,9 +61,11 @@ def test_configure_checks_every_parameter_and_reads_papermill_text():
     assert ddp_scaling.configure("quick", model="resnet152").stem == "imagenet"
     assert ddp_scaling.configure("quick", model="resnet152", stem="cifar").stem == "cifar"
     assert ddp_scaling.configure("quick").stem is None  # LeNet-5 has no stem option
+    assert ddp_scaling.configure("quick").warmup_steps == 5 and ddp_scaling.configure("quick", warmup_steps=0)\
+        .warmup_steps == 0  # none: allowed, the first epoch then pays the start-up
     for name, bad in [("batch_sizes", [0]), ("data_fractions", [1.5]), ("world_sizes", "[0, 1]"), ("device", "tpu"),
                       ("model", "nope"), ("dataset", "nope"), ("epochs", 0), ("threads_per_rank", 1.5),
-                      ("timeout_s", -1), ("profile_steps", 0), ("stem", "cifar")]:
+                      ("timeout_s", -1), ("profile_steps", 0), ("stem", "cifar"), ("warmup_steps", -1)]:
         with pytest.raises(ValueError, match=name.rstrip("s")):
             ddp_scaling.configure("quick", **{name: bad})
     with pytest.raises(ValueError, match="stem='tiny' is not valid; valid: imagenet, cifar"):
@@ -98,10 +106,14 @@ def test_configure_rejects_values_that_would_fail_late_or_start_too_many_process
 def test_measure_is_one_row_per_point_and_a_failed_launch_says_why(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(ddp, "launch", fake_launch(calls, fail_world=2))
-    cfg = ddp_scaling.configure("quick", batch_sizes=[32], world_sizes=[1, 2], profile_steps=2)
+    cfg = ddp_scaling.configure("quick", batch_sizes=[32], world_sizes=[1, 2], profile_steps=2, warmup_steps=7)
     with pytest.warns(UserWarning, match="2 of 4 points failed"):
         df = ddp_scaling.measure(cfg, tmp_path, progress=False)
-    assert {c[4:] for c in calls} == {(None, 2, 3)}  # the stem and the profiled steps and blocks reach every launch
+    # the stem, the profiled steps and blocks and the warm-up steps reach every launch
+    assert {c[4:] for c in calls} == {(None, 2, 3, 7)}
+    assert df["warmup_steps"].eq(7).all() and df["warmup_time_s"].notna().tolist() == [True, False] * 2
+    # how the processes ran (or were to run) is on every row, the failed ones too
+    assert df["placement"].tolist() == ["1 CPU process", "2 CPU processes"] * 2 and df["gpus_used"].eq(0).all()
     assert df["profiled_steps"].eq(2).all()
     assert df[["data_fraction", "world_size"]].values.tolist() == [[1.0, 1], [1.0, 2], [0.1, 1], [0.1, 2]]
     assert df["status"].tolist() == ["ok", "error"] * 2
@@ -133,17 +145,52 @@ def test_a_launch_out_of_memory_is_an_oom_point_and_not_launched_again(tmp_path,
     assert len(calls) == 2 and again["status"].tolist() == ["ok", "oom"]
 
 
-def test_points_that_need_more_gpus_than_present_are_skipped(monkeypatch):
+def test_processes_beyond_the_gpus_present_share_them_and_every_row_and_claim_says_so(tmp_path, monkeypatch):
+    # one H100: the two-process points were "skipped: needs 2 GPUs, 1 present"; now they run on the one GPU
+    calls = []
+    monkeypatch.setattr(ddp, "launch", fake_launch(calls, fail_world=4))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32, 128], world_sizes=[1, 2, 4],
+                                oversubscribe=True)  # (4 processes: on any CPU)
+    cfg.device = "cuda"  # as configure makes it on a machine with CUDA
+    with pytest.warns(UserWarning, match="2 of 6 points failed"):
+        df = ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert len(calls) == 6 and df["status"].tolist() == ["ok", "ok", "error"] * 2  # measured, not skipped
+    assert df["placement"].tolist() == ["1 process on 1 GPU", "2 processes sharing 1 GPU",
+                                        "4 processes sharing 1 GPU"] * 2  # the failed w=4 too: what was to run
+    assert df["backend"].tolist() == ["nccl", "gloo", "gloo"] * 2 and df["gpus_used"].eq(1).all()
+    assert df["processes_per_gpu"].tolist() == [1, 2, 4] * 2 and df["global_batch_size"].tolist()[:3] == [32, 64, 128]
+    # every claim that compares process counts and could be judged says how the processes ran
+    checks = {c.claim: c for c in ddp_scaling.check_claims(df, "cuda")}
+    for name in ("cpu_procs", "calls_procs", "cpu_memory"):
+        assert checks[CLAIMS[name]].held is not None, checks[CLAIMS[name]]
+        assert "w=2: 2 processes sharing 1 GPU" in checks[CLAIMS[name]].ours, checks[CLAIMS[name]].ours
+    assert "sharing" not in checks[CLAIMS["cpu_batch"]].ours  # a claim along batch size alone compares no processes
+    # ... and so does every figure: the lines of the metric figures, the process ticks of the scaling figure
+    figs = ddp_scaling.figures(df)
+    legend = [t.get_text() for t in figs["05_cpu_total_ms"].axes[0].get_legend().get_texts()]
+    assert legend == ["1 process on 1 GPU", "2 processes sharing 1 GPU"], legend
+    ticks = [t.get_text().replace("\n", " ") for t in figs["05_scaling"].axes[0].get_xticklabels()]
+    assert ticks == ["1 process on 1 GPU", "2 processes sharing 1 GPU"], ticks
+    for fig in figs.values():
+        ddp_scaling.plotting.plt.close(fig)
+    # on 2 GPUs the 2 processes have one each: another placement, so the 1-GPU rows are not read as its rows
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.warns(UserWarning, match="2 of 6 points failed"):
+        two = ddp_scaling.measure(cfg, tmp_path, progress=False)
+    assert len(calls) == 12 and two["placement"].tolist()[:2] == ["1 process on 1 GPU", "2 processes, one GPU each"]
+    assert two["backend"].tolist()[:3] == ["nccl", "nccl", "gloo"]
+
+
+def test_cuda_without_a_gpu_present_fails_before_any_launch(monkeypatch):
     calls = []
     monkeypatch.setattr(ddp, "launch", fake_launch(calls))
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2, 4],
-                                oversubscribe=True)  # (4 CPU processes: on any CPU)
-    cfg.device = "cuda"  # as configure makes it on a machine with CUDA
-    df = ddp_scaling.measure(cfg, None, progress=False)
-    assert df["status"].tolist() == ["ok", "skipped", "skipped"] and len(calls) == 1
-    assert df["error"].tolist()[1:] == ["needs 2 GPUs, 1 present", "needs 4 GPUs, 1 present"]
-    assert df["backend"].eq("nccl").all() and df["global_batch_size"].tolist() == [32, 64, 128]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2])
+    cfg.device = "cuda"
+    with pytest.raises(ValueError, match="no GPU is present"):
+        ddp_scaling.measure(cfg, None, progress=False)
+    assert calls == []
 
 
 def test_a_store_with_other_settings_is_never_read_and_the_same_settings_resume(tmp_path, monkeypatch):
@@ -152,14 +199,17 @@ def test_a_store_with_other_settings_is_never_read_and_the_same_settings_resume(
     a = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2])
     b = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], model="resnet20")
     c = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], profile_steps=7)
+    d = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[1, 2], warmup_steps=0)
     first = ddp_scaling.measure(a, tmp_path, progress=False)
     assert len(calls) == 2
     other = ddp_scaling.measure(b, tmp_path, progress=False)  # same grid, another model: measured again
     assert len(calls) == 4 and other["model"].eq("resnet20").all() and [c[3] for c in calls[2:]] == ["resnet20"] * 2
     ddp_scaling.measure(c, tmp_path, progress=False)  # another number of profiled steps: measured again
     assert len(calls) == 6
+    ddp_scaling.measure(d, tmp_path, progress=False)  # no warm-up: the first epoch pays the start-up, measured again
+    assert len(calls) == 8
     again = ddp_scaling.measure(a, tmp_path, progress=False)  # a's store: nothing new, the same rows
-    assert len(calls) == 6
+    assert len(calls) == 8
     pd.testing.assert_frame_equal(again.drop(columns="finished_utc"), first.drop(columns="finished_utc"),
                                   check_dtype=False)
 
@@ -344,7 +394,7 @@ def test_scaling_efficiency_says_when_it_is_below_its_noise():
     assert eff.loc[1.0, "scaling_efficiency_min"] == pytest.approx(185 / 105 / 2)
     caveats = ddp_scaling.scaling_caveats(df)
     assert len(caveats) == 2
-    assert caveats[0].startswith("f=0.5 b=32 w=2: efficiency 2.75") and "above ideal" in caveats[0]
+    assert caveats[0].startswith("f=0.5 b=32 w=2 (2 processes): efficiency 2.75") and "above ideal" in caveats[0]
     assert caveats[1].startswith("f=0.1 b=32 w=2") and "below its noise" in caveats[1]
     once = ddp_scaling.add_scaling(pd.DataFrame([point(1, 100.0, 100.0, 100.0), point(2, 150.0, 150.0, 150.0)]))
     assert "measured once" in ddp_scaling.scaling_caveats(once)[0]

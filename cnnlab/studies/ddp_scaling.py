@@ -4,9 +4,12 @@ Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with 
 ResNet-152 on 1, 1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and 4 A100 GPUs and
 reports, from the PyTorch profiler, CPU and CUDA runtime, number of calls and "maximum CPU and GPU
 memory transfer" (its Fig. 1-15). Here every grid point is one ``torchrun`` launch of ``cnnlab.ddp``
-(:func:`cnnlab.ddp.launch`: timed epochs, then ``profile_steps`` profiled steps whose totals are scaled to the
-epochs), experiment "ddp" (resumable; a failed launch raises its reason, which the sweep records, and goes on), and
-:func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency against one process.
+(:func:`cnnlab.ddp.launch`: ``warmup_steps`` untimed steps, timed epochs, then ``profile_steps`` profiled steps
+whose totals are scaled to the epochs), experiment "ddp" (resumable; a failed launch raises its reason, which the sweep
+records, and goes on), and :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency against one
+process. On CUDA, a point with more processes than GPUs present runs them sharing the GPUs (Gloo,
+:func:`cnnlab.ddp.placement`): every row, figure and claim that compares process counts says how they ran
+("2 processes sharing 1 GPU", "2 processes, one GPU each", "2 CPU processes").
 
 Memory is reported two ways: the peak of live tensor bytes (``max_*_mem_mib``) and the cumulative bytes allocated
 per epoch (``*_mem_allocated_mib``). The paper's Fig. 10-15 show memory that falls with more GPUs at a fixed
@@ -45,8 +48,9 @@ def _device(value, parameter: str) -> str:
 
 
 def _check(cfg) -> None:
-    """The stem the model has (explicit where it has one: the results say which ran); on a CPU, world sizes and
-    threads_per_rank at most the cores present unless ``oversubscribe=True`` (then at most :data:`MAX_WORLD_SIZE`)."""
+    """The stem the model has (explicit where it has one: the results say which ran); world sizes and
+    threads_per_rank at most the CPU cores present unless ``oversubscribe=True`` (then at most
+    :data:`MAX_WORLD_SIZE`)."""
     from cnnlab.models import resnet_imagenet
 
     default_stem = models.options(cfg.model).get("stem")  # None: the model has no stem option
@@ -55,16 +59,15 @@ def _check(cfg) -> None:
                          f"valid: None")
     if default_stem is not None:
         cfg.stem = config.one_of(cfg.stem or default_stem, resnet_imagenet.STEMS, parameter="stem")
-    # Every process of a CPU run needs a core of its own, and each of its threads too: more would measure the
-    # cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On CUDA a
-    # world size above the GPUs present is a skipped point (see measure): no process starts.
+    # Every process needs a core of its own (on CUDA too: it feeds its GPU), and each of its threads too: more would
+    # measure the cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On
+    # CUDA, processes beyond the GPUs present share them (cnnlab.ddp.placement).
     cores, over = config.cores(), cfg.oversubscribe
     cfg.threads_per_rank = min(4, cores) if cfg.threads_per_rank is None else cfg.threads_per_rank
-    on_cpu = cfg.device == "cpu" and not over
     cfg.world_sizes = config.positive_ints(
-        cfg.world_sizes, parameter="world_sizes", maximum=cores if on_cpu else MAX_WORLD_SIZE, example="[1, 2, 4]",
-        bound=f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}" if on_cpu else
-        "one machine's processes")
+        cfg.world_sizes, parameter="world_sizes", maximum=MAX_WORLD_SIZE if over else cores, example="[1, 2, 4]",
+        bound="one machine's processes" if over else
+        f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}")
     cfg.threads_per_rank = config.positive_int(
         cfg.threads_per_rank, parameter="threads_per_rank", maximum=MAX_WORLD_SIZE if over else cores,
         bound="oversubscribe=True" if over else f"the {cores} CPU cores present; oversubscribe=True allows up to "
@@ -73,9 +76,10 @@ def _check(cfg) -> None:
 
 # quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option: stem=None) on the real offline digits set
 # (1437 images), batch sizes of 32 and 128; the full set and the paper's smallest fraction, 1/10 (its claim that
-# gains are "less pronounced" there). 3 epochs (their spread is the throughput's noise) and 3 profiled blocks
-# (their spread is the profiler totals' noise): a few seconds more per launch, whose start-up dominates.
-# standard: one Colab GPU: the paper's model and data, a smaller grid; world sizes above the GPU count are skipped.
+# gains are "less pronounced" there). 5 untimed warm-up steps (on an H100 the first epoch took 3.4x the next two
+# without them; on a CPU they cost a few ms), 3 timed epochs (their spread is the throughput's noise) and 3 profiled
+# blocks (their spread is the profiler totals' noise): a few seconds more per launch, whose start-up dominates.
+# standard: one Colab GPU: the paper's model and data, a smaller grid; 2 processes share the one GPU (Gloo).
 # paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
 # paper does not give the epoch count: one epoch, timed whole; 10 steps of it profiled.
@@ -93,7 +97,10 @@ PARAMETERS = studies.Parameters(
     # batch_size_per_rank x world_size
     batch_sizes=Parameter([32, 128], [128, 512], [128, 512, 1024, 2048], check=config.batch_sizes, axis=True,
                           doc="images per batch per process"),
-    world_sizes=Parameter([1, 2], [1, 2], [1, 2, 4], axis=True, doc="processes (GPUs)"),
+    world_sizes=Parameter([1, 2], [1, 2], [1, 2, 4], axis=True,
+                          doc="processes (on CUDA one GPU each where there are enough, else sharing them)"),
+    warmup_steps=Parameter(5, check=partial(config.positive_int, minimum=0),
+                           doc="untimed training steps before the timed epochs (their time: warmup_time_s)"),
     epochs=Parameter(3, 1, check=config.positive_int, doc="timed training epochs"),
     profile_steps=Parameter(3, 5, 10, check=config.positive_int, doc="training steps profiled after the timed "
                             "epochs (their totals are scaled to the epochs)"),
@@ -104,7 +111,7 @@ PARAMETERS = studies.Parameters(
     threads_per_rank=Parameter(1, None, type="int", doc="OMP threads of each process (None: min(4, cores))"),
     timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
                         doc="per configuration (s); a launch past it is killed and recorded as failed"),
-    oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more CPU processes than cores (each "
+    oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more processes than CPU cores (each "
                             "still measured; timings then compete)"),
     device=Parameter("cpu", "auto", check=_device, doc="auto | cpu | cuda"),
     check=_check,
@@ -126,15 +133,15 @@ MISSING_REASON = {"cuda_total_ms": "cuda_missing_reason", "max_gpu_mem_mib": "ma
 
 
 def ddp_point(data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str, stem: str | None,
-              dataset: str, synthetic: bool, epochs: int, profile_steps: int, profile_repeats: int, device: str,
-              threads_per_rank: int, timeout_s: float, out_dir: Path) -> dict:
+              dataset: str, synthetic: bool, warmup_steps: int, epochs: int, profile_steps: int,
+              profile_repeats: int, device: str, threads_per_rank: int, timeout_s: float, out_dir: Path) -> dict:
     """One point of experiment "ddp": :func:`cnnlab.ddp.launch`'s row (its run folder under ``out_dir``) without
     the status it leaves to the sweep; a launch that fails raises its reason (:class:`cnnlab.ddp.LaunchFailed`;
     :class:`cnnlab.ddp.LaunchOutOfMemory` is recorded as "oom")."""
     row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction,
                      model=model, dataset=dataset, epochs=epochs, synthetic=synthetic, device=device,
                      out_dir=out_dir, timeout_s=timeout_s, threads_per_rank=threads_per_rank, stem=stem,
-                     profile_steps=profile_steps, profile_repeats=profile_repeats)
+                     warmup_steps=warmup_steps, profile_steps=profile_steps, profile_repeats=profile_repeats)
     return {k: v for k, v in row.items() if k not in ("status", "error")}
 
 
@@ -147,30 +154,37 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     """One row per grid point (data fraction x batch size per process x process count), in grid order.
 
     A point is one launch of :func:`cnnlab.ddp.launch`; its row has :data:`cnnlab.ddp.ROW_FIELDS` (times in ms,
-    wall time and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals are per rank,
-    scaled from ``profile_steps`` steps to the epochs, see :func:`cnnlab.ddp.train_and_profile`), run_dir (the
-    launch's logs and rank files, in the store's side folder ``<store>.runs/`` under ``store_dir/stores/``),
-    point_time_s, and :func:`add_scaling`'s
-    columns.
-    Status "error" (a crash, a timeout: the launch's reason in ``error``; run again by the next call), "oom", or
-    "skipped" (a process needs its own GPU: more processes than GPUs present). The configuration columns (model,
-    backend, global_batch_size, ...) are filled in on every row from ``cfg`` and the grid point.
+    wall time, warmup_time_s and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals
+    are per rank, scaled from ``profile_steps`` steps to the epochs, see :func:`cnnlab.ddp.train_and_profile`),
+    run_dir (the launch's logs and rank files, in the store's side folder ``<store>.runs/`` under
+    ``store_dir/stores/``), point_time_s, and :func:`add_scaling`'s columns.
+    On CUDA with fewer GPUs than processes, the processes share the GPUs (Gloo; :func:`cnnlab.ddp.placement`): the
+    point is measured, and its ``placement`` says so ("2 processes sharing 1 GPU"); the stores are keyed by the GPUs
+    present, so another machine's rows are never read as this one's. ValueError for CUDA without a GPU present.
+    Status "error" (a crash, a timeout: the launch's reason in ``error``; run again by the next call) or "oom". The
+    configuration columns (model, backend, placement, gpus_used, global_batch_size, ...) are filled in on every row
+    from ``cfg`` and the grid point.
     """
-    gpus = torch.cuda.device_count() if cfg.device == "cuda" else None
-
-    def skip(world_size, **_):
-        return f"needs {world_size} GPUs, {gpus} present" if gpus is not None and world_size > gpus else None
-
+    gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
+    where = {w: ddp.placement(cfg.device, w, gpus) for w in cfg.world_sizes}  # before any launch
+    settings = dict(gpus_present=gpus if cfg.device == "cuda" else None)  # the placements depend on it
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
         runs = Path(tmp) if store_dir is None else \
-            store_file(DDP.store(store_dir), cfg.settings()).with_suffix(".csv.runs")  # a side folder of the store
-        df = DDP.run(cfg, store_dir, progress=progress, bind=dict(out_dir=runs), skip=skip, retry_errors=True)
+            store_file(DDP.store(store_dir), cfg.settings(**settings)).with_suffix(".csv.runs")  # the store's side
+        df = DDP.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(out_dir=runs), retry_errors=True)
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
-    text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason")
+    text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason", "placement")
     df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran
+
+    def planned(column, field):  # a launch's own record, else (a failed point) what it was to run
+        return df[column].where(df[column].notna(), df["world_size"].map(lambda w: getattr(where[w], field)))
+
     df = df.assign(model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, device=cfg.device, epochs=cfg.epochs,
-                   profiled_steps=cfg.profile_steps, profile_repeats=cfg.profile_repeats,
-                   backend="nccl" if cfg.device == "cuda" else "gloo",
+                   warmup_steps=cfg.warmup_steps, profiled_steps=cfg.profile_steps,
+                   profile_repeats=cfg.profile_repeats, backend=planned("backend", "backend"),
+                   gpus_used=planned("gpus_used", "gpus_used"),
+                   processes_per_gpu=planned("processes_per_gpu", "processes_per_gpu"),
+                   placement=planned("placement", "label"),
                    global_batch_size=df["batch_size_per_rank"] * df["world_size"],
                    data_source=df["data_source"].fillna("synthetic" if cfg.synthetic else "real"))
     return add_scaling(df)
@@ -206,8 +220,8 @@ def scaling_caveats(df: pd.DataFrame) -> list[str]:
     (no range: its noise is unknown), above 1 beyond its range (the 1-process point was slowed, by other work on
     the machine or a warm-up: not a gain of data parallelism), or a range that covers everything from no speed-up
     (1 / processes) to ideal (1): below its noise. Empty when every efficiency is resolved."""
-    return [f"{_point(row)}: efficiency {eff.text('.2f')} {WHY[kind].format(floor=1 / row['world_size'])}"
-            for row, eff, kind in _below_noise(df)]
+    return [f"{_point(row)} ({_processes(row)}): efficiency {eff.text('.2f')} "
+            f"{WHY[kind].format(floor=1 / row['world_size'])}" for row, eff, kind in _below_noise(df)]
 
 
 WHY = {"once": "measured once (one epoch): its noise is unknown",
@@ -362,7 +376,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     def reason(col, default):
         return ok[col].dropna().iloc[0] if col in ok and ok[col].notna().any() else default
 
-    checks = []
+    checks, by_processes = [], []  # every claim, and those that compare process counts
     for metric, name in (("cpu_total_ms", "CPU"), ("cuda_total_ms", "CUDA")):
         for along, within, what, rule in (
                 ("batch_size_per_rank", ["data_fraction", "world_size"], "batch size",
@@ -376,7 +390,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                 texts, device, reason("cuda_missing_reason", fewer) if metric == "cuda_total_ms" else fewer,
                 f"{metric} (profiler self time per epoch, slowest rank) {rule}, at data fractions >= 1/2 "
                 f"({TIME_NOISE})", ok, timed=True, expectation=expectation))
+            by_processes += checks[-1:] if along == "world_size" else []
     checks += [_less_at_a_tenth(ok, device), _crossover(large, device)]
+    by_processes += checks[-2:]
 
     for along, within, what in (("batch_size_per_rank", ["data_fraction", "world_size"], "batch size"),
                                 ("world_size", ["data_fraction", "batch_size_per_rank"], "process count")):
@@ -388,7 +404,10 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
             f"smallest within 1 +- {CALLS_PER_STEP_TOLERANCE:g}, for every other setting ({COUNT_NOISE})", ok,
             expectation=f"arithmetic: calls per epoch = calls per step x steps per rank, and the steps fall with "
                         f"{what} (the paper's fewer calls); judged: that the fall is the steps' alone"))
+        by_processes += checks[-1:] if along == "world_size" else []
     checks += [_cpu_memory(ok, device), *_gpu_memory(ok, device, reason)]
+    by_processes += checks[-3:-1]  # the CPU memory (over process counts too) and GPU memory with more GPUs
+    _say_how_processes_ran(by_processes, ok)
     return _say_what_is_missing(checks, df)
 
 
@@ -539,6 +558,28 @@ def _point(row) -> str:
     return f"f={row['data_fraction']:g} b={row['batch_size_per_rank']:g} w={row['world_size']:g}"
 
 
+def _processes(row) -> str:
+    """How a point's processes ran: its ``placement`` ("2 processes sharing 1 GPU"), else "<w> processes"."""
+    label = row.get("placement")
+    return label if isinstance(label, str) else f"{row['world_size']:g} processes"
+
+
+def _placements(df: pd.DataFrame) -> dict:
+    """Process count -> how its processes ran (:func:`_processes`; the first row's), in order."""
+    return {w: _processes(rows.iloc[0]) for w, rows in df.groupby("world_size")}
+
+
+def _say_how_processes_ran(checks: list[Claim], ok: pd.DataFrame) -> None:
+    """Append to the ``ours`` of every judged claim in ``checks`` (those comparing process counts) how each process
+    count ran: "w=2: 2 processes sharing 1 GPU" is not the paper's 2 GPUs."""
+    if "placement" not in ok or ok["placement"].isna().all():
+        return
+    text = "processes: " + ", ".join(f"w={w:g}: {label}" for w, label in _placements(ok).items())
+    for check in checks:
+        if check.held is not None:
+            check.ours = f"{check.ours}; {text}"
+
+
 def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
     """``checks`` with every grid point that is not ``ok`` named in ``ours`` (a claim judged on fewer points than the
     grid must say so: "fell in 3 of 3 comparisons" reads as complete), and every ok point kept with a note (a rank
@@ -558,23 +599,25 @@ def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
 
 
 def _plot_metric(df: pd.DataFrame, metric: str):
-    """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count;
-    a metric not measured on this device (e.g. CUDA time on a CPU) gets panels that say why."""
+    """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count,
+    named by how its processes ran ("2 processes sharing 1 GPU"); a metric not measured on this device (e.g. CUDA
+    time on a CPU) gets panels that say why."""
     def why(rows):  # a point that did not run says why in error
         reasons = rows[MISSING_REASON[metric]].fillna(rows["error"]).dropna() if metric in MISSING_REASON else []
         return reasons.iloc[0] if len(reasons) else "no successful point"
 
-    return plotting.panel_per_value(df, df[(df["status"] == "ok") & df[metric].notna()], "data_fraction",
-                                    "batch_size_per_rank", metric, "world_size", title=lambda f: f"data fraction {f:g}",
-                                    xlabel="Batch size per process", ylabel=METRICS[metric], legend="processes",
-                                    why=why, reverse=True)
+    ok = df[(df["status"] == "ok") & df[metric].notna()].sort_values("world_size", kind="stable")
+    ok = ok.assign(processes=[_processes(row) for _, row in ok.iterrows()])
+    return plotting.panel_per_value(df, ok, "data_fraction", "batch_size_per_rank", metric, "processes",
+                                    title=lambda f: f"data fraction {f:g}", xlabel="Batch size per process",
+                                    ylabel=METRICS[metric], legend="processes", why=why, reverse=True)
 
 
 def _plot_scaling(df: pd.DataFrame):
-    """Throughput (samples/s) and scaling efficiency against process count, one line per batch size per
-    process and data fraction, with the ideal line (throughput x processes; efficiency 1); each efficiency with its
-    range (from the epochs' throughput) as an error bar, and the title saying which efficiencies are below their
-    noise (:func:`scaling_caveats`)."""
+    """Throughput (samples/s) and scaling efficiency against process count (each tick says how its processes
+    ran: "2 processes sharing 1 GPU"), one line per batch size per process and data fraction, with the ideal line
+    (throughput x processes; efficiency 1); each efficiency with its range (from the epochs' throughput) as an error
+    bar, and the title saying which efficiencies are below their noise (:func:`scaling_caveats`)."""
     ok = df[df["status"] == "ok"].copy()
     ok["configuration"] = [f"b{b:g}, f{f:g}" for b, f in zip(ok["batch_size_per_rank"], ok["data_fraction"])]
     fig, (left, right) = plotting.plt.subplots(1, 2, figsize=(10, 3.8))
@@ -598,17 +641,18 @@ def _plot_scaling(df: pd.DataFrame):
     right.axhline(1.0, color="grey", ls=":", lw=1, label="ideal")
     left.plot([], [], color="grey", ls=":", lw=0.8, label="ideal (linear)")
     left.legend(fontsize="small")
+    ran = _placements(ok)
     for ax in (left, right):
-        ax.set_xticks(worlds)
-        ax.set_xlabel("Processes (GPUs, or CPU processes with Gloo)")
+        ax.set_xticks(worlds, [textwrap.fill(ran.get(w, f"{w:g}"), 16) for w in worlds], fontsize="small")
+        ax.set_xlabel("Processes")
     left.set_ylabel("Throughput (samples/s)")
     right.set_ylabel("Scaling efficiency (speed-up / processes)")
     right.set_ylim(0, top)
     right.legend(loc="lower left")
     below = _below_noise(df)
     short = {"once": "measured once", "above": "above 1 beyond its range", "spans": "range spans no speed-up to 1"}
-    names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {r['world_size']:g} processes: "
-                      f"{short[kind]}" for r, _, kind in below)
+    names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {_processes(r)}: {short[kind]}"
+                      for r, _, kind in below)
     right.set_title("bars: range over the epochs' throughput" if not below else textwrap.fill(
         f"{len(below)} of {int((eff['world_size'] > 1).sum())} below their noise (say nothing about scaling): "
         f"{names}", 70), fontsize="small", color="black" if not below else "#9a6700")
