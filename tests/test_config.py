@@ -6,6 +6,7 @@ from cnnlab import config
 DEFAULTS = {"quick": {"batch_sizes": [1, 8]}, "standard": {"batch_sizes": [1, 8, 64]}, "paper": {"batch_sizes": [1]}}
 
 
+@pytest.mark.gpu
 def test_auto_resolves_by_device(monkeypatch):
     monkeypatch.setenv("CNNLAB_PRESET", "auto")
     assert config.resolve() == ("standard" if torch.cuda.is_available() else "quick")
@@ -30,6 +31,7 @@ def test_configure_overrides_and_rejects_unknown_parameters():
         config.configure("quick", DEFAULTS, batch_size=4)
 
 
+@pytest.mark.gpu
 def test_resolve_device():
     assert config.resolve_device("cpu").type == "cpu"
     assert config.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

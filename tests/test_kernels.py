@@ -82,6 +82,7 @@ KERNEL_CASES = [
 
 
 @pytest.mark.parametrize("kernel,stride,padding,tile,channels_last,bias", KERNEL_CASES)
+@pytest.mark.gpu
 def test_triton_kernel_matches_conv2d_fp32(device, kernel, stride, padding, tile, channels_last, bias):
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
@@ -110,6 +111,7 @@ def test_triton_kernel_matches_conv2d_fp32(device, kernel, stride, padding, tile
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("kernel,stride,padding", [(3, 1, 1), (5, 2, 2)])
+@pytest.mark.gpu
 def test_triton_kernel_half_precisions(device, dtype, kernel, stride, padding):
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
@@ -126,6 +128,7 @@ def test_triton_kernel_half_precisions(device, dtype, kernel, stride, padding):
           _rel_error(out, ref), "<", TOLERANCE[dtype], detail=f"seed {seed}: {(n, c_in, c_out, h, w)}")
 
 
+@pytest.mark.gpu
 def test_triton_kernel_writes_only_its_output_view(device):
     """out may be any strided view (here every other channel of a bigger tensor): the rest stays untouched."""
     seed = _seed()
@@ -140,6 +143,7 @@ def test_triton_kernel_writes_only_its_output_view(device):
     assert torch.isnan(big[:, 1::2]).all(), "wrote outside the out view"
 
 
+@pytest.mark.gpu
 def test_tiled_conv2d_module_and_tile_model(device):
     torch.manual_seed(_seed())
     model = nn.Sequential(nn.Conv2d(3, 6, 5, padding=2), nn.ReLU(), nn.Conv2d(6, 4, 3, stride=2, bias=False))
@@ -165,6 +169,7 @@ def test_tiled_conv2d_module_and_tile_model(device):
           _rel_error(layer.weight.grad, ref_w.grad), "<", 1e-4)
 
 
+@pytest.mark.gpu
 def test_tile_model_works_on_a_model_built_under_inference_mode(device):
     # Weights made under torch.inference_mode have no version counter; the packed-weight cache must cope.
     with torch.inference_mode():
@@ -405,6 +410,7 @@ def test_best_cache_is_kept_per_candidate_set():
     strategies.best_cache().clear()
 
 
+@pytest.mark.gpu
 def test_direct_strategy_uses_triton_kernel(device):
     model = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(5, 4, 1)).eval().to(device)
     x = torch.randn(2, 3, 11, 9, device=device)

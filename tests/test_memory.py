@@ -39,6 +39,7 @@ def test_cpu_peak_memory_of_a_256_mib_allocation():
 
 
 @cuda
+@pytest.mark.gpu
 def test_cuda_peak_memory_of_a_256_mib_allocation():
     n = 256 * MIB // 4
     m = benchmark(lambda x: torch.ones(n, device="cuda")[:1] + x, torch.zeros(1, device="cuda"),
@@ -136,6 +137,7 @@ def test_device_time_weighting_when_the_host_runs_ahead_of_the_gpu():
 
 
 @cuda
+@pytest.mark.gpu
 def test_cuda_memory_over_time_weights_by_device_time():
     """64 MiB live while 30 in-place passes run over it, then 192 MiB while 10 run over that: bandwidth-bound passes
     take time in proportion to their bytes, so the GPU spends about as long in each phase and the device-weighted

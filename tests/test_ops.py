@@ -78,6 +78,7 @@ def test_cumulative_allocation_counts_every_allocation_and_the_peak_one():
 
 
 @cuda
+@pytest.mark.gpu
 def test_cuda_profile_ops_kernels_copies_and_syncs():
     model, k = SmallConvNet().cuda().eval(), 3
     x = torch.randn(8, 3, 32, 32)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +58,7 @@ def test_the_no_gpu_line_is_dropped_only_where_cuda_is_not_available():
     assert drop_banners(text) == text  # CUDA works here: the line is a real problem
 
 
+@pytest.mark.gpu
 def test_quiet_profiler_drops_the_no_gpu_line_from_fd_2_where_cuda_is_not_available():
     script = textwrap.dedent("""
         import os, torch

@@ -334,6 +334,7 @@ def test_two_runs_on_one_store_take_turns(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.gpu
 def test_sweep_writes_environment_beside_store_and_supports_jsonl(tmp_path):
     store = tmp_path / "r.jsonl"
     df = sweep(lambda n, shape: [{"part": 0, "v": n}, {"part": 1, "v": -n}],

@@ -186,6 +186,7 @@ def test_timing_rows_carry_average_memory_with_its_range(measured):
     assert (ok["avg_mem_mib"] <= ok["peak_mem_alloc_mib"] * 1.01).all()
 
 
+@pytest.mark.gpu
 def test_configure_names_the_bad_parameter_and_valid_values():
     with pytest.raises(ValueError, match=r"model: 'resnet99'.*valid models"):
         _cfg(model="resnet99")

@@ -161,6 +161,7 @@ def test_wall_time_measures_the_call_and_returns_its_result():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_wall_time_waits_for_the_gpu():
     from cnnlab.profiling import wall_time
 
@@ -172,6 +173,7 @@ def test_wall_time_waits_for_the_gpu():
 
 
 @cuda
+@pytest.mark.gpu
 def test_cuda_benchmark_host_inputs_memory_and_utilisation():
     model, x = SmallConvNet(), torch.randn(64, 3, 32, 32)
     m = benchmark(model, x, device="cuda", warmup=5, repeats=50)
