@@ -29,7 +29,8 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report lab clean clean-stores
+.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report gpu-check lab \
+	clean clean-stores
 
 setup: $(STAMP)
 
@@ -177,6 +178,18 @@ figures: $(STAMP)
 # executed notebooks of build/notebooks/ rendered as HTML into figures/notebooks/. One static page, no server.
 report: $(STAMP)
 	$(PY) -m cnnlab.report
+
+# On a machine with one CUDA GPU, in at most 6 minutes on one H100 (a short GPU slot, twice): the unit tests that run
+# on CUDA (pytest -m gpu), then every study at the quick preset, each in its own process with its own time limit;
+# one summary; results in figures/reference/<gpu-name>/, where make report and the explorer show them beside this
+# machine's (cnnlab/gpucheck.py). A framework image is enough (torch, pytest, pytest-xdist; no papermill, Jupyter
+# or torchao): it runs .venv's Python where there is one, else $(PYTHON), with the checkout on PYTHONPATH, and never
+# runs setup. Without CUDA it says so and fails. GPU_CHECK_ARGS passes options (python -m cnnlab.gpucheck --help):
+#   make gpu-check GPU_CHECK_ARGS="--studies fp16,tiling --limits tiling=90"
+GPU_CHECK_ARGS ?=
+gpu-check:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} MPLBACKEND=Agg \
+	  $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m cnnlab.gpucheck $(GPU_CHECK_ARGS)
 
 # JupyterLab on the checkout, opened at notebooks/ (build/notebooks/, the executed copies, and figures/ are one
 # level up); its URL with the token is printed. As root (Docker, Colab-like containers) it passes --allow-root.
