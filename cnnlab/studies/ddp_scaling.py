@@ -183,7 +183,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                    warmup_steps=cfg.warmup_steps, profiled_steps=cfg.profile_steps,
                    profile_repeats=cfg.profile_repeats, backend=planned("backend", "backend"),
                    gpus_used=planned("gpus_used", "gpus_used"),
-                   processes_per_gpu=planned("processes_per_gpu", "processes_per_gpu"),
+                   processes_per_gpu=pd.to_numeric(planned("processes_per_gpu", "processes_per_gpu")),  # NaN: CPU
                    placement=planned("placement", "label"),
                    global_batch_size=df["batch_size_per_rank"] * df["world_size"],
                    data_source=df["data_source"].fillna("synthetic" if cfg.synthetic else "real"))
