@@ -215,6 +215,17 @@ def test_a_study_past_its_limit_is_killed_and_said_where_it_was(cpu_run):
     assert alive == []  # the study's process and anything it started are gone
 
 
+def test_a_study_the_budget_has_no_time_left_for_is_skipped_not_started(tmp_path):
+    cmd = [sys.executable, "-m", "cnnlab.gpucheck", "--device", "cpu", "--studies", "quickstart", "--skip-tests",
+           "--out", str(tmp_path / "out"), "--stores", str(tmp_path / "stores"), "--budget", "1"]
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "MPLBACKEND": "Agg"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    study = json.loads((tmp_path / "out" / "gpu-check.json").read_text())["studies"][0]
+    assert study["status"] == "skipped" and study["error"] == "the budget was spent"
+    assert not (tmp_path / "out" / "00_quickstart").exists() and not (tmp_path / "stores" / "00_quickstart").exists()
+
+
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
