@@ -436,8 +436,9 @@ def main(argv=None) -> int:
                 study = queue.pop(0) if queue else Study(name, args, python, env, Path(tmp), logs)
                 running = [study]
                 study.ready(deadline)  # one that died importing is started all the same: its log says why
-                limit = min(limits[name], deadline - time.monotonic())
-                if limit < 5:  # a study cut that short would only time out
+                left = deadline - time.monotonic()
+                limit = min(limits[name], left)
+                if left < min(limits[name], 5):  # the budget would cut it so short that it could only time out
                     _stop(study.proc)
                     records.append({"name": name, "folder": study.folder, "status": "skipped", "seconds": 0.0,
                                     "limit_s": 0.0, "claims": None, "error": "the budget was spent"})
