@@ -46,6 +46,8 @@ END_S = 5  # kept back from the budget for killing, the summary and the files
 PRESET = "quick"
 FAILED = ("error", "oom", "killed")  # point statuses that mean "did not measure" (skipped ones say why, on purpose)
 VERDICTS = {"yes": "held", "no": "not", "inconclusive": "inc", "n/a": "n/a"}  # claims.csv's held -> column
+# A test file that marks a test gpu: a decorator line, or a module's pytestmark.
+MARKED = re.compile(r"^(@pytest\.mark\.gpu\b|pytestmark\b.*\bpytest\.mark\.gpu\b)", re.MULTILINE)
 
 
 def folder_name(device_name: str) -> str:
@@ -278,7 +280,7 @@ def run_tests(python: str, env: dict, limit: float, workers: int, logs: Path, tm
     import xml.etree.ElementTree as ET
 
     files = sorted(str(p.relative_to(paths.base())) for p in (paths.base() / "tests").glob("test_*.py")
-                   if "mark.gpu" in p.read_text())
+                   if MARKED.search(p.read_text()))
     xml, log = tmp / "junit.xml", logs / "unit-tests.log"
     record = {"name": "unit tests", "seconds": 0.0, "limit_s": limit, "files": files, "counts": {}, "failures": [],
               "log": str(log)}
