@@ -14,6 +14,7 @@ weights in the full-size model, which computes the same function.
 from __future__ import annotations
 
 import copy
+import math
 
 import pandas as pd
 import torch
@@ -89,13 +90,15 @@ def _global_ln_structured(pairs, amount: float, n: float) -> None:
     for module, name in pairs:
         rows = getattr(module, name).detach().flatten(1)
         scores.append(rows.norm(p=n, dim=1) / rows.shape[1] ** (1 / n))
-        widths.append(torch.full((rows.shape[0],), rows.shape[1]))
+        widths.append(torch.full((rows.shape[0],), rows.shape[1], device=rows.device))
     flat, width = torch.cat(scores), torch.cat(widths)
     # the weakest rows, until they hold the nearest count to `amount` of all the weights
     order = torch.argsort(flat)
     taken = torch.cumsum(width[order], 0)
     target = amount * int(width.sum())
-    count = int(torch.searchsorted(taken, torch.tensor(target), right=True))
+    # a Python number, not a host tensor (searchsorted wants both on one device); taken holds integers, so the rows
+    # within floor(target) are those within target, compared exactly in int64
+    count = int(torch.searchsorted(taken, math.floor(target), right=True))
     if count < len(order) and abs(int(taken[count]) - target) < abs((int(taken[count - 1]) if count else 0) - target):
         count += 1
     drop = torch.zeros_like(flat, dtype=torch.bool)
@@ -163,8 +166,9 @@ def unit_scores(lstm: nn.LSTM, layer: int, n: float = 2) -> torch.Tensor:
 
 
 def select_units(lstm: nn.LSTM, amount: float, n: float = 2) -> list[torch.Tensor]:
-    """Per layer, the sorted indices of the units to keep after dropping ``round(amount * hidden)`` of lowest
-    :func:`unit_scores` (the same count in every layer: nn.LSTM has one hidden size)."""
+    """Per layer, the sorted indices (on the LSTM's device) of the units to keep after dropping
+    ``round(amount * hidden)`` of lowest :func:`unit_scores` (the same count in every layer: nn.LSTM has one hidden
+    size)."""
     _check_lstm(lstm)
     amount = check_amount(amount)
     keep_count = lstm.hidden_size - round(amount * lstm.hidden_size)
@@ -180,14 +184,25 @@ def _check_keep(model: nn.Module, keep: list[torch.Tensor]) -> None:
         raise ValueError(f"keep must list, for each of the {model.lstm.num_layers} layers, the same number of units")
 
 
+def _alive(units: torch.Tensor, hidden: int, device: torch.device) -> torch.Tensor:
+    """A boolean (hidden,) vector on ``device``, True at ``units``."""
+    alive = torch.zeros(hidden, dtype=torch.bool, device=device)
+    alive[units] = True
+    return alive
+
+
 def shrink_lstm(model: nn.Module, keep: list[torch.Tensor]) -> nn.Module:
     """A copy of ``model`` (attributes ``lstm`` and ``head``, e.g. LSTMSentiment) whose LSTM has only the units
-    in ``keep`` (one index tensor per layer, see :func:`select_units`), physically: hidden_size = len(keep[0])."""
+    in ``keep`` (one index tensor per layer, see :func:`select_units`; on any device), physically: hidden_size =
+    len(keep[0]). The new LSTM and head are on the old ones' device, in their dtype."""
     _check_keep(model, keep)
     old = model.lstm
     hidden, size = old.hidden_size, len(keep[0])
+    weight = old.weight_ih_l0
+    keep = [units.to(weight.device) for units in keep]
     small = copy.deepcopy(model)
-    small.lstm = nn.LSTM(old.input_size, size, old.num_layers, batch_first=old.batch_first, dropout=old.dropout)
+    small.lstm = nn.LSTM(old.input_size, size, old.num_layers, batch_first=old.batch_first, dropout=old.dropout,
+                         device=weight.device, dtype=weight.dtype)
     with torch.no_grad():
         for layer, units in enumerate(keep):
             rows = _gate_rows(units, hidden)
@@ -198,11 +213,12 @@ def shrink_lstm(model: nn.Module, keep: list[torch.Tensor]) -> nn.Module:
             getattr(small.lstm, f"weight_hh_l{layer}").copy_(getattr(old, f"weight_hh_l{layer}")[rows][:, units])
             getattr(small.lstm, f"bias_ih_l{layer}").copy_(getattr(old, f"bias_ih_l{layer}")[rows])
             getattr(small.lstm, f"bias_hh_l{layer}").copy_(getattr(old, f"bias_hh_l{layer}")[rows])
-        head = nn.Linear(size, model.head.out_features)
-        head.weight.copy_(model.head.weight[:, keep[-1]])
-        head.bias.copy_(model.head.bias)
-        small.head = head
-    small.lstm.train(model.training)
+        head = model.head.weight
+        small.head = nn.Linear(size, model.head.out_features, device=head.device, dtype=head.dtype)
+        small.head.weight.copy_(head[:, keep[-1].to(head.device)])
+        small.head.bias.copy_(model.head.bias)
+    small.lstm.train(old.training)
+    small.head.train(model.head.training)
     return small
 
 
@@ -211,29 +227,25 @@ def mask_units(model: nn.Module, keep: list[torch.Tensor], *, incoming: bool = T
 
     The masked weights are each unit's outgoing ones (its column in its layer's ``weight_hh``, in the next
     layer's ``weight_ih`` and in the head), and with ``incoming`` also its four gate rows and biases (the
-    unit's state then stays exactly zero). Either way it computes what :func:`shrink_lstm` computes.
+    unit's state then stays exactly zero). Either way it computes what :func:`shrink_lstm` computes. Each mask is
+    on its weight's device, in its dtype (``keep`` may be on any device).
     """
     _check_keep(model, keep)
     masked = copy.deepcopy(model)
     lstm, hidden = masked.lstm, masked.lstm.hidden_size
     for layer, units in enumerate(keep):
-        alive = torch.zeros(hidden, dtype=torch.bool)
-        alive[units] = True
-        rows = alive.repeat(GATES) if incoming else torch.ones(GATES * hidden, dtype=torch.bool)
-        w_hh = getattr(lstm, f"weight_hh_l{layer}")
+        w_hh, w_ih = getattr(lstm, f"weight_hh_l{layer}"), getattr(lstm, f"weight_ih_l{layer}")
+        alive = _alive(units, hidden, w_hh.device)
+        rows = alive.repeat(GATES) if incoming else torch.ones(GATES * hidden, dtype=torch.bool, device=w_hh.device)
         prune.custom_from_mask(lstm, f"weight_hh_l{layer}", (rows[:, None] & alive[None, :]).to(w_hh.dtype))
-        w_ih = getattr(lstm, f"weight_ih_l{layer}")
-        cols = torch.ones(w_ih.shape[1], dtype=torch.bool)
-        if layer > 0:
-            cols = torch.zeros(hidden, dtype=torch.bool)
-            cols[keep[layer - 1]] = True
+        cols = _alive(keep[layer - 1], hidden, w_ih.device) if layer > 0 else \
+            torch.ones(w_ih.shape[1], dtype=torch.bool, device=w_ih.device)
         prune.custom_from_mask(lstm, f"weight_ih_l{layer}", (rows[:, None] & cols[None, :]).to(w_ih.dtype))
         if incoming:
             for bias in (f"bias_ih_l{layer}", f"bias_hh_l{layer}"):
                 prune.custom_from_mask(lstm, bias, rows.to(getattr(lstm, bias).dtype))
-    last = torch.zeros(hidden, dtype=torch.bool)
-    last[keep[-1]] = True
     head = masked.head.weight
+    last = _alive(keep[-1], hidden, head.device)
     prune.custom_from_mask(masked.head, "weight", last[None, :].expand_as(head).to(head.dtype))
     return masked
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from cnnlab import models, prune
+import fakedevice
 from margins import check
 
 HIDDEN = 32
@@ -115,3 +116,74 @@ def test_bad_parameters_raise_with_the_valid_choices(lstm_model):
         prune.prune_model(lstm_model, "l1_unstructured", 0.5, tensors=["lstm.weight_xx"])
     with pytest.raises(ValueError, match="every one"):
         prune.select_units(lstm_model.lstm, 0.99)
+
+
+# --- on a GPU: CUDA's placement rules, with cpu:0 playing the GPU (tests/fakedevice.py; issue 30) ----------------
+
+@pytest.fixture
+def rules():
+    with fakedevice.cuda_rules() as mode:
+        yield mode
+
+
+def _misplaced(rules, model, dtype) -> list[str]:
+    """Parameters and buffers (masks too) of ``model`` not on the fake GPU in ``dtype``, each with where it is."""
+    return [f"{name} on {t.device} in {t.dtype}" for name, t in (*model.named_parameters(), *model.named_buffers())
+            if not rules.on_device(t) or t.device != fakedevice.DEVICE or t.dtype != dtype]
+
+
+@pytest.mark.parametrize("scope", prune.SCOPES)
+@pytest.mark.parametrize("method", prune.METHODS)
+def test_pruning_a_model_on_a_gpu_keeps_its_masks_there(rules, lstm_model, tokens, method, scope):
+    """Every method and scope on a model on the device: masks beside their weights, the same masks as on the host
+    (issue 30: global ln_structured indexed a host tensor with the device's row order)."""
+    names = [n for n in prune.targets(lstm_model) if not n.startswith("head.")]
+    host = prune.prune_model(copy.deepcopy(lstm_model), method, 0.4, scope=scope, tensors=names)
+    model = prune.prune_model(lstm_model.to(fakedevice.DEVICE), method, 0.4, scope=scope, tensors=names)
+    assert _misplaced(rules, model, torch.float32) == []
+    assert sorted(n for n, _ in model.named_buffers()) == sorted(f"{n}_mask" for n in names)
+    on_device, on_host = prune.effective_tensors(model), prune.effective_tensors(host)
+    assert all(torch.equal(on_device[name].cpu(), on_host[name]) for name in on_host), "the same masks"
+    with torch.no_grad():
+        assert rules.on_device(model.eval()(tokens.to(fakedevice.DEVICE)))
+    assert prune.count_parameters(model) == prune.count_parameters(host)
+    assert _misplaced(rules, prune.make_permanent(model), torch.float32) == []
+
+
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mask_units_on_a_gpu_builds_its_masks_there(rules, lstm_model, tokens, dtype):
+    """Issue 30: mask_units built its masks on the host, and custom_from_mask failed mixing them with the weights.
+    Unit indices on either side are taken."""
+    model = lstm_model.to(fakedevice.DEVICE, dtype).eval()
+    keep = prune.select_units(model.lstm, 0.5)
+    assert all(map(rules.on_device, keep)), "indices where the weights are"
+    for units in (keep, [k.cpu() for k in keep]):
+        for incoming in (False, True):
+            masked = prune.mask_units(model, units, incoming=incoming)
+            assert _misplaced(rules, masked, dtype) == []
+            with torch.no_grad():
+                assert rules.on_device(masked(tokens.to(fakedevice.DEVICE)))
+    host = model.cpu()  # units selected on the device, the model back on the host
+    assert not any(rules.on_device(t) for t in prune.mask_units(host, keep).buffers())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shrink_lstm_on_a_gpu_is_entirely_on_the_weights_device_and_dtype(rules, lstm_model, tokens, dtype):
+    """Issue 30: shrink_lstm returned an LSTM and a head on the host in float32 beside the device's embedding; the
+    study's evaluate() moved it back, so nothing failed. Unit indices on either side are taken."""
+    model = lstm_model.to(fakedevice.DEVICE, dtype).eval()
+    keep = prune.select_units(model.lstm, 0.5)
+    ids = tokens.to(fakedevice.DEVICE)
+    for units in (keep, [k.cpu() for k in keep]):
+        small = prune.shrink_lstm(model, units)
+        misplaced = _misplaced(rules, small, dtype)
+        assert not misplaced, "; ".join(misplaced)
+        assert not small.training and small.lstm.hidden_size == HIDDEN // 2
+        with torch.no_grad():
+            check(f"unit-pruned vs masked LSTM on the device ({dtype}), max |logit diff|",
+                  (small(ids) - prune.mask_units(model, units)(ids)).abs().max().cpu(), "<=", 1e-5)
+    small = prune.shrink_lstm(model.cpu(), keep)  # units selected on the device, the model back on the host
+    assert not any(rules.on_device(t) for t in small.parameters()) and {p.dtype for p in small.parameters()} == {dtype}
