@@ -83,7 +83,7 @@ def test_benchmark_extends_the_timed_loop_until_utilisation_has_enough_samples()
     source = FakeSamples(period_s=0.05)
     source.busy_from = time.time() + 0.5  # long after the warm-up: no sample counts it
     m = benchmark(model, torch.ones(2), device="cpu", warmup=1, repeats=2, measure_memory=False,
-                  util_min_run_time_s=0.3, gpu_util_source=source)
+                  measure_gpu_util=True, util_min_run_time_s=0.3, gpu_util_source=source)
     # 2 timed calls were asked for; the loop went on until it had lasted 0.3 s (> 4 periods of 0.05 s)
     assert len(calls) == 1 + m.repeats and m.repeats == len(m.latencies_ms) > 2
     assert sum(m.latencies_ms) / 1e3 >= 0.3 - 0.005 and m.total_time_s >= 0.3
@@ -91,7 +91,7 @@ def test_benchmark_extends_the_timed_loop_until_utilisation_has_enough_samples()
     assert m.throughput_items_per_s == pytest.approx(2 * m.repeats / m.total_time_s)
     # a source that samples every 0.1 s needs (3 + 1) periods: 0.4 s, more than the 0.1 s asked for
     slow = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=1, measure_memory=False,
-                     util_min_run_time_s=0.1, gpu_util_source=FakeSamples(period_s=0.1))
+                     measure_gpu_util=True, util_min_run_time_s=0.1, gpu_util_source=FakeSamples(period_s=0.1))
     assert slow.total_time_s >= 0.4
     calls.clear()
     plain = benchmark(model, torch.ones(2), device="cpu", warmup=0, repeats=2, measure_memory=False)

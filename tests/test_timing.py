@@ -176,7 +176,7 @@ def test_wall_time_waits_for_the_gpu():
 @pytest.mark.gpu
 def test_cuda_benchmark_host_inputs_memory_and_utilisation():
     model, x = SmallConvNet(), torch.randn(64, 3, 32, 32)
-    m = benchmark(model, x, device="cuda", warmup=5, repeats=50)
+    m = benchmark(model, x, device="cuda", warmup=5, repeats=50, measure_gpu_util=True)
     assert m.timer == "cuda_events" and m.input_location == "host"
     assert 0 < m.latency_ms_p10 <= m.latency_ms_median <= m.latency_ms_p90
     assert m.peak_mem_alloc_mib >= x.numel() * 4 / MIB  # the copied input lives on the GPU
@@ -184,6 +184,9 @@ def test_cuda_benchmark_host_inputs_memory_and_utilisation():
     assert (0 <= m.gpu_util_pct <= 100) or (math.isnan(m.gpu_util_pct) and m.gpu_util_missing_reason)
     on_gpu = benchmark(model, x.cuda(), device="cuda", warmup=5, repeats=50, pin_memory=True)
     assert on_gpu.input_location == "device"
+    # utilisation only where asked for: no second of sampling otherwise
+    assert math.isnan(on_gpu.gpu_util_pct) and "measure_gpu_util=False" in on_gpu.gpu_util_missing_reason
+    assert on_gpu.total_time_s < 0.5 < m.total_time_s or math.isnan(m.gpu_util_pct)
 
 
 def test_cold_start_times_build_and_first_pass_per_round_from_fresh_copies():

@@ -233,7 +233,7 @@ def benchmark(
     batch_size: int | None = None,
     pin_memory: bool = False,
     measure_memory: bool = True,
-    measure_gpu_util: bool = True,
+    measure_gpu_util: bool = False,
     inference_mode: bool = True,
     first_call: bool = False,
     min_run_time_s: float | None = None,
@@ -263,7 +263,9 @@ def benchmark(
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop, from the ``gpu_util_samples`` samples whose
     whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside), and
-    ``gpu_util_pct_p10``/``_p90`` the samples' spread (widened to include the mean) that claims compare it with.
+    ``gpu_util_pct_p10``/``_p90`` the samples' spread (widened to include the mean) that claims compare it with;
+    only with ``measure_gpu_util=True`` (it makes the loop last at least ``util_min_run_time_s``: ask for it where a
+    claim or a figure uses it, and nowhere else).
     On CPU, ``measure_memory`` costs two extra calls of the model after the timed loop (one uncounted, see
     :func:`cnnlab.profiling.memory.cpu_peak_bytes`).
 
@@ -391,7 +393,8 @@ def _utilisation_window(dev: torch.device, measure: bool, source, min_run_time_s
     if source is None and dev.type != "cuda":
         return UtilisationWindow(None, missing_reason="CPU run: no GPU to sample")
     if not measure:
-        return UtilisationWindow(None, missing_reason="measure_gpu_util=False")
+        return UtilisationWindow(None, missing_reason="not measured: no claim or figure of this study uses it "
+                                                       "(measure_gpu_util=False)")
     if source is None:
         source = NvmlSamples(dev.index if dev.index is not None else torch.cuda.current_device())
     return UtilisationWindow(source, min_run_time_s=min_run_time_s)
