@@ -35,6 +35,8 @@ from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
+from cnnlab.profiling.estimate import Work, profiler_session
+from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import Experiment, Parameter
 
@@ -49,10 +51,10 @@ DATA_SOURCE = "synthetic"
 CHECK_LAYERS = {"conv1 3->16": (3, 16, 1), "layer1 16->16": (16, 16, 1), "layer3 down 32->64 s2": (32, 64, 2)}
 CHECK_BATCH = 2
 # Repeated measurements, so that every compared quantity carries its noise (cnnlab.claims): the average memory of
-# AVG_MEM_REPEATS profiled passes (time-weighted, so it moves with timing), and on a GPU the utilisation of
-# UTIL_ROUNDS timed loops (one NVML mean per loop).
+# AVG_MEM_REPEATS profiled passes (time-weighted, so it moves with timing); on a GPU the utilisation of one timed
+# loop a round (one NVML mean per loop, at least a second of samples: its spread is that of the rounds, which lie
+# apart in time, never one loop's samples).
 AVG_MEM_REPEATS = 3
-UTIL_ROUNDS = 3
 # Paper 001 gives no numbers for Fig. 6. "Significantly" (time) we read as at least a 10% drop from the smallest to
 # the largest tile; "slight" (average memory) as at most +20%, the bound the workbook uses for "slight" and "little"
 # (notebooks 03 and 07): a rise of more than a fifth is not slight. "Very effective at reducing latency" (Sec. V)
@@ -106,6 +108,7 @@ PARAMETERS = studies.Parameters(
     rounds=Parameter(3, check=config.positive_int,
                      doc="passes over the grid; the time claims judge each time within its rounds' medians"),
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
@@ -151,8 +154,9 @@ def tile_point(round, method, tile, *, model, image_size, batch_size, until, spa
     a CPU with the reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average
     of the tensor memory allocated during one pass, ``profiling.memory.average_memory``: Fig. 6's average memory; by
     device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
-    largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (on a GPU the median, least
-    and most of :data:`UTIL_ROUNDS` timed loops' utilisation, gpu_util_rounds of them)."""
+    largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (this round's one mean, whose
+    spread over the rounds :func:`cnnlab.profiling.combine_rounds` takes; gpu_util_rounds: 1, 0 where not measured;
+    :func:`measure` counts them over the rounds)."""
     free_memory()
     dev, spatial = torch.device(device), method == "spatial"
     net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
@@ -162,16 +166,14 @@ def tile_point(round, method, tile, *, model, image_size, batch_size, until, spa
         with torch.inference_mode():
             return net(x)
 
-    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True)
-    # one NVML mean per timed loop: on a GPU, more loops give the utilisation its spread
-    utils = [m.gpu_util_pct] + [benchmark(net, x, device=dev, warmup=0, repeats=repeats).gpu_util_pct
-                                for _ in range(UTIL_ROUNDS - 1 if dev.type == "cuda" else 0)]
-    utils = [u for u in utils if not math.isnan(u)]
+    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, measure_gpu_util=True)
+    # one NVML mean per point and round: its interval is the rounds' (combine_rounds), not this loop's samples
+    util = m.gpu_util_pct
     resident = memory.resident_now(dev, net, [x])
     mem = memory.average_memory(step, dev, resident=resident, repeats=AVG_MEM_REPEATS)  # NaN if a pass saw no event
-    return {**m.as_row(), "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
-            "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
-            "gpu_util_rounds": len(utils), "tile_px": _px(tile), **mem, "avg_mem_repeats": AVG_MEM_REPEATS,
+    return {**m.as_row(), "gpu_util_pct_low": util, "gpu_util_pct_high": util,
+            "gpu_util_rounds": 0 if math.isnan(util) else 1, "tile_px": _px(tile), **mem,
+            "avg_mem_repeats": AVG_MEM_REPEATS,
             "avg_mem_increment_mib": mem["avg_mem_mib"] - resident / MIB,
             "image_size": image_size, "until": until if spatial else None,
             "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
@@ -234,6 +236,43 @@ def check_triton(cfg, store_dir: str | Path | None = None, progress: bool = Fals
                                           tf32=config.tf32_enabled("conv")))
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per round and timed point (untiled, each method and tile; the
+    Triton kernel only where it is timed) its first call, warm-up, timed batches and profiled passes (average memory;
+    on a CPU the memory pass), on a GPU the utilisation window; the Triton check's points (one probed) and the
+    logits check's two passes per tile."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    x = example_batch(cfg.batch_size, cfg.image_size, dev)
+    untimed = triton_conv.triton_untimed_reason(cfg.device)
+    points = [("untiled", None)] + [(m, t) for m in cfg.methods for t in cfg.tile_sizes
+                                    if not (m == "triton" and untimed)]
+    calls = 1 + cfg.warmup + cfg.repeats + 2 * AVG_MEM_REPEATS + (4 if dev.type == "cpu" else 0)
+    works = []
+    for method, tile in points:
+        net = build(cfg.model, method, tile, until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
+        works.append(Work("tiles", cfg.rounds * calls, lambda net=net: _infer(net, x)))
+    works.append(Work("profiles", cfg.rounds * len(points) * (AVG_MEM_REPEATS + (dev.type == "cpu")),
+                      profiler_session(dev)))
+    if dev.type == "cuda":
+        works.append(Work("utilisation windows", cfg.rounds * len(points), UTIL_MIN_RUN_TIME_S))
+    if triton_conv.triton_check_device()[0] is not None:
+        layer, tile = list(CHECK_LAYERS)[1], _label(cfg.tile_sizes[len(cfg.tile_sizes) // 2])
+        works.append(Work("Triton check", len(cfg.tile_sizes) * len(CHECK_LAYERS),
+                          lambda: triton_point(tile, layer, check_size=cfg.check_size)))
+    one = example_batch(1, cfg.image_size, dev)
+    for method in ("untiled", "spatial"):
+        net = build(cfg.model, method, cfg.tile_sizes[0], until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
+        works.append(Work("logits check", len(cfg.tile_sizes), lambda net=net: _infer(net, one)))
+    return works
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Three experiments in one frame, with ``cfg.threads`` intra-op threads (None: torch's default), the count in
     use being part of the stores' key. "tiles": one row for the untiled model, then one per (method, tile), each
@@ -253,6 +292,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                       settings=dict(threads=threads, data_source=DATA_SOURCE),
                       skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None)
     tiles = combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])
+    if "gpu_util_pct" in timed:  # the timed loops (one a round) whose utilisation the interval spans
+        counts = timed.groupby(["method", "tile"], sort=False)["gpu_util_pct"].count()
+        tiles["gpu_util_rounds"] = [int(counts.get((m, t), 0)) for m, t in zip(tiles["method"], tiles["tile"])]
     for col, metric in (("time_vs_untiled", "latency_ms_median"), ("avg_mem_vs_untiled", "avg_mem_mib"),
                         ("peak_mem_vs_untiled", "peak_mem_alloc_mib")):
         tiles[col] = derived.against(tiles, metric, {"method": "untiled"}) if metric in tiles else math.nan
@@ -278,7 +320,7 @@ _CRITERIA = {
                   f"smallest < {SIGNIFICANT_DROP:g} (\"significantly\": at least a 10% drop, our bound; the paper "
                   f"gives no number) {_TIME_NOISE}",
     "gpu_util_pct": f"utilisation rises at every step to a larger tile ({claims.NOISE_RULE}; interval: the median "
-                    f"within the least and most utilisation of its timed loops, {UTIL_ROUNDS} a round on a GPU)",
+                    f"within the least and most of its rounds, one timed loop's NVML mean a round on a GPU)",
     "avg_mem_mib": f"average memory at the largest tile / at the smallest > 1 (an increase) and < {SLIGHT_RISE:g} "
                    f"(\"slight\": at most +{100 * (SLIGHT_RISE - 1):.0f}%, the workbook's bound for 'slight', the "
                    f"paper gives no number), and no step to a larger tile clearly down ({claims.NOISE_RULE}; "
