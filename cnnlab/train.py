@@ -261,4 +261,43 @@ def train(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick",
     return model, history
 
 
-__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "fit", "model_code_version", "train", "train_step"]
+def plan(model_name: str, dataset_name: str, *, recipe: Recipe | str = "quick", synthetic: bool = False,
+         device="cpu", model_options: dict | None = None, root=None, label: str = "training") -> list:
+    """What :func:`train` will do, as :class:`cnnlab.profiling.estimate.Work` for a study's estimate: nothing where
+    its checkpoint is cached, else ``recipe.epochs`` epochs of training steps and test evaluations (batches of 512),
+    each unit one step or batch of ``model_name`` on random data of the data set's shape on ``device`` (sizes from
+    :func:`cnnlab.data.info`: nothing is loaded or downloaded)."""
+    from cnnlab.profiling.estimate import Work
+
+    recipe = RECIPES[recipe] if isinstance(recipe, str) else recipe
+    meta = data.info(dataset_name)
+    options = {"num_classes": meta.num_classes, **(model_options or {})}
+    path = checkpoint_path(model_name, dataset_name, recipe, data_source="synthetic" if synthetic else "real",
+                           model_options=options, root=root)
+    if path.exists():
+        return []
+    device = torch.device(device)
+    model = models.get(model_name, **options).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-9)  # the step's cost, not its effect
+    size = (meta.train_size // 10 if synthetic else meta.train_size)
+    test_size = (meta.test_size // 10 if synthetic else meta.test_size)
+    x = torch.randn(recipe.batch_size, *meta.input_shape, device=device)
+    y = torch.randint(meta.num_classes, (recipe.batch_size,), device=device)
+    amp = recipe.amp and device.type == "cuda"
+    batch = torch.randn(min(512, test_size), *meta.input_shape, device=device)
+
+    def step():
+        model.train()
+        train_step(model, x, y, optimizer, autocast=torch.float16 if amp else None)
+
+    def infer():
+        model.eval()
+        with torch.inference_mode():
+            model(batch)
+
+    return [Work(label, recipe.epochs * -(-size // recipe.batch_size), step),
+            Work(label, recipe.epochs * -(-test_size // 512), infer)]
+
+
+__all__ = ["RECIPES", "Recipe", "checkpoint_path", "evaluate", "fit", "model_code_version", "plan", "train",
+           "train_step"]

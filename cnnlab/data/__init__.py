@@ -9,6 +9,7 @@ Synthetic data of the same shape is used only with ``synthetic=True``, and the d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Subset
@@ -78,6 +79,18 @@ def load(name: str, split: str = "train", *, synthetic: bool = False, root=None,
     return _load_image_folder(split, root=root)
 
 
+def stand_in(name: str, split: str = "train", *, synthetic: bool = False, root=None, **options) -> tuple[Any, int]:
+    """(a data set to probe with, the size of the one a run will load): the split itself where it is here
+    (nothing is downloaded), else synthetic data of its shape (a tenth of its size), with the real split's size.
+    For estimates, which must not download."""
+    try:
+        dataset = load(name, split, synthetic=synthetic, root=root, download=False, **options)
+        return dataset, len(dataset)
+    except DatasetUnavailableError:
+        meta = info(name)
+        return load(name, split, synthetic=True, **options), meta.train_size if split == "train" else meta.test_size
+
+
 def _load_image_folder(split: str, *, root=None):
     """Mini-ImageNet as an ImageFolder tree ``<data>/mini_imagenet/{train,test}/<class>/<image>``.
 
@@ -145,4 +158,4 @@ def make_loader(dataset, batch_size: int, *, num_workers: int = 0, pin_memory: b
 
 
 __all__ = ["DamagedFileError", "DatasetInfo", "DatasetUnavailableError", "ImageTensorDataset", "TokenDataset", "data_root", "info",
-           "load", "make_loader", "names", "subset"]
+           "load", "make_loader", "names", "stand_in", "subset"]

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config
+from cnnlab.profiling.estimate import Work, unit_seconds
 from cnnlab.profiling.sweep import sweep
 from cnnlab.profiling.timing import wall_time
 
@@ -100,3 +101,34 @@ def loader_sweep(
     df.loc[skipped, "device"] = str(dev)
     df.loc[skipped, "data_source"] = getattr(train_set, "data_source", "unknown")
     return df[[c for c in COLUMNS if c in df.columns] + [c for c in df.columns if c not in COLUMNS]]
+
+
+def plan(step_at: Callable[[int], Callable[[], Any]], infer_at: Callable[[int], Callable[[], Any]], train_set,
+         test_set, *, batch_sizes: Sequence[int], num_workers: Sequence[int], pin_memory: Sequence[bool] = (False,),
+         fraction: float = 1.0, rounds: int | None = None, device="cpu", sizes: tuple[int, int] | None = None,
+         label: str = "DataLoader sweep") -> list[Work]:
+    """What :func:`loader_sweep` will do, as :class:`cnnlab.profiling.estimate.Work` for a study's estimate: per
+    round, batch size, worker count (those above the cap are skipped) and pinning, a training epoch's steps
+    (``step_at(b)``: one step at batch ``b``) and a test epoch's batches (``infer_at(b)``), each DataLoader's worker
+    start-up (one worker started and its first batch, timed here) and, without workers, the loading of every batch
+    in the training process (one batch timed here). ``sizes``: the splits' sizes in the run, where ``train_set``
+    and ``test_set`` only stand in for them (:func:`cnnlab.data.stand_in`)."""
+    from cnnlab import data
+
+    cap = os.cpu_count() or 1
+    workers = [w for w in num_workers if w <= cap]
+    works = []
+    sizes = sizes or (len(train_set), len(test_set))
+    for b in batch_sizes:
+        steps, batches = (-(-round(size * fraction) // b) for size in sizes)
+        n = (rounds or 1) * len(workers) * len(list(pin_memory))
+        works += [Work(label, n * steps, unit_seconds(step_at(b), device)),
+                  Work(label, n * batches, unit_seconds(infer_at(b), device))]
+        started = data.make_loader(train_set, b, num_workers=1)
+        works.append(Work(label, 2 * (rounds or 1) * len(pin_memory) * sum(w > 0 for w in workers),
+                          unit_seconds(lambda loader=started: next(iter(loader)), "cpu")))
+        if 0 in workers:
+            inline = data.make_loader(train_set, b)
+            works.append(Work(label, (rounds or 1) * len(pin_memory) * (steps + batches),
+                              unit_seconds(lambda loader=inline: next(iter(loader)), "cpu")))
+    return works
