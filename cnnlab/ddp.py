@@ -112,6 +112,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile-warmup", type=int, default=1,
                    help="steps run under the profiler's schedule before the recorded ones (discarded)")
     p.add_argument("--no-profile-memory", action="store_true", help="skip the profiler's allocator events")
+    p.add_argument("--tf32", action="store_true",
+                   help="TF32 for fp32 CUDA matmuls and cuDNN convolutions (default: off, IEEE fp32; set explicitly)")
     p.add_argument("--save-params", action="store_true", help="each rank saves params_rank<r>.pt after training")
     p.add_argument("--fail-rank", type=int, default=None,
                    help="fault injection for tests: this rank raises after the process group has formed")
@@ -473,7 +475,8 @@ def main(argv=None) -> int:
     rank = int(os.environ.get("RANK", "-1"))
     try:
         rank, world_size, local_rank, dev, backend = init_process_group(args.device, args.pg_timeout_s)
-        metrics, model = train_and_profile(args, rank, world_size, local_rank, dev, backend)
+        with config.tf32(args.tf32):  # explicit in every rank, never torch's defaults
+            metrics, model = train_and_profile(args, rank, world_size, local_rank, dev, backend)
         _write_json(out / f"rank{rank}.json", metrics)
         if args.save_params:
             torch.save({k: v.detach().cpu() for k, v in model.named_parameters()}, out / f"params_rank{rank}.pt")
@@ -527,7 +530,8 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
            epochs: int = 1, synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
            timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
            stem: str | None = None, warmup_steps: int = 5, profile_steps: int = 5, profile_warmup: int = 1,
-           profile_repeats: int = 1, save_params: bool = False, fail_rank: int | None = None) -> dict:
+           profile_repeats: int = 1, tf32: bool = False, save_params: bool = False,
+           fail_rank: int | None = None) -> dict:
     """Train one configuration with ``torchrun --standalone --nproc-per-node world_size -m cnnlab.ddp``.
 
     Returns the tidy row of :func:`merge` (all :data:`ROW_FIELDS`, ``status="ok"``) plus ``launch_time_s`` (s,
@@ -560,6 +564,7 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     args += ["--synthetic"] if synthetic else []
     args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
     args += ["--save-params"] if save_params else []
+    args += ["--tf32"] if tf32 else []
     args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
     # python -m torch.distributed.run is the torchrun command, without relying on PATH.
     cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),

@@ -259,3 +259,48 @@ def test_every_study_names_its_paper():
 def test_paper_of_a_notebook_or_study_name():
     assert studies.paper_of("05_ddp_scaling") == studies.paper_of("ddp_scaling") == "002"
     assert studies.paper_of("01_batch_size") == "001" and studies.paper_of("99_unknown") is None
+
+
+@pytest.mark.parametrize("name", studies.STUDIES)
+def test_every_study_measures_through_the_shared_wrapper_with_a_plan_and_a_tf32_setting(name):
+    module = studies.load(name)
+    assert callable(getattr(module.measure, "plan", None)), f"{name}.measure is not decorated with studies.measurement"
+    assert module.measure.plan is getattr(module, "plan", None), f"{name}: its plan is the module's plan()"
+    assert module.PARAMETERS.declared.get("tf32") is studies.TF32 or name == "ddp_scaling" and \
+        "tf32" in module.PARAMETERS.declared, f"{name} does not declare tf32 = studies.TF32"
+
+
+def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_path, capsys):
+    import matplotlib
+    import torch
+
+    matplotlib.use("Agg")
+    from cnnlab import config
+    from cnnlab.profiling.estimate import Work
+
+    seen = {}
+    toy = studies.Parameters(n=studies.Parameter(3), tf32=studies.TF32, device=studies.DEVICE)
+
+    def plan(cfg):
+        return [Work("points", cfg.n, 0.01)]
+
+    @studies.measurement(plan)
+    def measure(cfg, store_dir, progress=True):
+        seen["tf32"] = (config.tf32_enabled("matmul"), config.tf32_enabled("conv"))
+        seen["progress"] = progress
+        return pd.DataFrame({"x": range(cfg.n)})
+
+    before = config.tf32_state()
+    for wanted in (True, False):
+        cfg = toy.configure("quick", tf32=wanted, device="cpu")
+        df = measure(cfg, None, progress=False)
+        assert seen == {"tf32": (wanted, wanted), "progress": False}
+        assert config.tf32_state() == before  # restored after the measurement
+    out = capsys.readouterr().out
+    assert "test_studies, quick preset: expected about 0 s on cpu" in out and "measured in 0 s" in out
+    run = df.attrs["run"]
+    assert run["expected_s"] == pytest.approx(0.03) and run["measured_s"] >= 0 and run["preset"] == "quick"
+    assert run["settings"] == {"n": 3, "tf32": False, "device": "cpu"}
+    studies.save(df, {}, [], tmp_path, name="toy")
+    assert json.loads((tmp_path / "environment.json").read_text())["run"]["expected_parts"] == {"points": 0.03}
+

@@ -24,7 +24,9 @@ and :mod:`cnnlab.plotting`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import functools
 import importlib
 import inspect
 import math
@@ -89,6 +91,12 @@ def _threads(value, parameter: str):
     return config.threads(value, parameter)
 
 
+def _boolean(value, parameter: str):
+    from cnnlab import config
+
+    return config.boolean(value, parameter=parameter)
+
+
 def _device(value, parameter: str):
     from cnnlab import config
 
@@ -101,6 +109,11 @@ def _device(value, parameter: str):
 THREADS = Parameter(1, None, check=_threads, type="int",
                     doc="intra-op CPU threads while measuring (None: torch's default)")
 DEVICE = Parameter("auto", check=_device, doc="auto | cpu | cuda | cuda:N")
+# TF32 (Ampere and newer GPUs: fp32 operands of matmuls and convolutions rounded to a 10-bit mantissa on tensor
+# cores) set explicitly for the whole measurement, never left to torch's defaults (cuDNN on, cuBLAS off): fp32 then
+# means IEEE fp32 everywhere. Recorded with the settings (stores, environment.json); no effect on a CPU.
+TF32 = Parameter(False, check=_boolean, type="bool",
+                 doc="TF32 for fp32 CUDA matmuls and cuDNN convolutions (Ampere and newer GPUs); False: IEEE fp32")
 
 
 class Config(SimpleNamespace):
@@ -198,6 +211,57 @@ class Experiment:
         fn = partial(self.point, **self.bound(cfg), **(bind or {}))
         return sweep(fn, grid, self.store(store_dir), settings=cfg.settings(**(settings or {})),
                      desc=self.desc or self.name, progress=progress, **sweep_options)
+
+
+# Inductor's warning when fp32 matmuls compile with TF32 off on a GPU that has it: the setting is the study's
+# explicit, recorded choice (TF32), so the warning says nothing a reader needs
+_TF32_OFF_WARNING = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
+
+
+def measurement(plan: Callable[[Config], list]):
+    """Decorate a study's ``measure``: the contract's part that every study shares.
+
+    Before the first measurement it prints how long the study expects to take on ``cfg.device`` with this preset
+    (:func:`cnnlab.profiling.estimate.expect` of ``plan(cfg)``, the study's work as
+    :class:`cnnlab.profiling.estimate.Work` items); it measures under the study's TF32 setting (``cfg.tf32``, where
+    declared: set for the whole measurement, restored after); afterwards it prints how long it took against the
+    estimate, and records both, with the preset and the settings, in ``df.attrs["run"]`` (:func:`save` writes it
+    into environment.json): ``expected_s``, ``expected_parts`` (s per kind of work), ``measured_s`` (s), ``preset``,
+    ``settings``."""
+
+    def decorate(measure):
+        @functools.wraps(measure)
+        def run(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
+            return _measured(measure, plan, cfg, store_dir, progress)
+
+        run.plan = plan
+        return run
+
+    return decorate
+
+
+def _measured(measure, plan, cfg, store_dir, progress: bool) -> pd.DataFrame:
+    import warnings
+
+    from cnnlab import config
+    from cnnlab.profiling import estimate, wall_time
+
+    name = measure.__module__.rsplit(".", 1)[-1]
+    device = getattr(cfg, "device", "cpu")
+    precision = config.tf32(cfg.tf32) if hasattr(cfg, "tf32") else contextlib.nullcontext()
+    with precision, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TF32_OFF_WARNING)
+        expected = estimate.expect(lambda: plan(cfg), device=device)
+        print(f"{name}, {cfg.preset} preset: expected {expected.text()}", flush=True)
+        timed = wall_time(lambda: measure(cfg, store_dir, progress=progress), device=device)
+    df = timed.result
+    ratio = timed.seconds / expected.seconds if expected.seconds > 0 else math.nan
+    print(f"{name}: measured in {estimate.duration(timed.seconds)} ({ratio:.2f}x the estimate of "
+          f"{estimate.duration(expected.seconds)})", flush=True)
+    df.attrs["run"] = {"study": name, "preset": cfg.preset, "settings": cfg.settings(),
+                       "expected_s": expected.seconds, "expected_parts": expected.parts,
+                       "probe_s": expected.probe_s, "measured_s": timed.seconds}
+    return df
 
 
 def paper_of(notebook: str) -> str | None:
@@ -318,6 +382,8 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     table = claims.table(checks)
     plotting.write_atomic(out / "claims.csv", lambda tmp: table.to_csv(tmp, index=False))
     record = {**(environment() if env is None else env), "figures": list(figs)}
+    if "run" in df.attrs:  # the preset, settings and times of the measurement (:func:`measurement`)
+        record["run"] = df.attrs["run"]
     text = json.dumps(record, indent=1, default=str) + "\n"
     plotting.write_atomic(out / "environment.json", lambda tmp: tmp.write_text(text))
     return table
@@ -362,6 +428,6 @@ def check_results(df: pd.DataFrame, cfg=None) -> str:
     return "results checked: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-__all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "THREADS", "Config", "Experiment",
-           "Parameter", "Parameters", "check_results", "combine", "configure", "load", "paper_of", "save",
-           "signature_problems", "tables"]
+__all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
+           "Experiment", "Parameter", "Parameters", "check_results", "combine", "configure", "load", "measurement",
+           "paper_of", "save", "signature_problems", "tables"]

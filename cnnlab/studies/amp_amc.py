@@ -21,6 +21,7 @@ import torch
 from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, time_spread
+from cnnlab.profiling.estimate import Work, profiler_session
 from cnnlab.studies import Experiment, Parameter
 
 VARIANTS = {
@@ -64,9 +65,13 @@ PARAMETERS = studies.Parameters(
     rounds=Parameter(3, check=config.positive_int,
                      doc="passes over the grid; the time claim judges each time within its rounds' medians"),
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
+# torch.compile's first call (tracing, code generation) cannot be probed short of compiling: a minute is what it
+# took ResNets here (2-core CPU; Inductor's cache makes a second compile much shorter)
+COMPILE_S = 60.0
 
 
 def amp_dtype(device) -> str:
@@ -104,6 +109,37 @@ def amc_point(round, model, variant, *, batch_size, warmup, repeats, device) -> 
 AMP_AMC = Experiment("amp_amc", amc_point, desc="AMP + AMC")
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per round, model and variant the warm-up and timed batches (on a
+    CPU also the memory pass, two calls under the profiler), each variant probed apart; torch.compile's first call
+    at :data:`COMPILE_S`."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    works = []
+    for model in cfg.models:
+        for variant in cfg.variants:
+            v = VARIANTS[variant]
+            net = models.get(model).eval().to(dev)
+            fmt = torch.channels_last if v["amc"] else torch.contiguous_format
+            net = net.to(memory_format=fmt)
+            x = models.example_input(net, cfg.batch_size).to(dev).contiguous(memory_format=fmt)
+            amp = config.to_dtype(amp_dtype(dev)) if v["amp"] else None
+
+            def call(net=net, x=x, amp=amp):
+                with torch.inference_mode(), torch.autocast(dev.type, dtype=amp or torch.float16,
+                                                            enabled=amp is not None):
+                    return net(x)
+
+            calls = cfg.rounds * (cfg.warmup + cfg.repeats + (4 if dev.type == "cpu" else 0))
+            works.append(Work("timed batches", calls, call))
+            if v["compile"]:
+                works.append(Work("torch.compile", cfg.rounds, COMPILE_S))
+    if dev.type == "cpu":
+        works.append(Work("timed batches", cfg.rounds * len(cfg.models) * len(cfg.variants), profiler_session(dev)))
+    return works
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Time per batch and peak memory of each model in each variant at ``cfg.batch_size`` (paper Fig. 5), from
     ``cfg.rounds`` passes over the grid (:func:`cnnlab.profiling.combine_rounds`).

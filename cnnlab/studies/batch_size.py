@@ -29,10 +29,17 @@ from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_count
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.derived import per_item
 from cnnlab.profiling.ops import STEP_COMPONENTS, step_components
+from cnnlab.profiling.estimate import Work, by_batch, profiler_session
+from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.studies import Experiment, Parameter
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
+
+def _kernels(value, parameter: str) -> int | None:
+    """None (every kernel) or a positive int."""
+    return None if value is None else config.positive_int(value, parameter=parameter)
+
 
 # quick: a CPU smoke run of the whole code path: two models, five batch sizes (up to 256: the paper's mid-range rise
 # is checked), 128 images per point, one intra-op thread (see cnnlab.config.threads: CI runs two notebooks at once on
@@ -48,9 +55,16 @@ PARAMETERS = studies.Parameters(
     min_repeats=Parameter(3, 10, 20, check=config.positive_int, doc="at least this many timed batches per point"),
     profile_iterations=Parameter(2, 5, 10, check=config.positive_int,
                                  doc="profiled steps per point for the time breakdown"),
+    # Nsight Compute replays every kernel it profiles (about half a second each on an H100, plus ~10 s a model): one
+    # model and a few kernels in quick, every model and kernel in paper
+    counters_models=Parameter(["resnet20"], ["lenet5", "resnet20"], PAPER_MODELS, check=config.models_list,
+                              doc="models whose best batch Nsight Compute profiles (those also in models)"),
+    counters_kernels=Parameter(16, 64, None, type="int", check=_kernels,
+                               doc="kernel launches Nsight Compute profiles per model (None: every one)"),
     threads=studies.THREADS,
     save_traces=Parameter(False, True, check=config.boolean,
                           doc="write Chrome traces of the profiled points into <figures>/traces/"),
+    tf32=studies.TF32,
     device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
@@ -92,7 +106,8 @@ def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup
     :class:`cnnlab.profiling.Measurement`'s fields."""
     net, x = _build(model, batch_size, "cpu")
     try:
-        m = benchmark(net, x, device=device, warmup=warmup, repeats=max(math.ceil(images / batch_size), min_repeats))
+        m = benchmark(net, x, device=device, warmup=warmup, repeats=max(math.ceil(images / batch_size), min_repeats),
+                      measure_gpu_util=True)  # Fig. 2 and a claim use it
     finally:
         del net, x
         free_memory()
@@ -203,13 +218,15 @@ def counters_workload(model: str, batch_size: int, device: str, warmup: int = 3)
         profiled_region(lambda: net(x), device, warmup=warmup)
 
 
-def counters_point(model: str, batch_size: int, *, device: str) -> dict:
-    """One point of experiment "counters": paper 001 Sec. III-A's Nsight Compute metrics over every kernel of one
-    forward pass (:func:`counters_workload`): ``kernels``, ``kernel_time_ms`` (summed), ``sm_cycles_active``
-    (summed), and the throughput percentages and DRAM frequency as kernel-time-weighted means
-    (``profiling.counters.summarise_counters``). Raises ``CountersMissing`` (stored as an error) when ncu fails."""
+def counters_point(model: str, batch_size: int, *, device: str, counters_kernels: int | None) -> dict:
+    """One point of experiment "counters": paper 001 Sec. III-A's Nsight Compute metrics over the first
+    ``counters_kernels`` kernels (None: every kernel) of one forward pass (:func:`counters_workload`): ``kernels``,
+    ``kernel_time_ms`` (summed), ``sm_cycles_active`` (summed), and the throughput percentages and DRAM frequency as
+    kernel-time-weighted means (``profiling.counters.summarise_counters``). Raises ``CountersMissing`` (stored as an
+    error) when ncu fails."""
     table = hardware_counters(f"{__name__}:counters_workload", kwargs=dict(model=model, batch_size=batch_size,
-                              device=device), launch_count=None, profile_from_start=False, missing="raise")
+                              device=device), launch_count=counters_kernels, profile_from_start=False,
+                              missing="raise")
     return {**summarise_counters(table), "device": device, "data_source": DATA_SOURCE}
 
 
@@ -219,6 +236,48 @@ BREAKDOWN = Experiment("breakdown", breakdown_point, axes=GRID, desc="batch size
 COUNTERS = Experiment("counters", counters_point, desc="batch size: Nsight Compute counters")  # at points= given
 
 
+# Nsight Compute's cost on the first GPU run (H100, 2026-11-27): about 10 s a model (a new process under ncu) and
+# half a second a kernel it replays; the estimate takes them as they are (ncu cannot be probed without running it)
+NCU_MODEL_S, NCU_KERNEL_S, NCU_KERNELS_UNCAPPED = 10.0, 0.5, 100
+
+
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per model and batch size the warm-up and timed batches (on a GPU
+    for at least the utilisation window; on a CPU also the memory pass under the profiler), the breakdown's profiles,
+    and Nsight Compute at each counted model's best batch where it runs."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    cuda = dev.type == "cuda"
+    works = []
+    for name in cfg.models:
+        net = models.get(name).to(dev).eval()
+
+        def batch(size, net=net):
+            x = models.example_input(net, size).to(dev)
+            return lambda: _infer(net, x)
+
+        calls = {b: cfg.warmup + max(math.ceil(cfg.images / b), cfg.min_repeats) + (0 if cuda else 3)  # timed
+                 + 1 + cfg.profile_iterations + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 0)  # profiled
+                 for b in cfg.batch_sizes}
+        works += by_batch("batches", calls, batch, dev)
+    points = len(cfg.models) * len(cfg.batch_sizes)
+    sessions = points * (1 + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 1))
+    works.append(Work("breakdown profiles", sessions, profiler_session(dev)))
+    if cuda:
+        works.append(Work("utilisation windows", points, UTIL_MIN_RUN_TIME_S))
+    if counters_missing_reason(cfg.device) is None:
+        counted = [m for m in cfg.models if m in cfg.counters_models]
+        works += [Work("Nsight Compute", len(counted), NCU_MODEL_S),
+                  Work("Nsight Compute", len(counted) * (cfg.counters_kernels or NCU_KERNELS_UNCAPPED), NCU_KERNEL_S)]
+    return works
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Experiments "batch", "breakdown", "roofline" and "counters" (see :func:`batch_point`,
     :func:`breakdown_point`, :func:`roofline`, :func:`counters_point`) for every model and batch size (counters:
@@ -231,7 +290,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     batch = BATCH.run(cfg, store_dir, **kw)
     breakdown = BREAKDOWN.run(cfg, store_dir, bind=dict(trace_dir=folder), **kw)  # save_traces keys the store
     roof = roofline(batch)
-    best = [{"model": r["model"], "batch_size": int(r["batch_size"])} for _, r in roof.iterrows()]
+    best = [{"model": r["model"], "batch_size": int(r["batch_size"])} for _, r in roof.iterrows()
+            if r["model"] in cfg.counters_models]
     missing = counters_missing_reason(cfg.device)
     counters = COUNTERS.run(cfg, store_dir, points=best, skip=lambda model, batch_size: missing, **kw) \
         if best else pd.DataFrame()

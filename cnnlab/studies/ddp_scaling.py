@@ -34,7 +34,8 @@ import torch
 
 from cnnlab import config, data, ddp, models, plotting, studies
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, joined, judge, trend
-from cnnlab.profiling import derived, store_file
+from cnnlab.profiling import derived, store_file, wall_time
+from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
 
 MAX_WORLD_SIZE = 64  # processes of one standalone launch (one machine), whatever is present
@@ -113,6 +114,7 @@ PARAMETERS = studies.Parameters(
                         doc="per configuration (s); a launch past it is killed and recorded as failed"),
     oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more processes than CPU cores (each "
                             "still measured; timings then compete)"),
+    tf32=studies.TF32,
     device=Parameter("cpu", "auto", check=_device, doc="auto | cpu | cuda"),
     check=_check,
 )
@@ -134,14 +136,16 @@ MISSING_REASON = {"cuda_total_ms": "cuda_missing_reason", "max_gpu_mem_mib": "ma
 
 def ddp_point(data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str, stem: str | None,
               dataset: str, synthetic: bool, warmup_steps: int, epochs: int, profile_steps: int,
-              profile_repeats: int, device: str, threads_per_rank: int, timeout_s: float, out_dir: Path) -> dict:
+              profile_repeats: int, tf32: bool, device: str, threads_per_rank: int, timeout_s: float,
+              out_dir: Path) -> dict:
     """One point of experiment "ddp": :func:`cnnlab.ddp.launch`'s row (its run folder under ``out_dir``) without
     the status it leaves to the sweep; a launch that fails raises its reason (:class:`cnnlab.ddp.LaunchFailed`;
     :class:`cnnlab.ddp.LaunchOutOfMemory` is recorded as "oom")."""
     row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction,
                      model=model, dataset=dataset, epochs=epochs, synthetic=synthetic, device=device,
                      out_dir=out_dir, timeout_s=timeout_s, threads_per_rank=threads_per_rank, stem=stem,
-                     warmup_steps=warmup_steps, profile_steps=profile_steps, profile_repeats=profile_repeats)
+                     warmup_steps=warmup_steps, profile_steps=profile_steps, profile_repeats=profile_repeats,
+                     tf32=tf32)
     return {k: v for k, v in row.items() if k not in ("status", "error")}
 
 
@@ -150,6 +154,43 @@ DDP = Experiment("ddp", ddp_point, desc="ddp configurations",
                        "world_size": "world_sizes"})
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per grid point one launch, whose fixed cost (torchrun, the ranks'
+    start, the process group, the first profile) is probed by one real launch as small as can be, plus the point's
+    training steps (warm-up, the timed epochs' steps per rank, the profiled blocks), each as long as one step at its
+    batch size in this process (a rank does its share of the data in parallel with the others)."""
+    from cnnlab import train
+
+    meta = data.info(cfg.dataset)
+    size = meta.train_size // 10 if cfg.synthetic else meta.train_size
+    dev = torch.device("cuda" if cfg.device == "cuda" else "cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        launch = wall_time(lambda: ddp.launch(
+            world_size=1, batch_size_per_rank=max(cfg.batch_sizes), data_fraction=min(cfg.data_fractions),
+            model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=cfg.synthetic, epochs=1, device=cfg.device,
+            out_dir=tmp, timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank, warmup_steps=0,
+            profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
+    config.set_threads(cfg.threads_per_rank)
+    options = {} if cfg.stem is None else {"stem": cfg.stem}
+    net = models.get(cfg.model, num_classes=meta.num_classes, **options).to(dev).train()
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-9)
+
+    def step_at(b):
+        x, y = torch.randn(b, *meta.input_shape, device=dev), torch.randint(meta.num_classes, (b,), device=dev)
+        return lambda: train.train_step(net, x, y, optimizer)
+
+    step = interpolate(cfg.batch_sizes, step_at, dev)
+    works = []
+    for f in cfg.data_fractions:
+        for b in cfg.batch_sizes:
+            for w in cfg.world_sizes:
+                steps = cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b)) + \
+                    cfg.profile_repeats * (1 + cfg.profile_steps)
+                works += [Work("launches", 1, launch), Work("training steps", steps, step[b])]
+    return works
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """One row per grid point (data fraction x batch size per process x process count), in grid order.
 
@@ -179,7 +220,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     def planned(column, field):  # a launch's own record, else (a failed point) what it was to run
         return df[column].where(df[column].notna(), df["world_size"].map(lambda w: getattr(where[w], field)))
 
-    df = df.assign(model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, device=cfg.device, epochs=cfg.epochs,
+    df = df.assign(model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, device=cfg.device, tf32=cfg.tf32,
+                   epochs=cfg.epochs,
                    warmup_steps=cfg.warmup_steps, profiled_steps=cfg.profile_steps,
                    profile_repeats=cfg.profile_repeats, backend=planned("backend", "backend"),
                    gpus_used=planned("gpus_used", "gpus_used"),

@@ -22,6 +22,7 @@ import torch
 from cnnlab import config, data, models, plotting, studies, train
 from cnnlab.claims import NOISE_RULE, Claim, Spread, all_of, joined, judge
 from cnnlab.profiling import benchmark, free_memory, memory, wall_time
+from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.studies import Experiment, Parameter
 
 # User-facing names -> (dtype of model and inputs, autocast dtype). "autocast" resolves per device (configure).
@@ -76,6 +77,7 @@ PARAMETERS = studies.Parameters(
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point"),
     eval_batch_size=Parameter(128, 512, check=config.batch_size, doc="batch size of the accuracy evaluation"),
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=studies.DEVICE,
     check=_resolve,
 )
@@ -160,6 +162,43 @@ TIMING = Experiment("timing", time_point, axes={"precision": "precisions", "batc
 ACCURACY = Experiment("accuracy", accuracy_point, axes={"precision": "precisions"}, desc="precision: accuracy")
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: the training (none where its checkpoint is cached), then per
+    precision and batch size the warm-up and timed batches, the average-memory passes under the profiler (and on a
+    CPU the memory pass), and per precision a pass over the test set; each precision probed apart (fp16 arithmetic
+    can be 25x slower than fp32 on a CPU)."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    meta = data.info(cfg.dataset)
+    works = train.plan(cfg.model, cfg.dataset, recipe=cfg.recipe, synthetic=cfg.synthetic, device=dev)
+    net = models.get(cfg.model, num_classes=meta.num_classes)
+    test_size = meta.test_size // 10 if cfg.synthetic else meta.test_size
+    for precision in cfg.precisions:
+        dtype, autocast = PRECISIONS[precision]
+        model = copy.deepcopy(net).to(dev, dtype=config.to_dtype(dtype) or torch.float32).eval()
+        amp = config.to_dtype(autocast)
+
+        def batch(size, model=model, dtype=dtype, amp=amp):
+            x = models.example_input(model, size).to(dev, dtype=config.to_dtype(dtype) or torch.float32)
+
+            def call():
+                with torch.inference_mode(), torch.autocast(dev.type, dtype=amp or torch.float16,
+                                                            enabled=amp is not None):
+                    return model(x)
+            return call
+
+        sizes = [b for b in cfg.batch_sizes if not (dev.type == "cpu" and "float16" in PRECISIONS[precision]
+                                                    and b not in cfg.cpu_fp16_batch_sizes)]
+        calls = {b: cfg.warmup + cfg.repeats + AVG_MEM_REPEATS + (3 if dev.type == "cpu" else 0) for b in sizes}
+        eval_batch = min(cfg.eval_batch_size, test_size)
+        seconds = interpolate([*sizes, eval_batch], batch, dev)
+        works += [Work("timed batches", calls[b], seconds[b]) for b in sizes]
+        works.append(Work("accuracy", -(-test_size // eval_batch), seconds[eval_batch]))
+        works.append(Work("profiles", len(sizes) * (AVG_MEM_REPEATS + (dev.type == "cpu")), profiler_session(dev)))
+    return works
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train (or load the cached checkpoint of) ``cfg.model`` in FP32, then infer it in each precision.
 

@@ -17,6 +17,7 @@ from cnnlab import config, models, plotting, studies
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.claims import NOISE_RULE, Claim, judge, throughput_gain
 from cnnlab.profiling import benchmark, profile_ops, trace_file, trace_folder
+from cnnlab.profiling.estimate import Work, by_batch, profiler_session
 
 
 PARAMETERS = studies.Parameters(
@@ -32,6 +33,7 @@ PARAMETERS = studies.Parameters(
     # quick uses one, as every quick preset: CI runs two notebooks at once on two cores, and spin-waiting threads
     # inflated batch 1's time ~140x (cnnlab.config.threads)
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
@@ -51,6 +53,30 @@ def batch_point(batch_size: int, *, model_name: str, device: str, repeats: int, 
 BATCH = Experiment("batch", batch_point, axes={"batch_size": "batch_sizes"}, desc="quickstart: time per batch")
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per batch size the warm-up and timed batches (and on a CPU the
+    memory pass's two calls under the profiler), then the profile of the largest batch."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    net = models.get(cfg.model_name).to(dev).eval()
+
+    def batch(size):
+        x = models.example_input(net, size).to(dev)
+        return lambda: _infer(net, x)
+
+    cpu = dev.type == "cpu"
+    calls = {b: cfg.warmup + cfg.repeats + (3 if cpu else 0) for b in cfg.batch_sizes}
+    calls[max(cfg.batch_sizes)] += PROFILE_ITERATIONS + 1
+    return [*by_batch("batches", calls, batch, dev),
+            Work("profiles", 1 + (len(cfg.batch_sizes) if cpu else 0), profiler_session(dev))]
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Experiment "batch": one row per batch size (``cnnlab.profiling.benchmark``'s columns: latency_ms_*,
     throughput_items_per_s, peak_mem_alloc_mib, gpu_util_pct...). Experiment "operators": the operator table

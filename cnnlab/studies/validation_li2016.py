@@ -33,6 +33,7 @@ from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
 from cnnlab.profiling.timing import median_seconds
+from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
@@ -114,7 +115,7 @@ PARAMETERS = studies.Parameters(
     vgg_image_size=Parameter(32, 224, check=config.image_size,
                              doc="VGG's input pixels a side"),
     # False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row)
-    tf32=Parameter(False, check=config.boolean, doc="TF32 convolutions and matmuls on Ampere and newer GPUs"),
+    tf32=studies.TF32,
     batch_size=Parameter(2, 32, 128, check=config.batch_size, doc="images per batch"),
     best_repeats=Parameter(1, 3, 5, check=config.positive_int,
                            doc="timed calls per candidate when best picks a layer's algorithm"),
@@ -231,6 +232,51 @@ DIRECT_CHECK = Experiment("li2016_direct_check", check_point, axes={"network": "
 TIMED = Experiment("li2016", strategy_point, desc="Li et al. strategies")
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: per round, network and timed strategy its first call, warm-up,
+    the benchmark's sizing call, the timed calls (at least ``min_time_s`` worth) and native's reference call; best's
+    first call times every candidate per layer (``best_repeats`` + 1 calls each), its later ones run the fastest;
+    the direct strategy's check per network. Each strategy is probed on the networks with the fewest and the most
+    FLOPs, the others interpolated by their FLOPs (``networks_table``: no compute)."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    vgg = dict(vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
+    flops = dict(zip(cfg.networks, networks_table(cfg.networks, **vgg)["gflops_per_image"]))
+    untimed = triton_untimed_reason(cfg.device)
+    kernels = [s for s in cfg.strategies if s != "best" and not (s == "direct" and untimed)]
+    candidates = [s for s in strategies.candidates_for(dev) if s in SINGLE_KERNELS]
+    by_flops = {f: n for n, f in flops.items()}
+
+    def unit(strategy):
+        def at(f):
+            _, model, x, _ = _build(by_flops[f], strategy, dev, cfg.batch_size, vgg)
+            return lambda: _infer(model, x)
+        return at
+
+    seconds = {s: interpolate(flops.values(), unit(s), dev) for s in dict.fromkeys(kernels + candidates)}
+    per_point = cfg.warmup + 4  # first call, the sizing call, native's reference, at least one timed call
+    works = []
+    for f in flops.values():
+        works += [Work("strategies", cfg.rounds * per_point, seconds[s][f]) for s in kernels]
+        if "best" in cfg.strategies:  # its first call times every candidate; then the fastest (here: any)
+            works += [Work("strategies", cfg.rounds * (cfg.best_repeats + 1 + per_point / len(candidates)),
+                           seconds[c][f]) for c in candidates]
+    # at least min_time_s of timed calls per point (one call's time decides how many)
+    works.append(Work("strategies", cfg.rounds * len(cfg.networks) * len(cfg.strategies), cfg.min_time_s))
+    check_device = triton_check_device()[0]
+    if check_device is not None:
+        for network in cfg.direct_check_networks:
+            _, model, x, _ = _build(network, "direct", check_device, DIRECT_CHECK_BATCH, vgg)
+            works.append(Work("direct check", 1, lambda model=model, x=x: _infer(model, x)))
+    return works
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check":
     :func:`check_point` per network of ``cfg.direct_check_networks`` (Triton kernel: compiled on a GPU,

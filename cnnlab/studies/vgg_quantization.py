@@ -33,11 +33,13 @@ import torch.nn.functional as F
 
 from cnnlab import config, data, models, plotting, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, joined, judge
-from cnnlab.profiling import benchmark, derived, loader_sweep, profile_ops, wall_time
+from cnnlab.profiling import benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
+from cnnlab.profiling.estimate import Work, unit_seconds
 from cnnlab.profiling.ops import top_operators
 from cnnlab.profiling.timing import cold_start
 from cnnlab.studies import Experiment, Parameter
-from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train
+from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train, train_step
+from cnnlab.train import plan as train_plan
 
 MODEL = "vgg11"
 METHODS = ("eager", "torchscript_trace", "torch_compile", "torch_export")
@@ -103,9 +105,14 @@ PARAMETERS = studies.Parameters(
     top_ops=Parameter(10, 15, check=config.positive_int, doc="operators kept per profile"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda (int8 always runs on the CPU)"),
 )
 configure = PARAMETERS.configure
+# First-call costs that cannot be probed short of doing them, as they were on this project's 2-core CPU (a GPU takes
+# less): torch.compile's first call (tracing, Inductor's code generation; its cache makes a second one short),
+# torch.export, and int8 quantization (PT2E export, calibration, lowering)
+COMPILE_S, EXPORT_S, QUANTIZE_S = 45.0, 5.0, 20.0
 
 
 def vgg_sizes() -> pd.DataFrame:
@@ -275,6 +282,55 @@ def _train_epoch(net, loader, device) -> None:
     fit(net, loader, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), epochs=1, device=device)
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: training (none where cached), the DataLoader sweep
+    (:func:`cnnlab.profiling.loaders.plan`), int8 against fp32 (passes over the test set, timed batches, quantizing
+    at :data:`QUANTIZE_S`), the profiles, and per method its passes over the test set (eager and TorchScript
+    ``timing_rounds`` times) and timed batches, with torch.compile's and torch.export's first-call costs
+    (:data:`COMPILE_S`, :data:`EXPORT_S`)."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    recipe = Recipe(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, schedule=cfg.schedule, augment=cfg.augment)
+    works = train_plan(MODEL, cfg.dataset, recipe=recipe, synthetic=cfg.synthetic, device=dev)
+    meta = data.info(cfg.dataset)
+    net = models.get(MODEL, num_classes=meta.num_classes).to(dev)
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-9)
+
+    def step_at(b):
+        x, y = torch.randn(b, *meta.input_shape, device=dev), torch.randint(meta.num_classes, (b,), device=dev)
+        return lambda: (net.train(), train_step(net, x, y, optimizer))
+
+    def infer_at(b, device=dev):
+        x = torch.randn(b, *meta.input_shape, device=device)
+        model = net if device == dev else copy.deepcopy(net).to(device)
+        return lambda: (model.eval(), _infer(model, x))
+
+    (train_set, train_size), (test_set, test_size) = (data.stand_in(cfg.dataset, split, synthetic=cfg.synthetic)
+                                                      for split in ("train", "test"))
+    works += loaders.plan(step_at, infer_at, train_set, test_set, batch_sizes=[cfg.loader_batch_size],
+                          num_workers=cfg.num_workers, pin_memory=cfg.pin_memory, fraction=cfg.loader_fraction,
+                          rounds=cfg.timing_rounds, device=dev, sizes=(train_size, test_size))
+    passes = -(-test_size // cfg.latency_batch_size)  # batches in a pass over the test set
+    cpu_batch = unit_seconds(infer_at(cfg.latency_batch_size, torch.device("cpu")), "cpu")
+    batch = unit_seconds(infer_at(cfg.latency_batch_size), dev)
+    if quantize.int8_unavailable() is None:  # fp32: a pass and timed batches; int8 (about as fast): two passes more
+        works += [Work("int8", 4 * passes + 2 * (cfg.warmup + cfg.repeats + 3), cpu_batch),
+                  Work("int8", 1, QUANTIZE_S)]
+    works.append(Work("profiles", 2 * (cfg.profile_iterations + 1), cpu_batch))
+    for method in cfg.methods:
+        rounds = cfg.timing_rounds if method in TRACE_PAIR else 1
+        works.append(Work("compiled inference", rounds * passes + cfg.warmup + cfg.repeats + 1, batch))
+        works += [Work("compiled inference", 1, COMPILE_S)] if method == "torch_compile" else \
+            [Work("compiled inference", 1, EXPORT_S)] if method == "torch_export" else []
+    return works
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Every measurement, by ``experiment``: "sizes" (:func:`vgg_sizes`), "training" (``cnnlab.train.train``'s
     history, checkpoint-cached), the DataLoader sweep "loader_sweep" (one train and one test epoch, s, per ``round`` x
