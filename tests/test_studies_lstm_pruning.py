@@ -10,6 +10,7 @@ import torch
 from cnnlab import models, prune, studies
 from cnnlab.claims import INCONCLUSIVE
 from cnnlab.studies import lstm_pruning as lp
+import fakedevice
 
 TINY = dict(vocab_size=300, seq_len=16, train_size=128, test_size=64, embed_dim=8, hidden_size=8, num_layers=2,
             epochs=1, batch_size=32, batch_sizes=[32], num_workers=[0, 99], sweep_fraction=0.5, ratios=[0.5],
@@ -301,3 +302,32 @@ def test_every_measured_row_says_where_its_data_came_from(df):
     """(Was an assert of notebook 06's last cell.) Training, profile and final rows have no status."""
     measured = df[df["status"].isna() | (df["status"] == "ok")]
     assert set(measured["data_source"]) == {"synthetic"}
+
+
+# The quick preset with fewer timing rounds, timed batches and DataLoader-sweep data: every code path (two rounds
+# still judge the noise; every batch size x num_workers point, forked workers too; every pruning method, scope and
+# ratio; every final model), in half the time: under the harness 56 s against the preset's 107 s (two busy cores;
+# the harness itself adds a few per cent to a pass).
+GPU_PASS = dict(timing_rounds=2, repeats=2, sweep_fraction=0.1)
+
+
+@pytest.mark.slow
+def test_a_quick_pass_on_a_gpu_follows_cudas_placement_rules():
+    """Issue 30: 06 could not run on a GPU (masks and global structured pruning's row widths on the host; the shrunk
+    LSTM on the host in float32). One whole quick pass with device "cpu:0" under CUDA's placement rules
+    (tests/fakedevice.py, cpu:0 playing the GPU): training, profile, DataLoader sweep, every pruning method and
+    scope, the final models, claims, figures and the generic checks."""
+    with fakedevice.cuda_rules():
+        cfg = lp.configure("quick", device="cpu:0", **GPU_PASS)
+        df = lp.measure(cfg, None, progress=False)
+        errors = df[df["status"] == "error"]
+        assert errors.empty, errors[["experiment", "scope", "method", "ratio", "error"]].to_string()
+        parts = studies.tables(df)
+        assert set(parts["final_models"]["device"]) == {"cpu:0"} == set(parts["profile_rounds"]["device"])
+        sens = parts["sensitivity"]
+        assert set(zip(sens["method"], sens["scope"])) >= {(m, s) for m in prune.METHODS
+                                                           for s in ("layer", "all_layers", "global")}
+        assert [c.claim for c in lp.check_claims(df, cfg.device)] == CLAIMS
+        for fig in lp.figures(df).values():
+            lp.plotting.plt.close(fig)
+        assert "results checked" in studies.check_results(df, cfg)
