@@ -483,8 +483,8 @@ def main(argv=None) -> int:
         gathered = [None] * world_size if rank == 0 else None
         dist.gather_object(metrics, gathered, dst=0)
         if rank == 0:
-            config = {k: getattr(args, k) for k in ("model", "dataset", "batch_size", "fraction", "epochs")}
-            _write_json(out / "row.json", merge(gathered, config))
+            setup = {k: getattr(args, k) for k in ("model", "dataset", "batch_size", "fraction", "epochs")}
+            _write_json(out / "row.json", merge(gathered, setup))
         dist.barrier()
     except BaseException as exc:
         oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
