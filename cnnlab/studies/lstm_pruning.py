@@ -32,7 +32,8 @@ from torch import nn
 
 from cnnlab import config, data, models, plotting, prune, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, joined, judge
-from cnnlab.profiling import benchmark, derived, loader_sweep, memory, profile_ops, wall_time
+from cnnlab.profiling import benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
+from cnnlab.profiling.estimate import Work, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter, tables
 from cnnlab.train import evaluate, fit, train_step
@@ -110,6 +111,7 @@ PARAMETERS = studies.Parameters(
     timing_rounds=Parameter(3, 3, 5, check=count, doc="rounds of every timed quantity (the noise rule's range)"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
     threads=studies.THREADS,
+    tf32=studies.TF32,
     device=Parameter(None, check=config.device_name, type="str", doc="auto | cpu | cuda"),
     check=_check,
 )
@@ -149,6 +151,57 @@ def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn
                       device=cfg.device, clip_grad_norm=CLIP, on_epoch=test, progress=progress, desc="train the LSTM")
 
 
+def plan(cfg) -> list[Work]:
+    """What :func:`measure` does, for its estimate: the dense model's epochs (training steps, a test pass after
+    each), the DataLoader sweep (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the
+    sensitivity scan (a test pass per point), and the final models (before and after fine-tuning a test pass,
+    fine-tuning epochs, timed batches, three steps for the memory peak; then per round a training epoch and a test
+    pass of each variant). Each unit is one step or batch of the dense model on random tokens (the pruned variants
+    are as large, or smaller)."""
+    config.set_threads(cfg.threads)
+    dev = torch.device(cfg.device)
+    (train_set, train_size), (test_set, test_size) = (
+        data.stand_in("imdb", split, synthetic=cfg.synthetic, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len)
+        for split in ("train", "test"))
+    train_size, test_size = cfg.train_size or train_size, cfg.test_size or test_size
+    net = models.get(MODEL, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, embed_dim=cfg.embed_dim,
+                     hidden_size=cfg.hidden_size, num_layers=cfg.num_layers).to(dev)
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+
+    def tokens(b):
+        return torch.randint(cfg.vocab_size, (b, cfg.seq_len), device=dev), torch.randint(2, (b,), device=dev)
+
+    def step_at(b):
+        x, y = tokens(b)
+        return lambda: (net.train(), train_step(net, x, y, optimizer, clip_grad_norm=CLIP))
+
+    def infer_at(b):
+        x, _ = tokens(b)
+        return lambda: (net.eval(), _infer(net, x))
+
+    step, test_batch = unit_seconds(step_at(cfg.batch_size), dev), unit_seconds(infer_at(256), dev)
+    steps, passes = -(-train_size // cfg.batch_size), -(-test_size // 256)  # an epoch; a test pass (batches of 256)
+    scan = len(cfg.methods) * len(cfg.ratios) * (len(prune.targets(net)) + 2) + len(cfg.ratios)
+    variants = 4  # dense, masked rows, masked units, unit-pruned
+    return [Work("training", cfg.epochs * steps, step), Work("training", cfg.epochs * passes, test_batch),
+            *loaders.plan(step_at, infer_at, train_set, test_set, batch_sizes=cfg.batch_sizes,
+                          num_workers=cfg.num_workers, pin_memory=[dev.type == "cuda"], fraction=cfg.sweep_fraction,
+                          rounds=cfg.timing_rounds, device=dev, sizes=(train_size, test_size)),
+            Work("profiles", cfg.timing_rounds * (cfg.profile_iterations + 1), step),
+            Work("profiles", cfg.timing_rounds, profiler_session(dev)),
+            Work("sensitivity", scan * passes, test_batch),
+            Work("final models", variants * (cfg.finetune_epochs + cfg.timing_rounds) * steps + variants * 3, step),
+            Work("final models", variants * (2 + cfg.timing_rounds) * passes, test_batch),
+            Work("final models", variants * (cfg.warmup + cfg.repeats + 3), unit_seconds(infer_at(cfg.batch_size),
+                                                                                          dev))]
+
+
+def _infer(net, x):
+    with torch.inference_mode():
+        return net(x)
+
+
+@studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train the dense model, then measure on it. ``experiment``: "training" (:func:`train_baseline`),
     "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
