@@ -171,6 +171,7 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_path, monkeypatch):
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
+    monkeypatch.setattr(ddp_scaling.measure, "plan", lambda cfg: [])  # no probe launch: it would hang too
     cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4)
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="2 of 2 points failed"):

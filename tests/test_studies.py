@@ -290,12 +290,12 @@ def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_pat
         seen["progress"] = progress
         return pd.DataFrame({"x": range(cfg.n)})
 
-    before = config.tf32_state()
+    before = (config.tf32_enabled("matmul"), config.tf32_enabled("conv"))
     for wanted in (True, False):
         cfg = toy.configure("quick", tf32=wanted, device="cpu")
         df = measure(cfg, None, progress=False)
         assert seen == {"tf32": (wanted, wanted), "progress": False}
-        assert config.tf32_state() == before  # restored after the measurement
+        assert (config.tf32_enabled("matmul"), config.tf32_enabled("conv")) == before  # restored after it
     out = capsys.readouterr().out
     assert "test_studies, quick preset: expected about 0 s on cpu" in out and "measured in 0 s" in out
     run = df.attrs["run"]
@@ -304,3 +304,22 @@ def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_pat
     studies.save(df, {}, [], tmp_path, name="toy")
     assert json.loads((tmp_path / "environment.json").read_text())["run"]["expected_parts"] == {"points": 0.03}
 
+
+
+def test_a_plan_whose_probe_fails_does_not_stop_the_measurement(capsys):
+    from cnnlab.profiling.estimate import Work
+
+    def plan(cfg):
+        raise RuntimeError("no GPU to probe\nsecond line")
+
+    @studies.measurement(plan)
+    def measure(cfg, store_dir, progress=True):
+        return pd.DataFrame({"x": [1]})
+
+    cfg = studies.Parameters(device=studies.DEVICE).configure("quick", device="cpu")
+    df = measure(cfg, None)
+    assert df["x"].tolist() == [1] and math.isnan(df.attrs["run"]["expected_s"])
+    out = capsys.readouterr().out
+    assert "no estimate (its probe failed: RuntimeError: no GPU to probe)" in out and "second line" not in out
+    measure.plan = lambda cfg: [Work("points", 2, 0.5)]  # looked up at each call (tests replace real probes)
+    assert measure(cfg, None).attrs["run"]["expected_s"] == 1.0

@@ -12,6 +12,12 @@ from cnnlab import claims, ddp, studies
 from cnnlab.studies import ddp_scaling
 
 
+@pytest.fixture(autouse=True)
+def no_probe_launch(monkeypatch):
+    """The study's estimate probes one real launch; these tests fake the launches (and count them): no probe."""
+    monkeypatch.setattr(ddp_scaling.measure, "plan", lambda cfg: [])
+
+
 def fake_launch(calls: list, *, fail_world=None, oom_world=None):
     """A stand-in for cnnlab.ddp.launch: a row like merge()'s, throughput 100 x world_size, fewer calls and less
     time at larger batches, the processes placed as cnnlab.ddp.placement places them on the GPUs torch reports;
