@@ -337,3 +337,11 @@ def test_truncated_jpeg_in_mini_imagenet_is_named(tmp_path):
     with pytest.raises(data.DamagedFileError) as err:
         dataset[1]
     assert str(bad) in str(err.value) and "delete it" in str(err.value)
+
+
+def test_stand_in_is_the_split_where_it_is_here_else_synthetic_data_with_the_real_size(tmp_path):
+    digits, size = data.stand_in("digits", "test")
+    assert size == len(digits) == data.info("digits").test_size and digits.data_source == "real"
+    cifar, size = data.stand_in("cifar10", "train", root=tmp_path)  # not downloaded: nothing is fetched
+    assert size == 50_000 and cifar.data_source == "synthetic" and len(cifar) == 5_000
+    assert not any(tmp_path.iterdir())

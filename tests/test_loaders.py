@@ -70,3 +70,21 @@ def test_loader_sweep_rounds_repeats_the_grid_and_keys_each_round(tmp_path):
     assert len(calls) == 4 and list(again["round"]) == [0, 0, 1, 1, 2, 2, 3, 3]  # only round 3 is new
     assert list(again["train_epoch_s"][:6]) == list(df["train_epoch_s"])
     assert "round" not in loader_sweep(nn.Linear(4, 2), epoch, epoch, train_set, test_set, **kwargs).columns
+
+
+def test_plan_counts_each_epochs_steps_worker_starts_and_inline_loading():
+    from cnnlab.profiling import loaders
+
+    train_set = torch.utils.data.TensorDataset(torch.randn(100, 4), torch.zeros(100, dtype=torch.long))
+    test_set = torch.utils.data.TensorDataset(torch.randn(40, 4), torch.zeros(40, dtype=torch.long))
+    step, infer = (lambda b: (lambda: None)), (lambda b: (lambda: None))
+    cap = os.cpu_count() or 1
+    works = loaders.plan(step, infer, train_set, test_set, batch_sizes=[10], num_workers=[0, 1, cap + 1],
+                         fraction=0.5, rounds=3)
+    counts = [w.count for w in works]
+    # per round and worker count kept (0 and 1): 5 steps and 2 test batches; 2 worker starts per round with workers;
+    # without workers each batch is loaded in the training process
+    assert counts == [3 * 2 * 5, 3 * 2 * 2, 2 * 3 * 1, 3 * (5 + 2)]
+    assert all(isinstance(w.unit, float) and w.unit >= 0 for w in works)
+    sized = loaders.plan(step, infer, train_set, test_set, batch_sizes=[10], num_workers=[1], sizes=(1000, 400))
+    assert [w.count for w in sized][:2] == [100, 40]  # the run's sizes, where the sets only stand in for them

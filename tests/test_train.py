@@ -184,3 +184,19 @@ def test_checkpoint_key_includes_the_model_code(tmp_path, monkeypatch):
     assert train.checkpoint_path("lenet5", "digits", recipe, data_source="real") != before  # changed model
     # another family's checkpoints stay valid: hours of training are not thrown away for an unrelated edit
     assert train.checkpoint_path("resnet20", "digits", recipe, data_source="real") == resnet
+
+
+def test_plan_is_nothing_for_a_cached_checkpoint_else_the_recipes_steps_and_test_batches(tmp_path):
+    recipe = train.Recipe(epochs=2, batch_size=100)
+    works = train.plan("lenet5", "digits", recipe=recipe, root=tmp_path)
+    meta = data.info("digits")
+    assert [w.count for w in works] == [2 * -(-meta.train_size // 100), 2 * -(-meta.test_size // 512)]
+    assert all(callable(w.unit) for w in works)
+    works[0].unit()  # one training step on random data of the set's shape runs
+    path = train.checkpoint_path("lenet5", "digits", recipe, data_source="real",
+                                 model_options={"num_classes": meta.num_classes}, root=tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert train.plan("lenet5", "digits", recipe=recipe, root=tmp_path) == []
+    synthetic = train.plan("lenet5", "digits", recipe=recipe, synthetic=True, root=tmp_path)
+    assert synthetic[0].count == 2 * -(-(meta.train_size // 10) // 100)  # a tenth of the split, as data.load gives

@@ -28,12 +28,15 @@ PROBE_BUDGET_S = 1.0  # a unit whose timed call takes longer than this is not ti
 class Work:
     """``count`` units of one kind of work in a study, called ``label`` in the breakdown. ``unit`` is one unit:
     a callable, timed here (warm), or its cost in seconds where it does not depend on the device. ``per`` divides
-    the unit's time (a unit that does 8 batches at once, timed as one call, with ``per=8`` costs an eighth)."""
+    the unit's time (a unit that does 8 batches at once, timed as one call, with ``per=8`` costs an eighth).
+    ``warm=True`` skips the untimed first call where what the unit runs is warm already (a profiled pass of a model
+    whose plain pass was probed before it)."""
 
     label: str
     count: float
     unit: Callable[[], Any] | float
     per: float = 1.0
+    warm: bool = False  # the unit's set-up has run already (the same model, unprofiled): no untimed call first
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,13 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def unit_seconds(unit: Callable[[], Any], device) -> float:
+def unit_seconds(unit: Callable[[], Any], device, *, warm: bool = False) -> float:
     """Seconds of one call of ``unit`` on ``device``, warm: one untimed call (it pays what happens once per process,
     such as the profiler's start-up, which the run then does not pay again), then the median of up to
     :data:`PROBE_CALLS` timed ones (fewer once one takes over :data:`PROBE_BUDGET_S`). Units are small: one
-    step, one batch, one launch."""
-    unit()
+    step, one batch, one launch. ``warm=True``: no untimed call (the unit's set-up has run already)."""
+    if not warm:
+        unit()
     times = []
     for _ in range(PROBE_CALLS):
         times.append(wall_time(unit, device=device).seconds)
@@ -92,7 +96,7 @@ def expect(works: Iterable[Work] | Callable[[], Iterable[Work]], *, device) -> E
         if callable(work.unit):
             key = id(work.unit)
             if key not in timed:
-                timed[key] = unit_seconds(work.unit, device)
+                timed[key] = unit_seconds(work.unit, device, warm=work.warm)
             seconds = timed[key]
         else:
             seconds = float(work.unit)
