@@ -29,7 +29,7 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures report gpu-check lab \
+.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures estimate report gpu-check lab \
 	clean clean-stores
 
 setup: $(STAMP)
@@ -173,6 +173,16 @@ endif
 figures: $(STAMP)
 	@$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \
 	status=$$?; $(PY) -m cnnlab.report || [ $$status -ne 0 ] || status=1; exit $$status
+
+# How long each notebook expects to take here, without running it: its plan and short probes, as the notebook
+# prints before measuring (NB=, PRESET= and P= as for figures). E.g. make estimate PRESET=standard
+estimate: export CNNLAB_PARAMS = $(value P)
+estimate: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
+ifneq ($(filter-out undefined default file,$(origin PRESET)),)
+estimate: export CNNLAB_MAKE_PRESET = $(value PRESET)
+endif
+estimate: $(STAMP)
+	@$(PY) -m cnnlab.pipeline --estimate
 
 # figures/index.html: every machine's claims (a matrix: claims x machines), main figures, environments, and the
 # executed notebooks of build/notebooks/ rendered as HTML into figures/notebooks/. One static page, no server.

@@ -217,6 +217,30 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
     return 0
 
 
+def estimate(notebooks: list[Path], preset: str, *, parameters: dict | None = None) -> int:
+    """How long each notebook's study expects to take here with ``preset`` (its plan and probes, as the notebook
+    prints before measuring: :func:`cnnlab.studies.measurement`), one line each, then the total; nothing is
+    measured or stored. A parameter a study does not declare is left out for it."""
+    from cnnlab import studies
+    from cnnlab.profiling import estimate as estimates
+
+    total = 0.0
+    for nb in notebooks:
+        module = studies.load(nb.stem.split("_", 1)[1])
+        declared = {k: v for k, v in (parameters or {}).items() if k in module.PARAMETERS.declared}
+        cfg = module.configure(preset, **declared)
+        try:
+            expected = estimates.expect(lambda: module.measure.plan(cfg), device=cfg.device)  # noqa: B023
+        except Exception as err:  # one study whose probe fails does not hide the others'
+            print(f"[cnnlab] {nb.stem}: no estimate (its probe failed: {type(err).__name__}: {err})", flush=True)
+            continue
+        total += expected.seconds
+        print(f"[cnnlab] {nb.stem} ({preset}): {expected.text()}", flush=True)
+    print(f"[cnnlab] all {len(notebooks)} notebook(s), {preset} preset: about {estimates.duration(total)} here",
+          flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebook", "-n", default=os.environ.get(MAKE_NOTEBOOK_VARIABLE) or None,
@@ -228,10 +252,15 @@ def main(argv=None) -> int:
     parser.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                         help="a notebook parameter (repeatable), e.g. -p repeats=3 -p 'batch_sizes=[1, 4]'; "
                              f"${PARAMS_VARIABLE} may hold more, space-separated (make figures P=...)")
+    parser.add_argument("--estimate", action="store_true",
+                        help="only say how long each notebook expects to take here (short probes; nothing measured)")
     args = parser.parse_args(argv)
     preset = choose_preset(args.preset)
     pairs = split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param
-    return run(find_notebooks(args.notebook), preset, fresh=args.fresh, parameters=parse_parameters(pairs))
+    notebooks = find_notebooks(args.notebook)
+    if args.estimate:
+        return estimate(notebooks, preset, parameters=parse_parameters(pairs))
+    return run(notebooks, preset, fresh=args.fresh, parameters=parse_parameters(pairs))
 
 
 if __name__ == "__main__":

@@ -258,3 +258,19 @@ def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+@from_checkout
+def test_estimate_says_how_long_each_notebook_expects_to_take_without_measuring(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", str(tmp_path))
+    from cnnlab.studies import quickstart
+
+    assert pipeline.main(["--estimate", "--notebook", "00", "--preset", "quick", "-p", "repeats=3",
+                          "-p", "batch_sizes=[1, 2]", "-p", "not_a_quickstart_parameter=1"]) == 0
+    out = capsys.readouterr().out
+    assert "[cnnlab] 00_quickstart (quick): about " in out and "probe of its work here" in out
+    assert "[cnnlab] all 1 notebook(s), quick preset: about " in out
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing stored
+    monkeypatch.setattr(quickstart.measure, "plan", lambda cfg: 1 / 0)
+    assert pipeline.main(["--estimate", "--notebook", "00", "--preset", "quick"]) == 0
+    assert "00_quickstart: no estimate (its probe failed: ZeroDivisionError" in capsys.readouterr().out
