@@ -157,6 +157,7 @@ def run_child(name: str, device: str, out_dir: Path, store_dir: Path, result_fil
             env.update(git_commit=commit, git_dirty=None, git_commit_of_copy=env.get("git_commit"))
         table = studies.save(df, figs, checks, out_dir, name=name, env=env)
         result["claims"] = {col: int((table["held"] == held).sum()) for held, col in VERDICTS.items()}
+        result["expected_s"] = df.attrs.get("run", {}).get("expected_s")  # the estimate measure printed
         phase = "check_results"
         try:
             result["check_results"] = studies.check_results(df, cfg)
@@ -259,6 +260,9 @@ class Study:
             record["seconds"] = round(seconds, 1)
         except (OSError, ValueError):
             record.update(status="error", claims=None, not_measured=[], problems=[])
+        if record.get("expected_s") is None and self.log.exists():  # a study cut short: its printed estimate
+            said = re.search(r"preset: expected about ([0-9.]+) (s|min|h) on", self.log.read_text(errors="replace"))
+            record["expected_s"] = float(said[1]) * {"s": 1, "min": 60, "h": 3600}[said[2]] if said else None
         if timed_out:
             from cnnlab.profiling import progress
 
@@ -321,15 +325,16 @@ def run_tests(python: str, env: dict, limit: float, workers: int, logs: Path, tm
 
 
 def summary(header: str, records: list[dict], tests: dict | None, total_s: float, budget_s: float, out: Path) -> str:
-    """The printed summary: one line per study (status, minutes, limit, claims held / not / inconclusive / n/a, a
-    failure's first error line) with its points that did not measure under it, the unit tests' line, the total."""
-    lines = [header, f"{'study':<22}{'status':<9}{'min':>5}{'limit s':>9}" +
+    """The printed summary: one line per study (status, minutes, the minutes its measure expected, limit, claims held /
+    not / inconclusive / n/a, a failure's first error line) with its points that did not measure under it, the unit tests' line, the total."""
+    lines = [header, f"{'study':<22}{'status':<9}{'min':>5}{'exp.':>6}{'limit s':>9}" +
              "".join(f"{c:>6}" for c in VERDICTS.values())]
     for r in records:
         claims = r.get("claims") or {}
         counts = "".join(f"{claims[c]:>6}" if c in claims else f"{'-':>6}" for c in VERDICTS.values())
-        lines.append(f"{r['folder']:<22}{r['status']:<9}{r['seconds'] / 60:>5.1f}{r['limit_s']:>9.0f}{counts}"
-                     + (f"  {r['error']}" if r.get("error") else ""))
+        expected = f"{r['expected_s'] / 60:>6.1f}" if r.get("expected_s") is not None else f"{'-':>6}"
+        lines.append(f"{r['folder']:<22}{r['status']:<9}{r['seconds'] / 60:>5.1f}{expected}{r['limit_s']:>9.0f}"
+                     f"{counts}" + (f"  {r['error']}" if r.get("error") else ""))
         for p in r.get("not_measured") or []:
             what = "not measured" if p["status"] in FAILED else "skipped"
             lines.append(f"    {what}: {p['points']} point(s) of {p['experiment'] or 'the sweep'}, {p['status']}: "

@@ -55,7 +55,7 @@ def _record(folder, status, seconds, claims=None, error=None, not_measured=()):
 
 def test_summary_of_an_ok_an_error_and_a_timeout():
     records = [
-        _record("00_quickstart", "ok", 16.0, {"held": 1, "not": 0, "inc": 2, "n/a": 1}),
+        {**_record("00_quickstart", "ok", 16.0, {"held": 1, "not": 0, "inc": 2, "n/a": 1}), "expected_s": 12.0},
         _record("06_lstm_pruning", "error", 26.0, error="measure: cnnlab/prune.py:224: RuntimeError: two devices",
                 not_measured=[{"experiment": "sensitivity", "status": "error", "points": 3,
                                "error": "RuntimeError: indices should be on cpu"}]),
@@ -66,9 +66,10 @@ def test_summary_of_an_ok_an_error_and_a_timeout():
     text = gpucheck.summary("gpu-check: H100", records, tests, 300.0, 360.0, Path("/r"))
     lines = text.splitlines()
     ok = next(line for line in lines if line.startswith("00_quickstart"))
-    assert ok.split()[1:] == ["ok", "0.3", "40", "1", "0", "2", "1"]  # status, min, limit, held, not, inc, n/a
+    # status, min, the minutes the study's estimate said, limit, held, not, inc, n/a
+    assert ok.split()[1:] == ["ok", "0.3", "0.2", "40", "1", "0", "2", "1"]
     error = next(line for line in lines if line.startswith("06_lstm_pruning"))
-    assert error.split()[1:8] == ["error", "0.4", "40", "-", "-", "-", "-"]  # no claims table: not counted
+    assert error.split()[1:9] == ["error", "0.4", "-", "40", "-", "-", "-", "-"]  # no claims table: not counted
     assert error.endswith("  measure: cnnlab/prune.py:224: RuntimeError: two devices")
     assert "    not measured: 3 point(s) of sensitivity, error: RuntimeError: indices should be on cpu" in lines
     assert "timeout" in next(line for line in lines if line.startswith("04_tiling"))
@@ -183,6 +184,7 @@ def test_a_study_runs_as_its_notebook_and_writes_what_the_report_reads(cpu_run):
     assert proc.returncode == 1, proc.stderr[-3000:]  # fp16 timed out
     quickstart = result["studies"][0]
     assert quickstart["status"] == "ok" and quickstart["check_results"] == "results checked: 3 ok", quickstart
+    assert quickstart["expected_s"] > 0  # what its measure estimated before measuring
     claims = pd.read_csv(out / "00_quickstart" / "claims.csv", keep_default_na=False)
     assert len(claims) == 1 and sum(quickstart["claims"].values()) == 1
     assert quickstart["claims"][gpucheck.VERDICTS[claims["held"][0]]] == 1
