@@ -157,5 +157,5 @@ def make_loader(dataset, batch_size: int, *, num_workers: int = 0, pin_memory: b
                       generator=generator)
 
 
-__all__ = ["DamagedFileError", "DatasetInfo", "DatasetUnavailableError", "ImageTensorDataset", "TokenDataset", "data_root", "info",
-           "load", "make_loader", "names", "stand_in", "subset"]
+__all__ = ["DamagedFileError", "DatasetInfo", "DatasetUnavailableError", "ImageTensorDataset", "TokenDataset",
+           "data_root", "info", "load", "make_loader", "names", "stand_in", "subset"]

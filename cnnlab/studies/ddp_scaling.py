@@ -156,20 +156,21 @@ DDP = Experiment("ddp", ddp_point, desc="ddp configurations",
 
 def plan(cfg) -> list[Work]:
     """What :func:`measure` does, for its estimate: per grid point one launch, whose fixed cost (torchrun, the ranks'
-    start, the process group, the first profile) is probed by one real launch as small as can be, plus the point's
-    training steps (warm-up, the timed epochs' steps per rank, the profiled blocks), each as long as one step at its
-    batch size in this process (a rank does its share of the data in parallel with the others)."""
+    start, the process group, the first profile) is probed by one real launch of the most processes, as short as can
+    be (two batches of synthetic data of the set's shape), plus the point's training steps (warm-up, the timed
+    epochs' steps per rank, the profiled blocks), each as long as one step at its batch size in this process (a rank
+    does its share of the data in parallel with the others)."""
     from cnnlab import train
 
     meta = data.info(cfg.dataset)
     size = meta.train_size // 10 if cfg.synthetic else meta.train_size
     dev = torch.device("cuda" if cfg.device == "cuda" else "cpu")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # synthetic data of the set's shape: a probe downloads nothing
         launch = wall_time(lambda: ddp.launch(
-            world_size=1, batch_size_per_rank=max(cfg.batch_sizes), data_fraction=min(cfg.data_fractions),
-            model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=cfg.synthetic, epochs=1, device=cfg.device,
-            out_dir=tmp, timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank, warmup_steps=0,
-            profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
+            world_size=max(cfg.world_sizes), batch_size_per_rank=max(cfg.batch_sizes), data_fraction=1.0,
+            model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=True,
+            synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank,
+            warmup_steps=0, profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
     config.set_threads(cfg.threads_per_rank)
     options = {} if cfg.stem is None else {"stem": cfg.stem}
     net = models.get(cfg.model, num_classes=meta.num_classes, **options).to(dev).train()
