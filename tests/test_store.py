@@ -445,3 +445,38 @@ def test_make_clean_stores_says_what_it_removed_and_leaves_the_references_alone(
     assert lines[-2].startswith(f"removed {old} (") and lines[-2].endswith(" MiB, with its side files)"), lines
     assert re.fullmatch(r"removed 1 stores of older cnnlab code \(\d+\.\d MiB\); kept 1", lines[-1]), lines
     assert not old.exists() and current.is_file() and reference.is_file()
+
+
+def test_clean_stores_unlinks_a_runs_folder_that_is_a_link_and_never_follows_it(tmp_path):
+    from cnnlab.profiling.store import remove_old_stores
+
+    old = _keyed_store(tmp_path / "01_study", "sweep_old", code="0123456789ab")
+    elsewhere = tmp_path / "elsewhere"  # the link's target: someone's folder, never deleted through the link
+    (elsewhere / "p1").mkdir(parents=True)
+    (elsewhere / "p1" / "log.txt").write_text("x")
+    old.with_name(old.name + ".runs").symlink_to(elsewhere, target_is_directory=True)
+    assert remove_old_stores(tmp_path / "01_study") == [old]
+    assert not [p.name for p in old.parent.iterdir() if p.name.startswith(old.name)]
+    assert (elsewhere / "p1" / "log.txt").read_text() == "x"
+
+
+def test_clean_stores_that_fails_midway_leaves_the_store_and_its_record_as_they_were(tmp_path, monkeypatch):
+    import shutil
+
+    from cnnlab.profiling import store as store_module
+
+    old = _keyed_store(tmp_path / "01_study", "sweep_old", code="0123456789ab")
+    (old.with_name(old.name + ".runs") / "p1").mkdir(parents=True)
+    record = old.with_name(old.name + ".env.json")
+    rows, env = old.read_text(), record.read_text()
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.warns(UserWarning, match=r"could not remove .*sweep_old_[0-9a-f]{8}\.csv.*Permission denied"):
+        removed = store_module.remove_old_stores(tmp_path / "01_study")
+    assert removed == []
+    assert old.read_text() == rows and record.read_text() == env  # still a store of known (older) code
+    monkeypatch.undo()
+    assert store_module.remove_old_stores(tmp_path / "01_study") == [old] and not record.exists()

@@ -583,7 +583,12 @@ def _remove_old_stores(folders: Iterable[Path]) -> tuple[dict[Path, int], list[P
     for store in (store for folder in folders for store in _stores_under(folder)):
         code = _recorded_code(store)
         if code is not None and code != code_digest():
-            removed[store] = _remove_store(store)
+            try:
+                removed[store] = _remove_store(store)
+            except OSError as err:  # the store and its record are removed last: they are as they were
+                warnings.warn(f"could not remove {store} ({err}); it is kept, with its record, for the next "
+                              "make clean-stores", stacklevel=3)
+                kept.append(store)
         else:
             kept.append(store)
             if code is None:
@@ -617,16 +622,27 @@ def _recorded_code(store: Path) -> str | None:
 def _remove_store(store: Path) -> int:
     """Delete ``store`` and its side files and folders (``<store>.*``: lock, attempts, records, damaged lines, part
     files; a DDP sweep's ``<store>.runs/`` logs) under its lock, waiting for a sweep that writes it; return the bytes
-    freed."""
+    freed. A symbolic link is unlinked, never followed (what it points to is someone else's). The side folders and
+    files go first, then the store, its environment record last: an error (raised) leaves a store that the next
+    clean-up still knows to be of older code, never one of "unknown code"."""
+    record = store.with_name(store.name + ".env.json")
     with _flock(store.with_name(store.name + ".lock"), f"{store} is being written by a running sweep (a notebook?)"):
-        found = [p for p in store.parent.iterdir() if p.name == store.name or p.name.startswith(store.name + ".")]
+        found = [p for p in store.parent.iterdir() if p.name.startswith(store.name + ".") and p != record]
+        folders = [p for p in found if p.is_dir() and not p.is_symlink()]
         freed = 0
-        for p in found:
+        for p in folders + [p for p in found if p not in folders] + [store, record]:
             with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile
-                if p.is_dir():
-                    freed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-                    shutil.rmtree(p)
+                size = _bytes(p)
+                if p in folders:
+                    shutil.rmtree(p)  # unlinks the links inside, never follows them
                 else:
-                    freed += p.stat().st_size
                     p.unlink()
+                freed += size
     return freed
+
+
+def _bytes(path: Path) -> int:
+    """Bytes in ``path``: a file's size, or the sizes of the files in a folder; a link counts as itself."""
+    if path.is_symlink() or not path.is_dir():
+        return path.lstat().st_size
+    return sum((Path(root) / name).lstat().st_size for root, _, names in os.walk(path) for name in names)
