@@ -3,8 +3,9 @@
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 import pandas as pd
 import pytest
+import torch
 
-from cnnlab import studies
+from cnnlab import models, studies
 from cnnlab.claims import INCONCLUSIVE
 from cnnlab.studies import quickstart
 
@@ -109,3 +110,44 @@ def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):
 def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
     with pytest.raises(ValueError, match=match):
         quickstart.configure("quick", **bad)
+
+
+class _FitsUpTo(torch.nn.Module):
+    """LeNet-5 that runs out of memory above ``limit`` images, as a GPU does at too large a batch (every call:
+    the timed ones in the sweep and any profile outside it)."""
+
+    def __init__(self, net: torch.nn.Module, limit: int):
+        super().__init__()
+        self.net, self.limit = net, limit
+        self.input_shape = self.net.input_shape
+
+    def forward(self, x):
+        if x.shape[0] > self.limit:
+            raise torch.OutOfMemoryError(f"out of memory at batch {x.shape[0]} (simulated)")
+        return self.net(x)
+
+
+@pytest.mark.parametrize("limit, profiled", [(2, 2), (0, None)])
+def test_an_out_of_memory_batch_profiles_the_largest_that_fit_and_claims_and_figures_come_out(
+        tmp_path, monkeypatch, limit, profiled):
+    real = models.get
+    monkeypatch.setattr(models, "get", lambda name: _FitsUpTo(real(name), limit))
+    cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2, 4], repeats=2, device="cpu")
+    with pytest.warns(UserWarning, match="points failed"):
+        df = quickstart.measure(cfg, tmp_path, progress=False)
+    parts = studies.tables(df)
+    assert list(parts["batch"]["status"]) == (["ok", "ok", "oom"] if limit else ["oom"] * 3)
+    operators = parts["operators"]
+    if profiled:
+        assert (operators["batch_size"] == profiled).all() and "aten::conv2d" in set(operators["name"])
+    else:  # no batch fit: no operator table, and a row saying why
+        assert len(operators) == 1 and operators["status"].iloc[0] == "skipped"
+        assert "no batch size fit in memory" in operators["error"].iloc[0]
+    claim = quickstart.check_claims(df, cfg.device)[0]
+    assert (claim.held is None) == (profiled is None)  # judged from the batches that fit
+    figs = quickstart.figures(df)
+    if profiled is None:  # the figure says why it is empty
+        assert "no batch size measured" in figs["quickstart_latency_throughput"].axes[0].texts[0].get_text()
+    saved = studies.save(df, figs, [claim], tmp_path / "out", name="quickstart", env={})
+    assert len(saved) == 1 and (tmp_path / "out" / "quickstart_latency_throughput.png").exists()
+    assert studies.check_results(df, cfg).startswith("results checked")

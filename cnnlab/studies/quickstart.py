@@ -16,7 +16,7 @@ import torch
 from cnnlab import config, models, plotting, studies
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.claims import NOISE_RULE, Claim, judge, throughput_gain
-from cnnlab.profiling import benchmark, profile_ops, trace_file, trace_folder
+from cnnlab.profiling import benchmark, free_memory, profile_ops, trace_file, trace_folder
 from cnnlab.profiling.estimate import Work, by_batch, profiler_session
 
 
@@ -79,23 +79,44 @@ def _infer(net, x):
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Experiment "batch": one row per batch size (``cnnlab.profiling.benchmark``'s columns: latency_ms_*,
-    throughput_items_per_s, peak_mem_alloc_mib, gpu_util_pct...). Experiment "operators": the operator table
-    of ``PROFILE_ITERATIONS`` batches of the largest size (``cnnlab.profiling.profile_ops``); with
-    ``cfg.save_traces`` their Chrome trace is written to ``<store_dir>/traces/`` (column ``trace_file``). Runs with
-    ``cfg.threads`` intra-op CPU threads (None: torch's default), the count in use being part of the store's key."""
+    throughput_items_per_s, peak_mem_alloc_mib, gpu_util_pct...; a batch that does not fit is an "oom" row).
+    Experiment "operators": :func:`operators` of the largest batch that fit. Runs with ``cfg.threads`` intra-op CPU
+    threads (None: torch's default), the count in use being part of the store's key."""
     threads = config.set_threads(cfg.threads)
     batch = BATCH.run(cfg, store_dir, progress=progress, settings=dict(threads=threads))
+    return studies.combine(batch=batch, operators=operators(cfg, batch, store_dir))
+
+
+def operators(cfg, batch: pd.DataFrame, store_dir: str | Path | None) -> pd.DataFrame:
+    """The operator table of ``PROFILE_ITERATIONS`` batches of the largest size in ``batch`` that fit (status ok;
+    ``cnnlab.profiling.profile_ops``), with model, batch_size and iterations; with ``cfg.save_traces`` their
+    Chrome trace is written to ``<store_dir>/traces/`` (column ``trace_file``). Where no batch size fit, or the
+    profile itself runs out of memory, one row with status "skipped" and the reason in ``error`` instead."""
+    fit = batch.loc[batch["status"] == "ok", "batch_size"]
+    size = int(fit.max()) if len(fit) else None
+    if size is None:
+        tried = ", ".join(f"{int(b)} {s}" for b, s in zip(batch["batch_size"], batch["status"]))
+        return _no_operators(cfg, None, f"no batch size fit in memory, so none was profiled (batch sizes: {tried})")
     dev = torch.device(cfg.device)
     net = models.get(cfg.model_name).to(dev).eval()
-    x = models.example_input(net, max(cfg.batch_sizes)).to(dev)
+    x = models.example_input(net, size).to(dev)
     folder = trace_folder(store_dir, cfg.save_traces)
-    trace = None if folder is None else trace_file(folder, f"quickstart_{cfg.model_name}_b{max(cfg.batch_sizes)}")
-    with torch.inference_mode():
-        ops = profile_ops(lambda: net(x), iterations=PROFILE_ITERATIONS, device=dev, trace_path=trace)
-    operators = ops.operators.assign(model=cfg.model_name, batch_size=max(cfg.batch_sizes),
-                                     iterations=ops.summary["iterations"], trace_file=None if trace is None else
-                                     str(trace))
-    return studies.combine(batch=batch, operators=operators)
+    trace = None if folder is None else trace_file(folder, f"quickstart_{cfg.model_name}_b{size}")
+    try:
+        with torch.inference_mode():
+            ops = profile_ops(lambda: net(x), iterations=PROFILE_ITERATIONS, device=dev, trace_path=trace)
+    except torch.OutOfMemoryError as err:  # the profiler's own memory on top of a batch that just fit
+        return _no_operators(cfg, size, f"batch {size} fit when timed but ran out of memory under the profiler: "
+                                        f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
+    finally:
+        del net, x
+        free_memory()
+    return ops.operators.assign(model=cfg.model_name, batch_size=size, iterations=ops.summary["iterations"],
+                                trace_file=None if trace is None else str(trace))
+
+
+def _no_operators(cfg, size: int | None, reason: str) -> pd.DataFrame:
+    return pd.DataFrame([{"model": cfg.model_name, "batch_size": size, "status": "skipped", "error": reason}])
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
@@ -124,20 +145,26 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
 
 
 def figures(df: pd.DataFrame) -> dict:
-    """``quickstart_latency_throughput``: time per batch (median, p10-p90) and throughput against batch size."""
-    ok = df[(df["experiment"] == "batch") & (df["status"] == "ok")]
+    """``quickstart_latency_throughput``: time per batch (median, p10-p90) and throughput against batch size; where no
+    batch size was measured (none fit in memory), both panels say so, with each batch size's status."""
+    batch = df[df["experiment"] == "batch"]
+    ok = batch[batch["status"] == "ok"]
     fig, axes = plotting.plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+    axes[0].set_title("Time per batch (median, p10-p90)")
+    axes[1].set_title("Throughput")
+    if ok.empty:
+        statuses = ", ".join(f"{int(b)} {s}" for b, s in zip(batch["batch_size"], batch["status"]))
+        for ax in axes:
+            plotting.missing_panel(ax, f"no batch size measured\n(batch sizes: {statuses or 'none'})")
+        return {"quickstart_latency_throughput": fig}
     axes[0].errorbar(ok["batch_size"], ok["latency_ms_median"],
                      yerr=[ok["latency_ms_median"] - ok["latency_ms_p10"],
                            ok["latency_ms_p90"] - ok["latency_ms_median"]], marker="o", capsize=3)
     axes[0].set_ylabel(plotting.label_for("latency_ms_median"))
-    axes[0].set_title("Time per batch (median, p10-p90)")
     axes[1].plot(ok["batch_size"], ok["throughput_items_per_s"], marker="o")
     axes[1].set_ylabel("Throughput (images/s)")
-    axes[1].set_title("Throughput")
     for ax in axes:
         ax.set_yscale("log")
         plotting.log2_batch_axis(ax, values=sorted(ok["batch_size"].astype(int)))
-    if len(ok):
-        fig.suptitle(f"{ok['model'].iloc[0]} inference on {ok['device_name'].iloc[0]}")
+    fig.suptitle(f"{ok['model'].iloc[0]} inference on {ok['device_name'].iloc[0]}")
     return {"quickstart_latency_throughput": fig}
