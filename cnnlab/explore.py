@@ -17,6 +17,7 @@ Two layers, so that the first is tested without widgets:
 from __future__ import annotations
 
 import functools
+import html
 import io
 import json
 import re
@@ -623,8 +624,8 @@ class Explorer:
                                               (self.facet, split, picked["facet"] or NONE)):
                 _set(control, options, control.value if keep_columns else None, default)
             paper = study_paper(study)
-            self.header.value = (f"<b>{study}</b>" + (f" reproduces {paper}" if paper else "") +
-                                 f" &nbsp;·&nbsp; results under <code>{self.root}</code>")
+            self.header.value = (f"<b>{_html(study)}</b>" + (f" reproduces {_html(paper)}" if paper else "") +
+                                 f" &nbsp;·&nbsp; results under <code>{_html(self.root)}</code>")
         finally:
             self._holding = False
         self.refresh()
@@ -672,20 +673,30 @@ def _set(dropdown, options: list, wanted, fallback=None) -> None:
     dropdown.value = wanted if wanted in options else fallback if fallback in options else options[0]
 
 
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _html(text) -> str:
+    """``text`` (anything, as ``str``) escaped for HTML: every widget's HTML is written with innerHTML, and a results
+    folder (a reference machine's, shared between users) may hold any text (issue 33, item 1)."""
+    return html.escape(str(text), quote=True)
 
 
 def _frame_html(df: pd.DataFrame, title: str, index: bool = False, max_rows: int = 60) -> str:
+    """``df`` as an HTML table (at most ``max_rows`` rows) under ``title``, every value and label escaped (pandas'
+    Styler escapes nothing unless told to)."""
     if df.empty:
         return ""
     shown = df.head(max_rows)
     text = [c for c in shown.columns if not _is_number(shown[c])]
+    # a text column's values as text: the Styler escapes strings only (a list, say, is escaped as what it shows)
+    shown = shown.astype({c: object for c in text})
+    for i, c in enumerate(shown.columns):
+        if c in text:
+            shown.iloc[:, i] = [v if v is None or v is pd.NA or v != v else str(v) for v in shown.iloc[:, i]]
     floats = {c: "{:.4g}" for c in shown.columns if pd.api.types.is_float_dtype(shown[c])}
-    styler = shown.style.format(floats, na_rep="").set_properties(subset=text, **{"text-align": "left"})
+    styler = (shown.style.format(floats, na_rep="", escape="html").format_index(escape="html", axis=0)
+              .format_index(escape="html", axis=1).set_properties(subset=text, **{"text-align": "left"}))
     table = (styler if index else styler.hide(axis="index")).to_html()  # text left-aligned, numbers right
     # (jp-RenderedHTMLCommon: JupyterLab's own table style; elsewhere an unknown class changes nothing)
-    return (f"<details open><summary><b>{title}</b> ({len(df)} rows)</summary>"
+    return (f"<details open><summary><b>{_html(title)}</b> ({len(df)} rows)</summary>"
             f"<div class='jp-RenderedHTMLCommon'>{table}</div></details>")
 
 

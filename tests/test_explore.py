@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -428,3 +429,73 @@ def test_the_explorer_offers_measured_metrics_every_category_and_the_reports_wor
     assert explore.claims_side_by_side(index, explore.first_view(index))[f"held ({THIS_COMPUTER})"].tolist() == ["n/a"]
     page = explore._frame_html(df, "batch")
     assert 'text-align: left' in page and ">resnet20<" in page and "1.0" not in page.split("latency")[0]
+
+
+# ------------------------------------------------------------------------------------------ text from a results folder
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "<script>alert(2)</script>"
+
+
+def hostile_tree(root: Path) -> Path:
+    """A results folder whose every text is a payload (issue 33, item 1): the machine's folder name, a study folder, a
+    table's name, column names and values, claims.csv's fields, environment.json's fields and figure names; this
+    computer holds the same study, so both machines are shown side by side. Returns ``root``."""
+    def study(folder: Path, device: str) -> None:
+        folder.mkdir(parents=True)
+        pd.DataFrame([{"model": IMG if bs % 2 else SCRIPT, "batch_size": bs, "status": "ok",
+                       f"{SCRIPT}_ms": bs * 1.5, f"{IMG}": bs * 2.0, "device_name": device, "variant": SCRIPT}
+                      for bs in BATCH_SIZES]).to_csv(folder / f"batch{IMG}.csv", index=False)
+        pd.DataFrame([{"claim": SCRIPT, "paper": IMG, "ours": f"{IMG}{SCRIPT}", "held": SCRIPT, "device": IMG,
+                       "criterion": SCRIPT, "note": IMG}]).to_csv(folder / "claims.csv", index=False)
+        (folder / "environment.json").write_text(json.dumps(
+            {field: f"{SCRIPT}{IMG}" for field in explore.ENVIRONMENT_FIELDS} | {"gpu_names": [IMG, SCRIPT],
+                                                                                "figures": [IMG]}))
+        (folder / f"{IMG}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+
+    study(root / "00_quickstart", SCRIPT)
+    study(root / "reference" / f"ref{IMG}" / "00_quickstart", IMG)
+    (root / "reference" / f"ref{IMG}" / "environment.json").write_text(json.dumps({"device_name": SCRIPT}))
+    (root / f"01_{IMG}").mkdir()  # not a notebook's folder name: never listed, but planted all the same
+    pd.DataFrame({"batch_size": [1, 2], "latency_ms_median": [1.0, 2.0]}).to_csv(root / f"01_{IMG}" / "t.csv")
+    return root
+
+
+def html_values(ex) -> dict[str, str]:
+    """Every text the explorer's widgets give the browser as HTML, by widget: HTML widgets' values (named by the
+    explorer's attribute), and descriptions where a widget lets them be HTML."""
+    import ipywidgets as w
+
+    names = {id(v): k for k, v in vars(ex).items() if isinstance(v, w.Widget)}
+    found, todo = {}, [ex.widget]
+    while todo:
+        widget = todo.pop()
+        todo += list(getattr(widget, "children", ()))
+        name = names.get(id(widget), f"{type(widget).__name__} {getattr(widget, 'description', '')}".strip())
+        if isinstance(widget, w.HTML | w.HTMLMath):
+            found[name] = widget.value
+        if getattr(widget, "description_allow_html", False):
+            found[f"{name}.description"] = widget.description
+    return found
+
+
+def test_no_text_from_a_results_folder_reaches_a_widget_as_live_html(tmp_path):
+    root = hostile_tree(tmp_path / f"figures{IMG}")
+    ex = explore.Explorer(root)
+    assert ex.beside.value == f"ref{IMG}" and ex.error is None
+    seen = {}
+    # every column the payloads are in, as metric, x, hue and facet: each reaches the points table in turn
+    for metric, x, hue, facet in ((f"{SCRIPT}_ms", "batch_size", "model", "variant"),
+                                  (IMG, "model", "variant", NONE), (f"{SCRIPT}_ms", "device_name", NONE, NONE)):
+        ex.metric.value, ex.x.value, ex.hue.value, ex.facet.value = metric, x, hue, facet
+        assert ex.error is None, ex.error
+        assert {metric, x} <= set(ex.rendered.table.columns)
+        seen |= {f"{k} ({metric}, {x}, {hue}, {facet})": v for k, v in html_values(ex).items()}
+    ex.facet.options = [NONE, f"{IMG}missing"]  # a view that cannot be drawn: the error names the column
+    ex.facet.value = f"{IMG}missing"
+    assert ex.error is not None
+    seen |= {f"{k} (error)": v for k, v in html_values(ex).items()}
+    live = {k: m.start() for k, v in seen.items() if (m := re.search("<img|<script", v, re.IGNORECASE))}
+    assert not live, "unescaped payloads in: " + "; ".join(f"{k}: ...{seen[k][max(0, i - 60):i + 40]!r}"
+                                                          for k, i in live.items())
+    text = " ".join(seen.values())
+    assert text.count("&lt;img src=x onerror=alert(1)&gt;") > 10 and "&lt;script&gt;alert(2)&lt;/script&gt;" in text
