@@ -9,9 +9,11 @@ Notebooks call :func:`set_theme` once, label axes from tidy column names with :f
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
+import secrets
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -270,33 +272,48 @@ def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, P
     return png, svg
 
 
+# A full disk or a full quota: the only failures that freeing space (or another folder with room) cures.
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # (no EDQUOT on Windows)
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
-    """``write(tmp)`` into a hidden ``.<name>.part`` beside ``path``, then rename it onto ``path``; returns ``path``.
+    """``write(tmp)`` into a hidden part file of this writer's own beside ``path``, then rename it onto ``path``;
+    returns ``path``.
 
     A rename within one folder is atomic, so a reader sees the earlier file or the whole new one, never half of
-    one (a full disk used to leave a truncated PNG in place of a good one). Where the write fails with an OSError
-    (a full disk, a read-only folder) the part file is removed, the earlier ``path`` stays as it was, and an
-    OSError names ``path``, the cause and the free space. Used for every figure, table and page cnnlab writes.
+    one (a full disk used to leave a truncated PNG in place of a good one). The part file's name is unique to
+    this call (``.<name>.<pid>-<random>.part``): two runs saving the same figure at once each rename a whole file
+    of their own, and the last rename wins (one shared name used to interleave their bytes, then fail the second
+    rename). Where the write fails with an OSError the part file is removed, the earlier ``path`` stays as it was,
+    and an OSError names ``path`` and the cause; the free space, and the advice to free some, only when the disk
+    or the quota is full. Used for every figure, table and page cnnlab writes.
     """
     from cnnlab.data.storage import free_space, remove_quietly
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.part")  # hidden, and no *.png/*.csv glob of the report matches it
+    # hidden, no *.png/*.csv glob of the report matches it, and ".part" keeps pandas from inferring a compression;
+    # the writer creates it, so it gets the umask's mode (mkstemp's 0600 would make every figure private)
+    part = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.part")
     try:
         write(part)
         os.replace(part, path)
         return path
     except OSError as err:
         remove_quietly(part)
-        errno, cause = err.errno, f"{type(err).__name__}: {err.strerror or err}"
+        code, cause = err.errno, f"{type(err).__name__}: {err.strerror or err}"
     except BaseException:
         remove_quietly(part)
         raise
-    # measured after the except block, once the writer's file (held by the traceback) is closed and freed
-    raise OSError(errno, f"could not write {path} ({cause}; {free_space(path.parent)}); the earlier {path.name}, "
-                         "if any, is kept. Free some space (or point CNNLAB_FIGURES_DIR at a folder with room) and run "
-                         "again")
+    kept = f"the earlier {path.name}, if any, is kept"
+    if code in _DISK_FULL:  # measured after the except block, once the writer's file (held by the traceback) is freed
+        raise OSError(code, f"could not write {path} ({cause}; {free_space(path.parent)}); {kept}. Free some space "
+                             "(or point CNNLAB_FIGURES_DIR at a folder with room) and run again")
+    if code in _NOT_WRITABLE:
+        raise OSError(code, f"could not write {path} ({cause}): its folder is not writable here; {kept}. Point "
+                            "CNNLAB_FIGURES_DIR at a folder you can write to")
+    raise OSError(code, f"could not write {path} ({cause}); {kept}")
 
 
 __all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for", "legend_below",

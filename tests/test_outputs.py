@@ -5,6 +5,8 @@ and the free space."""
 from __future__ import annotations
 
 import errno
+import os
+import time
 
 import matplotlib
 
@@ -66,3 +68,61 @@ def test_studies_save_on_a_full_disk_keeps_every_earlier_result(tmp_path, monkey
     with pytest.raises(OSError, match=r"demo\.csv.*free on"):
         studies.save(df.assign(latency_ms=[9.0, 9.0]), {}, checks, tmp_path, name="demo", env={"device_name": "cpu"})
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+_SLOW_WRITER = """
+import sys, time
+from pathlib import Path
+from cnnlab import plotting
+target, tag, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+go.with_name(f"ready-{tag}").touch()
+def slowly(tmp):
+    with open(tmp, "w") as f:
+        for i in range(100):
+            f.write(f"{tag} {i}\\n")
+            f.flush()
+            time.sleep(0.01)
+while not go.exists():
+    time.sleep(0.005)
+plotting.write_atomic(target, slowly)
+"""
+
+
+def test_two_writers_of_one_file_at_once_each_rename_a_whole_file_of_their_own(tmp_path):
+    """Two runs saving the same figure at the same moment (two `make figures NB=00` a few seconds apart): both
+    succeed and the file is one writer's, whole (one shared part file used to mix their lines, then fail the second
+    rename with FileNotFoundError and advice to free some space)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    target, go = tmp_path / "figure.svg", tmp_path / "go"
+    repo = Path(__file__).resolve().parents[1]
+    writers = [subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(target), tag, str(go)], cwd=repo,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{tag}").exists() for tag in "ab") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()  # both wait for it: their 1 s writes overlap
+    ends = [w.communicate(timeout=120) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], [err[-1500:] for _, err in ends]
+    lines = target.read_text().splitlines()
+    assert lines in ([f"a {i}" for i in range(100)], [f"b {i}" for i in range(100)]), lines[:3] + lines[-3:]
+    assert not [p.name for p in tmp_path.iterdir() if p.suffix == ".part"]  # no part file left
+
+
+@pytest.mark.parametrize("code, full", [(errno.ENOSPC, True), (getattr(errno, "EDQUOT", errno.ENOSPC), True),
+                                        (errno.EROFS, False), (errno.EACCES, False), (errno.ENOENT, False)])
+def test_only_a_full_disk_or_quota_is_told_to_free_space(tmp_path, code, full):
+    """A read-only folder, one without permission or one deleted under the writer is named with its cause; the free
+    space and "Free some space" only where space is what is missing."""
+    def fails(target):
+        target.write_text("claim,he")
+        raise OSError(code, os.strerror(code))
+
+    with pytest.raises(OSError) as info:
+        plotting.write_atomic(tmp_path / "claims.csv", fails)
+    text = str(info.value)
+    assert "claims.csv" in text and os.strerror(code) in text and info.value.errno == code
+    assert ("Free some space" in text and "free on" in text) == full, text
+    assert list(tmp_path.iterdir()) == []  # no part file left
