@@ -4,11 +4,13 @@ In Jupyter a sweep or a training loop shows a tqdm bar in its cell. Run headless
 executes the notebook in a kernel whose output nobody sees until it ends), the same loop also writes its state to
 the file named by ``$CNNLAB_PROGRESS_FILE`` (JSON: what runs, done, total, elapsed seconds, the current point),
 written whole on every step; ``cnnlab.pipeline`` reads it every few seconds and prints one line. Without the
-variable nothing is written.
+variable nothing is written. A run that waits (for another run's store: :func:`waiting`) writes what it waits for,
+so that the line says so instead of nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -51,17 +53,56 @@ class Progress:
         self.close()
 
     def _write(self) -> None:
-        path = os.environ.get(VARIABLE)
-        if not path:
+        _put({"desc": self.desc, "done": self.done, "initial": self.initial, "total": self.total, "point": self.point,
+              "elapsed_s": round(time.monotonic() - self.started, 1), "written": time.time()})
+
+
+def _put(state: dict | str | None) -> None:
+    """Write ``state`` (a dict, or the text of one as read) whole to the progress file; None removes it. Nothing
+    without ``$CNNLAB_PROGRESS_FILE``."""
+    path = os.environ.get(VARIABLE)
+    if not path:
+        return
+    tmp = Path(f"{path}.{os.getpid()}.tmp")
+    try:
+        if state is None:
+            Path(path).unlink(missing_ok=True)
             return
-        state = {"desc": self.desc, "done": self.done, "initial": self.initial, "total": self.total, "point": self.point,
-                 "elapsed_s": round(time.monotonic() - self.started, 1), "written": time.time()}
-        tmp = Path(f"{path}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(state))
-            os.replace(tmp, path)
-        except OSError:  # progress is a courtesy: never the reason a measurement fails
-            tmp.unlink(missing_ok=True)
+        tmp.write_text(state if isinstance(state, str) else json.dumps(state))
+        os.replace(tmp, path)
+    except OSError:  # progress is a courtesy: never the reason a measurement fails
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def waiting(what: str):
+    """Inside the block the progress line says ``what`` (e.g. "sweep.csv is being written by another run (pid 4242)")
+    and how long this run has waited; :meth:`Waiting.say` changes the text. The state written before (an outer
+    loop's) is put back after."""
+    path = os.environ.get(VARIABLE)
+    try:
+        before = Path(path).read_text() if path else None
+    except OSError:
+        before = None
+    wait = Waiting(what)
+    try:
+        yield wait
+    finally:
+        _put(before)
+
+
+class Waiting:
+    """The state of a run that waits (see :func:`waiting`)."""
+
+    def __init__(self, what: str):
+        self.started = time.monotonic()
+        self.what = ""
+        self.say(what)
+
+    def say(self, what: str) -> None:
+        if what != self.what:
+            self.what = what
+            _put({"waiting": what, "elapsed_s": round(time.monotonic() - self.started, 1), "written": time.time()})
 
 
 def bar_class() -> type:
@@ -99,9 +140,12 @@ def _clock(seconds: float) -> str:
 
 def describe(state: dict, now: float | None = None) -> str:
     """One line for ``state`` (:func:`read`): "ddp configurations: 2/4 (resnet20, batch 32), 1:10 elapsed, about
-    1:10 left"; the estimate assumes the steps left take as long as those done here (none before the first)."""
+    1:10 left"; the estimate assumes the steps left take as long as those done here (none before the first). A
+    waiting run's state (:func:`waiting`): "waiting: <what it waits for>, 0:40 waited"."""
     now = time.time() if now is None else now
     elapsed = float(state.get("elapsed_s", 0)) + max(0.0, now - float(state.get("written", now)))
+    if state.get("waiting"):
+        return f"waiting: {state['waiting']}, {_clock(elapsed)} waited"
     done, total = int(state.get("done", 0)), int(state.get("total", 0))
     line = f"{state.get('desc') or 'running'}: {done}/{total}"
     if state.get("point"):

@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,6 +48,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from cnnlab.profiling import progress
 from cnnlab.profiling.environment import environment
 
 
@@ -82,9 +84,9 @@ class ResultStore:
     @contextlib.contextmanager
     def lock(self):
         """Hold this store exclusively inside the block (an ``flock`` on ``<store>.lock``; released when the
-        process dies, so a killed run never leaves it locked). Waits, saying so, while another process holds it;
-        the store is checked again once it is ours (the other run wrote to it), and the part files of killed
-        rewrites (``<store>.<pid>.tmp``) are removed."""
+        process dies, so a killed run never leaves it locked). Waits while another process holds it, saying so with
+        that process's pid (also on ``make figures``' progress line); the store is checked again once it is ours (the
+        other run wrote to it), and the part files of killed rewrites (``<store>.<pid>.tmp``) are removed."""
         with _flock(self.path.with_name(self.path.name + ".lock"), f"{self.path} is being written by another run"):
             self._remove_stray_parts()
             self.check()
@@ -346,28 +348,44 @@ def _add_damaged(side: Path, lines: list[bytes]) -> None:
 
 @contextlib.contextmanager
 def _flock(lock_path: Path, busy: str):
-    """An exclusive ``flock`` on ``lock_path`` inside the block, waiting (with a warning saying ``busy``) while
-    another process holds it. A lock file deleted and made again while this process waited (a clean-up) is
-    locked again under its new inode, so two processes never each hold a different file of the same name."""
+    """An exclusive ``flock`` on ``lock_path`` inside the block, waiting while another process holds it: a warning
+    (in the notebook) and the progress line (:func:`cnnlab.profiling.progress.waiting`, which ``make figures``
+    prints) say ``busy`` with the holder's pid, which each holder writes into the lock file. A lock file deleted and
+    made again while this process waited (a clean-up) is locked again under its new inode, so two processes never
+    each hold a different file of the same name."""
     import fcntl
+
+    def take() -> bool:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
 
     warned = False
     while True:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(lock_path, "a+")
         try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not warned:
-                    warnings.warn(f"{busy}; waiting for it to finish", stacklevel=4)
-                    warned = True
-                fcntl.flock(handle, fcntl.LOCK_EX)
+            if not take():
+                # polled, not blocked on: the line follows the holder when a third run takes its turn first
+                with progress.waiting(_held_by(busy, lock_path)) as wait:
+                    if not warned:
+                        warnings.warn(f"{wait.what}; waiting for it to finish", stacklevel=4)
+                        warned = True
+                    while not take():
+                        time.sleep(LOCK_POLL_S)
+                        wait.say(_held_by(busy, lock_path))
             try:
                 same = os.fstat(handle.fileno()).st_ino == os.stat(lock_path).st_ino
             except FileNotFoundError:
                 same = False
             if same:
+                with contextlib.suppress(OSError):  # the holder's pid is a courtesy to those who wait
+                    handle.seek(0)
+                    handle.truncate()
+                    handle.write(f"{os.getpid()}\n")
+                    handle.flush()
                 try:
                     yield
                 finally:
@@ -376,6 +394,18 @@ def _flock(lock_path: Path, busy: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
         finally:
             handle.close()
+
+
+LOCK_POLL_S = 0.1  # how often a run waiting for a lock tries it again (s)
+
+
+def _held_by(busy: str, lock_path: Path) -> str:
+    """``busy`` with the pid of the lock's holder, as it wrote it into ``lock_path``."""
+    try:
+        pid = lock_path.read_text().strip()
+    except OSError:
+        pid = ""
+    return f"{busy} (pid {pid})" if pid.isdigit() else f"{busy} (pid not known yet)"
 
 
 def remove_stores(folder: str | os.PathLike) -> None:
