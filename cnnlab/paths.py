@@ -24,9 +24,23 @@ def base() -> Path:
     return checkout() or Path.cwd()
 
 
+# Folders a user may name in the environment; a relative one means "from where I started the run".
+FOLDER_VARIABLES = ("CNNLAB_FIGURES_DIR", "CNNLAB_DATA")
+
+
+def absolute_folders(environ=os.environ) -> None:
+    """Make each of :data:`FOLDER_VARIABLES` set in ``environ`` absolute, against this process's working directory.
+    Called once when a run starts (``cnnlab.pipeline``), before any kernel: a kernel runs in ``notebooks/`` and would
+    read ``CNNLAB_FIGURES_DIR=myfigs`` as ``notebooks/myfigs``, while the pipeline and the report look in ``./myfigs``."""
+    for name in FOLDER_VARIABLES:
+        if environ.get(name):
+            environ[name] = os.path.abspath(environ[name])
+
+
 def figures_root() -> Path:
-    """``$CNNLAB_FIGURES_DIR``, else ``figures/`` of the checkout, else ``./figures``."""
-    return Path(os.environ.get("CNNLAB_FIGURES_DIR") or base() / "figures")
+    """``$CNNLAB_FIGURES_DIR``, else ``figures/`` of the checkout, else ``./figures``; absolute (a relative
+    ``$CNNLAB_FIGURES_DIR`` against the working directory)."""
+    return Path(os.path.abspath(os.environ.get("CNNLAB_FIGURES_DIR") or base() / "figures"))
 
 
 def notebook_folders(root: str | Path) -> list[Path]:
@@ -44,8 +58,8 @@ def reference_roots(root: str | Path) -> list[Path]:
 
 
 def data_root() -> Path:
-    """``$CNNLAB_DATA``, else ``data/`` of the checkout, else ``./data``."""
-    return Path(os.environ.get("CNNLAB_DATA") or base() / "data")
+    """``$CNNLAB_DATA``, else ``data/`` of the checkout, else ``./data``; absolute, as :func:`figures_root`."""
+    return Path(os.path.abspath(os.environ.get("CNNLAB_DATA") or base() / "data"))
 
 
-__all__ = ["NOTEBOOK_FOLDER", "base", "checkout", "data_root", "figures_root", "notebook_folders", "reference_roots"]
+__all__ = ["FOLDER_VARIABLES", "NOTEBOOK_FOLDER", "absolute_folders", "base", "checkout", "data_root", "figures_root", "notebook_folders", "reference_roots"]

@@ -182,6 +182,7 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
+    paths.absolute_folders()  # (main did it already; here for a caller of run itself) before any kernel starts
     BUILD.mkdir(parents=True, exist_ok=True)
     os.environ["CNNLAB_PRESET"] = preset
     for nb in notebooks:
@@ -255,6 +256,9 @@ def main(argv=None) -> int:
     parser.add_argument("--estimate", action="store_true",
                         help="only say how long each notebook expects to take here (short probes; nothing measured)")
     args = parser.parse_args(argv)
+    # A relative CNNLAB_FIGURES_DIR (or CNNLAB_DATA) means from here, where make or this command was started; the
+    # kernels run in notebooks/, so they are handed the absolute path, as are FRESH's removal and the console.
+    paths.absolute_folders()
     preset = choose_preset(args.preset)
     pairs = split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param
     notebooks = find_notebooks(args.notebook)

@@ -47,3 +47,16 @@ def test_notebook_folders_and_reference_roots(tmp_path):
     assert [p.name for p in paths.notebook_folders(tmp_path)] == ["00_quickstart", "01_batch_size"]
     assert [p.name for p in paths.reference_roots(tmp_path)] == ["a100", "h100"]
     assert paths.notebook_folders(tmp_path / "missing") == [] and paths.reference_roots(tmp_path / "missing") == []
+
+
+def test_a_relative_folder_is_made_absolute_against_where_the_run_started(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", "myfigs")
+    monkeypatch.setenv("CNNLAB_DATA", "../shared/data")
+    assert paths.figures_root() == tmp_path / "myfigs" and paths.figures_root().is_absolute()
+    environ = {"CNNLAB_FIGURES_DIR": "myfigs", "CNNLAB_DATA": "../shared/data", "OTHER": "x"}
+    paths.absolute_folders(environ)
+    assert environ == {"CNNLAB_FIGURES_DIR": str(tmp_path / "myfigs"),
+                       "CNNLAB_DATA": str(tmp_path.parent / "shared" / "data"), "OTHER": "x"}
+    monkeypatch.chdir(tmp_path.parent)  # a kernel starts elsewhere (notebooks/): the absolute path still holds
+    assert Path(environ["CNNLAB_FIGURES_DIR"]) == tmp_path / "myfigs"

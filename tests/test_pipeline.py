@@ -274,3 +274,22 @@ def test_estimate_says_how_long_each_notebook_expects_to_take_without_measuring(
     monkeypatch.setattr(quickstart.measure, "plan", lambda cfg: 1 / 0)
     assert pipeline.main(["--estimate", "--notebook", "00", "--preset", "quick"]) == 0
     assert "00_quickstart: no estimate (its probe failed: ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_a_relative_figures_dir_is_where_the_run_was_started_for_the_kernel_fresh_and_the_console(tmp_path, monkeypatch,
+                                                                                                   capsys):
+    """CNNLAB_FIGURES_DIR=myfigs, started in tmp_path: the notebook (whose kernel runs in notebooks/) writes into
+    tmp_path/myfigs, FRESH removes that folder's old results first, and the console names it."""
+    _one_notebook(tmp_path, monkeypatch, "96_relative.ipynb",
+                  "from cnnlab import pipeline\nout = pipeline.output_dir('96_relative')\n"
+                  "assert not (out / 'old.txt').exists(), 'FRESH kept the old results'\n(out / 'new.txt').write_text('ok')")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CNNLAB_FIGURES_DIR", "myfigs")
+    (tmp_path / "myfigs" / "96_relative").mkdir(parents=True)
+    (tmp_path / "myfigs" / "96_relative" / "old.txt").write_text("an earlier run's")
+    assert pipeline.main(["--notebook", "96", "--fresh"]) == 0, capsys.readouterr().err
+    results = tmp_path / "myfigs" / "96_relative"
+    assert sorted(p.name for p in results.iterdir()) == ["new.txt"]
+    assert not (tmp_path / "notebooks" / "myfigs").exists()
+    assert f"outputs in {results}" in capsys.readouterr().out
+
