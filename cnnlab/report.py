@@ -168,9 +168,26 @@ class Machine:
     notebooks: list[str] = field(default_factory=list)
     html: dict[str, Path] = field(default_factory=dict)
     executed: dict[str, Path] = field(default_factory=dict)  # NN_name -> the executed copy of its last run
+    damaged: dict[Path, str] = field(default_factory=dict)  # a file that was skipped -> what is wrong with it
+    _read: dict = field(default_factory=dict, repr=False, compare=False)
 
     def folder(self, notebook: str) -> Path:
         return self.root / notebook
+
+    def claims(self, notebook: str) -> pd.DataFrame | None:
+        """The notebook's claims (:func:`read_claims`), read once; None where it has none or they are damaged."""
+        return self._once("claims.csv", notebook, read_claims)
+
+    def environment(self, notebook: str) -> dict | None:
+        """The notebook's ``environment.json`` (:func:`read_environment`), read once; None where it has none or
+        it is damaged."""
+        return self._once("environment.json", notebook, read_environment)
+
+    def _once(self, name: str, notebook: str, read):
+        if (name, notebook) not in self._read:  # (each damaged file is named once, not once per use)
+            self._read[name, notebook] = read(self.folder(notebook), self.damaged) if notebook in self.notebooks \
+                else None
+        return self._read[name, notebook]
 
 
 def _notebook_folders(root: Path) -> list[str]:
@@ -190,20 +207,22 @@ def find_machines(figures_root: Path) -> list[Machine]:
     return found
 
 
-def read_claims(folder: Path) -> pd.DataFrame | None:
+def read_claims(folder: Path, damaged: dict[Path, str] | None = None) -> pd.DataFrame | None:
     """``folder/claims.csv`` as text (``n/a`` stays ``n/a``), or None when the notebook did not get that far. A
-    damaged file (cut short, not a claims table) is named on stderr with what to do, and read as absent."""
+    damaged file (cut short, not a claims table: no ``claim`` or ``held`` column) is named on stderr with what to
+    do, recorded in ``damaged`` (path -> what is wrong), and read as absent."""
     path = folder / "claims.csv"
     if not path.is_file():
         return None
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
-        if "claim" not in table.columns:
-            raise ValueError(f"no 'claim' column (columns: {', '.join(map(str, table.columns))})")
+        missing = [c for c in ("claim", "held") if c not in table.columns]
+        if missing:
+            raise ValueError(f"no {' or '.join(map(repr, missing))} column (columns: "
+                             f"{', '.join(map(str, table.columns))})")
         return table
     except (OSError, ValueError, UnicodeDecodeError) as err:  # pandas' ParserError and EmptyDataError are ValueErrors
-        _warn(f"{path} cannot be read ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}); the page "
-              f"shows that notebook as not run. Run it again (make figures NB={folder.name[:2]}) to rewrite it")
+        _skip(path, err, "the page shows that notebook as not run", damaged)
         return None
 
 
@@ -211,19 +230,48 @@ def _warn(message: str) -> None:
     print(f"cnnlab.report: {message}", file=sys.stderr)
 
 
-def read_environment(folder: Path) -> dict | None:
-    """``folder/environment.json``, or None when absent or unreadable."""
+def _skip(path: Path, err: Exception, consequence: str, damaged: dict[Path, str] | None) -> None:
+    """Name a damaged ``path`` on stderr with what is wrong and what to do, and record it in ``damaged``."""
+    wrong = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}"
+    if damaged is not None:
+        damaged[path] = f"{wrong}; {consequence}"
+    _warn(f"{path} cannot be read ({wrong}); {consequence}. Run it again (make figures NB={path.parent.name[:2]}) "
+          "to rewrite it")
+
+
+def read_environment(folder: Path, damaged: dict[Path, str] | None = None) -> dict | None:
+    """``folder/environment.json``, or None when absent. A damaged one (not JSON, not a JSON object, a
+    ``figures`` entry that is not a list of figure names, a ``run_id`` that is not text) is named on stderr,
+    recorded in ``damaged`` (path -> what is wrong), and read as absent."""
+    path = folder / "environment.json"
+    if not path.is_file():
+        return None
     try:
-        return json.loads((folder / "environment.json").read_text())
-    except (OSError, ValueError):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError as err:
+            raise ValueError(f"not JSON ({err})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"not a JSON object (a {_JSON_TYPES.get(type(record), type(record).__name__)})")
+        figures = record.get("figures", [])
+        if not isinstance(figures, list) or not all(isinstance(n, str) and n and Path(n).name == n for n in figures):
+            raise ValueError(f"its figures entry is not a list of figure names: {json.dumps(figures)[:80]}")
+        if not isinstance(record.get("run_id", ""), str):
+            raise ValueError(f"its run_id is not text: {json.dumps(record['run_id'])[:80]}")
+        return record
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        _skip(path, err, "the page shows that notebook's figures and environment as not recorded", damaged)
         return None
 
 
-def main_figure(folder: Path) -> Path | None:
-    """The notebook's main figure as a PNG: the first of ``environment.json``'s ``figures`` that exists, else the
-    first PNG by name, else None."""
-    recorded = (read_environment(folder) or {}).get("figures") or []
-    for name in recorded:
+_JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def main_figure(folder: Path, env: dict | None = None) -> Path | None:
+    """The notebook's main figure as a PNG: the first of ``env``'s ``figures`` (default: ``folder``'s
+    ``environment.json``, :func:`read_environment`) that exists, else the first PNG by name, else None."""
+    env = read_environment(folder) if env is None else env
+    for name in (env or {}).get("figures", []):
         if (folder / f"{name}.png").is_file():
             return folder / f"{name}.png"
     pngs = sorted(folder.glob("*.png"))
@@ -310,7 +358,7 @@ def _paper_of(notebook: str) -> tuple[str, str]:
 
 def _device_of(machine: Machine) -> str:
     """The device the machine's notebooks ran on (environment.json's device_name), "" when not recorded."""
-    names = [(read_environment(machine.folder(nb)) or {}).get("device_name") for nb in machine.notebooks]
+    names = [(machine.environment(nb) or {}).get("device_name") for nb in machine.notebooks]
     return ", ".join(dict.fromkeys(str(n) for n in names if n))
 
 
@@ -332,7 +380,7 @@ def summary(machines: list[Machine], notebooks: list[str]) -> list[tuple[str, st
     for m in machines:
         counts: dict[str, dict[str, int]] = {}
         for nb in notebooks:
-            table = read_claims(m.folder(nb)) if nb in m.notebooks else None
+            table = m.claims(nb)
             if table is None:
                 continue
             paper = counts.setdefault(_paper_of(nb)[0], {k: 0 for k in SUMMARY_WORDS.values()})
@@ -361,7 +409,7 @@ def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
     head = "".join(f'<th>{_e(m.name)}<div class="criterion">{_e(_device_of(m))}</div></th>' for m in machines)
     rows, current_paper = [], None
     for nb in sorted(notebooks, key=lambda nb: (_paper_of(nb)[0], nb)):  # one block per paper
-        tables = {m.name: read_claims(m.folder(nb)) for m in machines}
+        tables = {m.name: m.claims(nb) for m in machines}
         texts = list(dict.fromkeys(c for t in tables.values() if t is not None for c in t["claim"]))
         number, title = _paper_of(nb)
         if number != current_paper:
@@ -404,7 +452,7 @@ def _environment_value(key: str, env: dict) -> str:
 
 
 def _environment_table(machines: list[Machine]) -> str:
-    envs = {m.name: {nb: e for nb in m.notebooks if (e := read_environment(m.folder(nb)))} for m in machines}
+    envs = {m.name: {nb: e for nb in m.notebooks if (e := m.environment(nb))} for m in machines}
     head = "".join(f"<th>{_e(m.name)}</th>" for m in machines)
     rows = []
     for key in ENVIRONMENT_FIELDS:
@@ -450,7 +498,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
     parts = [f'<section id="{_e(nb)}"><h3>{_e(nb)}</h3><p class="paper-of">Paper {_e(number)}: {_e(title)}</p>']
     figures = []
     for m in machines:
-        fig = main_figure(m.folder(nb)) if nb in m.notebooks else None
+        fig = main_figure(m.folder(nb), m.environment(nb) or {}) if nb in m.notebooks else None
         if fig is not None:
             svg = fig.with_suffix(".svg")
             target = svg if svg.is_file() else fig
@@ -474,7 +522,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
         if m.name == THIS_MACHINE and problems.get(nb):
             items = "".join(f"<li>{_e(p)}</li>" for p in problems[nb])
             parts.append(f'<div class="problems">The executed notebook has outputs to look at:<ul>{items}</ul></div>')
-        table = read_claims(folder)
+        table = m.claims(nb)
         parts.append(_claims.as_html(table) if table is not None and len(table) else
                      "<p>No claims: the notebook stopped before <code>studies.save</code>.</p>")
     parts.append("</section>")
@@ -498,8 +546,29 @@ tr.paper th { background: #ddf4ff; }
 figure { margin: 0; flex: 1 1 640px; max-width: 100%; } figure img { width: 100%; border: 1px solid #d0d7de; }
 .summary span { padding: 1px 6px; border-radius: 3px; } .stale { background: #ffebe9; padding: 0.5em 1em; }
 figcaption, .paper-of, .links { color: #57606a; font-size: 0.9em; }
+.damaged { background: #ffebe9; padding: 0.5em 1em; }
 .problems { background: #fff8c5; padding: 0.5em 1em; } section { border-top: 2px solid #d0d7de; margin-top: 2em; }
 """
+
+
+def _damaged_html(machines: list[Machine], base: Path) -> str:
+    """A note naming each file the page skipped and what is wrong with it ("" when none was)."""
+    damaged = {path: wrong for m in machines for path, wrong in m.damaged.items()}
+    if not damaged:
+        return ""
+    items = "".join(f"<li><code>{_e(_shown_path(path, base))}</code>: {_e(wrong)}</li>"
+                    for path, wrong in sorted(damaged.items()))
+    return (f'<div class="damaged"><b>{len(damaged)} damaged file{"s" if len(damaged) > 1 else ""} left out</b> '
+            f"(run the notebook again to rewrite it, or copy the file again from the machine that made it):"
+            f"<ul>{items}</ul></div>")
+
+
+def _shown_path(path: Path, base: Path) -> str:
+    """``path`` relative to the page's folder where it is inside it, else in full."""
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str]] | None = None) -> str:
@@ -520,6 +589,7 @@ def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str
             "<h2>Machines</h2>" + _environment_table(machines) +
             f"<h2>Notebooks</h2><ul>{toc}</ul>" +
             "".join(_notebook_section(nb, machines, base, problems) for nb in notebooks))
+        body = _damaged_html(machines, base) + body  # (after the rest: reading it names the damaged files)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>cnnlab report</title>'
             f"<style>{STYLE}</style></head><body><h1>cnnlab: three papers' claims, checked</h1>"
             f"<p>Written {_e(when)} by <code>make report</code> from <code>figures/</code>; "

@@ -499,3 +499,22 @@ def test_no_text_from_a_results_folder_reaches_a_widget_as_live_html(tmp_path):
                                                           for k, i in live.items())
     text = " ".join(seen.values())
     assert text.count("&lt;img src=x onerror=alert(1)&gt;") > 10 and "&lt;script&gt;alert(2)&lt;/script&gt;" in text
+
+
+def test_damaged_environment_and_claims_files_are_skipped_and_the_explorer_opens(tree):
+    """The files that crashed the report (issue 33, item 5): an environment.json that is no JSON object or whose
+    figures are no list, a claims.csv without ``held``; the explorer uses the next source of each and draws."""
+    (tree / "01_batch_size" / "environment.json").write_text("[1, 2]")
+    (tree / "reference" / "h100" / "environment.json").write_text('"T4"')
+    (tree / "reference" / "h100" / "01_batch_size" / "environment.json").write_text('{"figures": 5}')
+    (tree / "03_amp_amc" / "environment.json").write_text('"T4"')
+    (tree / "01_batch_size" / "claims.csv").write_text("claim,paper,ours\na claim,Fig. 1,3x\n")
+    ex = explore.Explorer(tree)
+    assert ex.error is None and ex.beside.value == "h100"
+    env = explore.environment_table(ex.index, ex.view)
+    assert env.loc["source"].tolist() == ["sweep_batch_0a1b2c3d.csv.env.json", "environment.json"]
+    assert env.loc["device_name"].tolist() == ["AMD EPYC 9B14", ""]  # {"figures": 5}: a record without the device
+    assert explore.claims_side_by_side(ex.index, ex.view).columns.tolist() == ["claim", "paper", "ours (h100)",
+                                                                             "held (h100)"]
+    ex.study.value = "03_amp_amc"
+    assert ex.error is None and "table columns" in ex.environment_html.value

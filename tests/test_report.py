@@ -3,6 +3,7 @@ the check of executed notebooks' outputs, and the nbval hook that applies it in 
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shutil
@@ -296,3 +297,38 @@ def test_the_page_opens_with_a_summary_per_machine_and_paper_and_flags_a_failed_
     os.utime(executed / "01_batch_size.ipynb", (old, old))
     page = report.write(two_machines / "figures", executed).read_text()
     assert "the linked notebook is an older run" in page
+
+
+@pytest.mark.parametrize("where, text, wrong", [
+    ("01_batch_size/environment.json", "[1, 2]", "not a JSON object (a list)"),
+    ("01_batch_size/environment.json", '"T4"', "not a JSON object (a string)"),
+    ("reference/h100/01_batch_size/environment.json", "[1, 2]", "not a JSON object (a list)"),
+    ("reference/h100/01_batch_size/environment.json", '"T4"', "not a JSON object (a string)"),
+    ("02_fp16/environment.json", '{"figures": 5}', "its figures entry is not a list of figure names: 5"),
+    ("02_fp16/environment.json", '{"device_name": "cpu", "figures": [', "not JSON"),
+    ("01_batch_size/claims.csv", "claim,paper,ours\na claim,Fig. 1,3x\n", "no 'held' column"),
+    ("reference/h100/01_batch_size/claims.csv", "claim,ours\na claim,3x\n", "no 'held' column"),
+])
+def test_a_damaged_environment_or_claims_file_is_named_on_the_page_and_skipped(two_machines, capsys, where, text,
+                                                                                 wrong):
+    """One damaged file (issue 33, item 5) is named, on stderr and in a note at the top of the page, with what is
+    wrong; the page is written with everything else (the other machine's claims, the other notebooks' figures)."""
+    figures, executed = two_machines / "figures", two_machines / "build" / "notebooks"
+    (figures / where).write_text(text)
+    page = report.write(figures, executed).read_text()
+    err = capsys.readouterr().err
+    assert f"{figures / where} cannot be read" in err and wrong in err, err
+    note = page[page.index('<div class="damaged">'):]
+    note = note[:note.index("</div>")]
+    assert f"{where}</code>" in note and html.escape(wrong) in note, note
+    assert "reference/h100/01_batch_size/01_time.png" in page or where.startswith("reference/h100/")
+    assert "did not hold 9.5x on cuda" in " ".join(c for r in _matrix(page) for c in r) or \
+        where == "reference/h100/01_batch_size/claims.csv"
+    assert "02_fp16/02_fig3.png" in page or where.startswith("02_fp16/")
+    assert err.count(str(figures / where)) == 1, "named once, not once per use"
+
+
+def _matrix(text: str) -> list[list[str]]:
+    page = _Page()
+    page.feed(text)
+    return page.matrix
