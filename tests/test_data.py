@@ -2,6 +2,7 @@ import functools
 import hashlib
 import http.server
 import io
+import os
 import pickle
 import tarfile
 import threading
@@ -45,11 +46,20 @@ def serve(tmp_path):
     """Serve bytes on a loopback HTTP server; yields a function that returns the file's URL."""
     servers = []
 
-    def start(content: bytes, name="archive.tar.gz"):
+    def start(content: bytes, name="archive.tar.gz", delay_s: float = 0.0):
+        """``delay_s``: the server waits this long between the headers and the file (a slow network)."""
         (tmp_path / "www").mkdir(exist_ok=True)
         (tmp_path / "www" / name).write_bytes(content)
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www"))
-        handler.log_message = lambda *a: None
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def copyfile(self, source, outputfile):
+                time.sleep(delay_s)
+                super().copyfile(source, outputfile)
+
+            def log_message(self, *args):
+                pass
+
+        handler = functools.partial(Handler, directory=str(tmp_path / "www"))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
@@ -95,6 +105,65 @@ def test_real_cifar_loader_downloads_extracts_and_reads(tmp_path, serve, monkeyp
     assert image.shape == (3, 32, 32) and image.dtype == torch.float32 and 0 <= int(label) < 10
     assert train.data_source == "real"
     assert not list(tmp_path.glob("*.part"))
+
+
+def _fake_imdb_archive() -> bytes:
+    """A tarball in aclImdb's layout: one review per split and label."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for split in ("train", "test"):
+            for label, words in (("neg", "bad awful"), ("pos", "good great")):
+                payload = f"a {words} film".encode()
+                info = tarfile.TarInfo(f"aclImdb/{split}/{label}/0_1.txt")
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name, stage", [("cifar10", "download"), ("cifar10", "extract"), ("imdb", "download")])
+def test_two_loads_of_one_dataset_at_once_take_turns_and_both_get_the_data(tmp_path, serve, monkeypatch, capsys,
+                                                                            name, stage):
+    import concurrent.futures
+    import tarfile as tarfile_module
+
+    from cnnlab.data import storage, text
+
+    if name == "cifar10":
+        archive = _fake_cifar_archive(n_per_batch=4)
+        meta = _fake_cifar_meta(serve(archive, delay_s=0.5), archive)
+        monkeypatch.setitem(image_data.CIFAR_ARCHIVES, "cifar10", meta)
+        path, md5 = tmp_path / "root" / meta["file"], meta["md5"]
+    else:
+        archive = _fake_imdb_archive()
+        monkeypatch.setattr(text, "IMDB_URL", serve(archive, delay_s=0.5))
+        monkeypatch.setattr(text, "IMDB_MD5", md5 := hashlib.md5(archive).hexdigest())
+        path = tmp_path / "root" / "aclImdb_v1.tar.gz"
+    if stage == "extract":  # the archive is here already: both extract it at once, each slowly
+        path.parent.mkdir()
+        path.write_bytes(archive)
+        extractall = tarfile_module.TarFile.extractall
+
+        def slow(self, *args, **kwargs):
+            time.sleep(0.5)
+            return extractall(self, *args, **kwargs)
+
+        monkeypatch.setattr(tarfile_module.TarFile, "extractall", slow)
+    options = dict(vocab_size=50, seq_len=8) if name == "imdb" else {}
+    start = threading.Barrier(2)
+
+    def load():
+        start.wait()
+        return data.load(name, "train", root=tmp_path / "root", **options)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        loads = [pool.submit(load) for _ in range(2)]
+        first, second = [f.result(timeout=60) for f in loads]
+    assert len(first) == len(second) == (20 if name == "cifar10" else 2)
+    assert torch.equal(first.labels, second.labels) and first.data_source == second.data_source == "real"
+    assert storage.md5sum(path) == md5  # one whole archive, not two writers' bytes mixed
+    said = capsys.readouterr().err  # the second said why it waited, and for whom
+    assert f"{name}: another process (pid {os.getpid()}) is downloading or preparing it" in said and "waiting" in said
+    assert not list(path.parent.glob("*.part")) and not list(path.parent.glob(".*.lock"))  # nothing left behind
 
 
 def test_digits_is_real_offline_data():

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import data_root, download, extract, read_or_explain, verify_md5
+from cnnlab.data.storage import data_root, dataset_lock, download, extract, read_or_explain, verify_md5
 
 # Per-channel statistics of the CIFAR training sets (the usual values, e.g. kuangliu/pytorch-cifar).
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
@@ -104,15 +104,17 @@ def _read_cifar_batches(folder: Path, files: list[str], *, label_key: bytes, num
 
 
 def load_cifar(name: str, split: str, *, root=None, download_ok: bool = True, augment: bool = False):
-    """CIFAR-10 or CIFAR-100 (Krizhevsky 2009), downloaded and MD5-verified on first use."""
+    """CIFAR-10 or CIFAR-100 (Krizhevsky 2009), downloaded and MD5-verified on first use (by one process at a time:
+    another waits for it, then uses its copy)."""
     meta = CIFAR_ARCHIVES[name]
     root = data_root(root)
     folder = root / meta["folder"]
     if not folder.exists():
-        archive = root / meta["file"]
-        download(meta["url"], archive, meta["md5"], dataset=name, network=download_ok,
-                 expected=f"{meta['file']}, which unpacks to {meta['folder']}/")
-        extract(archive, root, meta["folder"])
+        with dataset_lock(root, name):  # one process at a time: another waits, then finds this one's copy
+            archive = root / meta["file"]
+            download(meta["url"], archive, meta["md5"], dataset=name, network=download_ok,
+                     expected=f"{meta['file']}, which unpacks to {meta['folder']}/")
+            extract(archive, root, meta["folder"])
     images, labels = _read_cifar_batches(folder, meta[split], label_key=meta["label_key"],
                                          num_classes=meta["num_classes"], files_md5=meta["files_md5"])
     mean, std = (CIFAR10_MEAN, CIFAR10_STD) if name == "cifar10" else (CIFAR100_MEAN, CIFAR100_STD)

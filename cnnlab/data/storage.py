@@ -1,11 +1,14 @@
-"""Where data lives, and downloads that either finish verified or leave nothing behind."""
+"""Where data lives, and downloads that either finish verified or leave nothing behind, one process at a time per
+dataset (:func:`dataset_lock`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
 import shutil
+import sys
 import tarfile
 import tempfile
 import urllib.error
@@ -105,8 +108,82 @@ def remove_quietly(path: Path) -> None:
         pass
 
 
+@contextlib.contextmanager
+def dataset_lock(root: Path, dataset: str):
+    """Hold ``dataset``'s lock in the data folder ``root`` inside the block: one process (or thread) downloads,
+    extracts or caches a dataset while another that needs it waits, saying so on stderr with the holder's pid, and
+    then finds the first one's result there. Two at once otherwise both fail (one writes the ``.part`` file the
+    other is renaming, or renames its extracted folder onto the other's).
+
+    An exclusive ``flock`` on ``root/.<dataset>.lock``, the approach of ``cnnlab.profiling.store``'s store locks:
+    released when the process dies, so a killed download never leaves it held. The holder deletes the file
+    before unlocking, so the data folder keeps no lock files; a waiter that then holds the deleted file locks the
+    path's new file instead. Where the file cannot be made or locked (a read-only data folder, a file system
+    without ``flock``) the block runs unlocked: there is nothing to write, or no way to take turns."""
+    import fcntl
+
+    path = Path(root) / f".{dataset}.lock"
+    said = False
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")
+        except OSError:
+            handle = None
+        if handle is None:  # a read-only data folder: nothing can be written there, so nothing to take turns on
+            yield
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                if not said:
+                    holder = _holder(handle)
+                    print(f"{dataset}: another process{f' (pid {holder})' if holder.isdigit() else ''} is "
+                          f"downloading or preparing it in {path.parent}; waiting for it to finish, then using its "
+                          "copy", file=sys.stderr, flush=True)
+                    said = True
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                locked = True
+            except OSError:  # a file system without flock
+                locked = False
+            try:
+                same = locked and os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same or not locked:
+                try:
+                    if locked:  # the pid a waiter names
+                        handle.seek(0)
+                        handle.truncate()
+                        handle.write(str(os.getpid()))
+                        handle.flush()
+                    yield
+                finally:
+                    remove_quietly(path)  # before unlocking: a waiter then finds the file gone and makes a new one
+                    if locked:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            fcntl.flock(handle, fcntl.LOCK_UN)  # the file was deleted while this one waited: lock the new one
+
+
+def _holder(handle, tries: int = 20) -> str:
+    """The pid the lock's holder wrote in it ("" where none came): it writes it just after locking, so a process
+    that found the lock taken a moment earlier waits up to ``tries`` x 10 ms for it."""
+    import time
+
+    for _ in range(tries):
+        handle.seek(0)
+        if text := handle.read().strip():
+            return text
+        time.sleep(0.01)
+    return ""
+
+
 def download(url: str, dest: Path, md5: str, *, dataset: str, expected: str, network: bool = True) -> Path:
-    """Download ``url`` to ``dest`` and verify its MD5; return ``dest``.
+    """Download ``url`` to ``dest`` and verify its MD5; return ``dest``. Callers hold the dataset's
+    :func:`dataset_lock`, so a second process finds the first one's verified ``dest`` and returns it.
 
     The file is written to ``dest.part`` and renamed only once verified, so an interrupted or failed
     download never leaves a file that looks complete. On a network error raises
@@ -158,7 +235,8 @@ def read_or_explain(path: Path, read, *, remedy: str):
 
 
 def extract(archive: Path, into: Path, top_level: str) -> Path:
-    """Extract ``archive`` so that ``into/top_level`` appears whole or not at all; return that path."""
+    """Extract ``archive`` so that ``into/top_level`` appears whole or not at all; return that path. Callers hold the
+    dataset's :func:`dataset_lock`, so a second process finds the first one's folder and returns it."""
     target = into / top_level
     if target.exists():
         return target

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import DamagedFileError, data_root, download, extract, read_or_explain, save_or_warn
+from cnnlab.data.storage import (DamagedFileError, data_root, dataset_lock, download, extract, read_or_explain,
+                                 save_or_warn)
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
@@ -75,33 +76,45 @@ def _read_reviews(folder: Path):
 def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: int = 20000, seq_len: int = 256):
     """The aclImdb archive: 25,000 train and 25,000 test reviews, vocabulary built on the train split.
 
-    Encoded tensors are cached in ``<data>/imdb_v{vocab_size}_l{seq_len}.pt`` so tokenising happens once.
+    Encoded tensors are cached in ``<data>/imdb_v{vocab_size}_l{seq_len}.pt`` so tokenising happens once; one
+    process at a time downloads, extracts and tokenises (another waits for it, then reads its cache).
     """
     root = data_root(root)
     cache = root / f"imdb_v{vocab_size}_l{seq_len}.pt"
+    payload = None
     if not cache.exists():
-        folder = root / "aclImdb"
-        if not folder.exists():
-            archive = root / "aclImdb_v1.tar.gz"
-            download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", network=download_ok,
-                     expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
-            extract(archive, root, "aclImdb")
-        train_docs, train_labels = _read_reviews(folder / "train")
-        test_docs, test_labels = _read_reviews(folder / "test")
-        vocab = build_vocab(train_docs, vocab_size)
-        payload = {"vocab": vocab}
-        for name, docs, labels in (("train", train_docs, train_labels), ("test", test_docs, test_labels)):
-            ids, lengths = encode(docs, vocab, seq_len)
-            payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
-        # where it cannot be cached (a read-only or full data folder) go on with what was just tokenised
-        save_or_warn(payload, cache, failure="imdb: could not cache the tokenised data in",
-                     consequence="it is tokenised again on every load")
-    else:
+        with dataset_lock(root, "imdb"):  # another process preparing it: wait, then read the cache it wrote
+            if not cache.exists():
+                payload = _tokenised(root, cache, download_ok, vocab_size, seq_len)
+    if payload is None:
         payload = read_or_explain(cache, lambda path: torch.load(path, weights_only=True),
                                   remedy="delete it (cnnlab tokenises the reviews again)")
     data = payload[split]
     return TokenDataset(data["ids"], data["lengths"], data["labels"], vocab=payload["vocab"],
                         data_source="real", name="imdb")
+
+
+def _tokenised(root: Path, cache: Path, download_ok: bool, vocab_size: int, seq_len: int) -> dict:
+    """The reviews of ``root/aclImdb`` (downloaded and extracted first where missing) encoded with the train split's
+    vocabulary: {"vocab", "train", "test"}, each split {"ids", "lengths", "labels"}; cached in ``cache`` where it
+    can be written."""
+    folder = root / "aclImdb"
+    if not folder.exists():
+        archive = root / "aclImdb_v1.tar.gz"
+        download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", network=download_ok,
+                 expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
+        extract(archive, root, "aclImdb")
+    train_docs, train_labels = _read_reviews(folder / "train")
+    test_docs, test_labels = _read_reviews(folder / "test")
+    vocab = build_vocab(train_docs, vocab_size)
+    payload = {"vocab": vocab}
+    for name, docs, labels in (("train", train_docs, train_labels), ("test", test_docs, test_labels)):
+        ids, lengths = encode(docs, vocab, seq_len)
+        payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
+    # where it cannot be cached (a read-only or full data folder) go on with what was just tokenised
+    save_or_warn(payload, cache, failure="imdb: could not cache the tokenised data in",
+                 consequence="it is tokenised again on every load")
+    return payload
 
 
 def synthetic_sentiment(split: str, *, size: int = 2000, vocab_size: int = 2000, seq_len: int = 64,
