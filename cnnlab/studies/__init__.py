@@ -369,11 +369,14 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     """Write a study's results into ``out``: ``<name>_<experiment>.csv`` per experiment (``<name>.csv`` for a
     single one), each figure as PNG and SVG, ``claims.csv``, and ``environment.json``: ``env`` (default
     :func:`cnnlab.profiling.environment`) plus ``figures``, the figure names in ``figs``' order (the first is the
-    notebook's main figure in ``make report``). Returns the claims table.
+    notebook's main figure in ``make report``), and ``run_id``, new at each save and printed, so that ``make report``
+    tells the executed notebook that wrote these results from another run by content, not by file dates. Returns the
+    claims table.
 
     Each file is written whole or not at all (:func:`cnnlab.plotting.write_atomic`): on a full disk the earlier
     results stay and an OSError names the file and the free space."""
     import json
+    import uuid
 
     from cnnlab import claims, plotting
     from cnnlab.profiling import environment
@@ -388,11 +391,12 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
         plotting.save_figure(fig, fig_name, out)
     table = claims.table(checks)
     plotting.write_atomic(out / "claims.csv", lambda tmp: table.to_csv(tmp, index=False))
-    record = {**(environment() if env is None else env), "figures": list(figs)}
+    record = {**(environment() if env is None else env), "figures": list(figs), "run_id": uuid.uuid4().hex[:16]}
     if "run" in df.attrs:  # the preset, settings and times of the measurement (:func:`measurement`)
         record["run"] = df.attrs["run"]
     text = json.dumps(record, indent=1, default=str) + "\n"
     plotting.write_atomic(out / "environment.json", lambda tmp: tmp.write_text(text))
+    print(f"[cnnlab] results saved in {out} (run id {record['run_id']})", flush=True)
     return table
 
 
