@@ -5,10 +5,11 @@ figures (PNG and SVG) and tidy CSVs into ``figures/<notebook-name>/`` through :f
 copies keep their figures (Jupyter's inline backend): ``make report`` links them as the notebooks a reader opens.
 A failing notebook stops the run with its name and the failing cell; what the notebooks before it wrote stays.
 ``make figures`` passes its NB=, PRESET= and P= in the environment (``CNNLAB_MAKE_NOTEBOOK``, ``CNNLAB_MAKE_PRESET``,
-``CNNLAB_PARAMS``), so that no shell parses them; the preset is ``--preset``, else make's PRESET=, else
-``$CNNLAB_PRESET``, else auto (quick on a CPU, standard on a GPU). While a notebook runs, a line says every ``$CNNLAB_PROGRESS_EVERY`` seconds (10)
-which cell runs and how far its sweep or training has got (:class:`Watch`, :mod:`cnnlab.profiling.progress`):
-plain lines, readable in a CI log.
+``CNNLAB_PARAMS``), so that no shell parses them; the preset is ``--preset``, else make's PRESET=, else a
+``preset=`` in P=, else ``$CNNLAB_PRESET``, else auto (quick on a CPU, standard on a GPU), and the kernels, the
+environment records and the console all get that one (:func:`choose_preset`). While a notebook runs, a line says
+every ``$CNNLAB_PROGRESS_EVERY`` seconds (10) which cell runs and how far its sweep or training has got
+(:class:`Watch`, :mod:`cnnlab.profiling.progress`): plain lines, readable in a CI log.
 """
 
 from __future__ import annotations
@@ -93,21 +94,35 @@ def split_parameters(text: str) -> list[str]:
     return _PAIR_START.split(text) if text else []
 
 
-def choose_preset(flag: str | None, environ=os.environ) -> str:
-    """The preset: ``--preset``, else make's ``PRESET=`` (``$CNNLAB_MAKE_PRESET``), else ``$CNNLAB_PRESET``, else
-    auto; auto is resolved (:func:`cnnlab.config.resolve`: quick on a CPU, standard where CUDA is available). Every
-    value given is checked, also one a higher source overrides (SystemExit naming it and the valid presets), so that
-    a misspelt CNNLAB_PRESET is not silently ignored."""
+def choose_preset(flag: str | None, environ=os.environ, parameter=None) -> str:
+    """The preset of the run: ``--preset``, else make's ``PRESET=`` (``$CNNLAB_MAKE_PRESET``), else a ``preset``
+    notebook parameter (``P="preset=standard"``: ``parameter``), else ``$CNNLAB_PRESET``, else auto; auto is
+    resolved (:func:`cnnlab.config.resolve`: quick on a CPU, standard where CUDA is available). Every value given is
+    checked, also one a higher source overrides (SystemExit naming it and the valid presets), so that a misspelt
+    CNNLAB_PRESET is not silently ignored; a ``preset`` parameter that disagrees with ``--preset`` or ``PRESET=`` is
+    refused (which one was meant?).
+
+    This one choice is the run's preset everywhere: :func:`run` sets ``$CNNLAB_PRESET`` to it, where every
+    notebook's configuration (its ``preset`` parameter left None), :func:`cnnlab.profiling.environment` (hence
+    environment.json and each store's env record) and the console read it; the ``preset`` parameter itself is not
+    passed on (:func:`main` takes it out of the parameters)."""
+    if parameter is not None and not isinstance(parameter, str):
+        raise SystemExit(f"parameter preset={parameter!r} is not a preset; valid: {', '.join(PRESETS)}")
     sources = [("--preset", flag), ("make's PRESET=", environ.get(MAKE_PRESET_VARIABLE)),
-               ("$CNNLAB_PRESET", environ.get("CNNLAB_PRESET"))]
+               ("parameter preset=", parameter), ("$CNNLAB_PRESET", environ.get("CNNLAB_PRESET"))]
     given = [(where, value.strip()) for where, value in sources if value is not None and value.strip()]
     for where, value in given:
         if value.lower() not in PRESETS:
             raise SystemExit(f"{where} {value!r} is not a preset; valid: {', '.join(PRESETS)} (order: --preset, then "
-                             "make's PRESET=, then $CNNLAB_PRESET, then auto)")
+                             "make's PRESET=, then a preset= parameter (P=), then $CNNLAB_PRESET, then auto)")
     from cnnlab import config
 
-    return config.resolve(given[0][1].lower() if given else "auto")
+    chosen = {where: config.resolve(value.lower()) for where, value in given}
+    named = [where for where in ("--preset", "make's PRESET=") if where in chosen]
+    if "parameter preset=" in chosen and named and chosen[named[0]] != chosen["parameter preset="]:
+        raise SystemExit(f"parameter preset={parameter!r} and {named[0]} {dict(given)[named[0]]!r} disagree: give the "
+                         "preset once (PRESET= or P=\"preset=...\")")
+    return chosen[given[0][0]] if given else config.resolve("auto")
 
 
 @contextlib.contextmanager
@@ -259,12 +274,12 @@ def main(argv=None) -> int:
     # A relative CNNLAB_FIGURES_DIR (or CNNLAB_DATA) means from here, where make or this command was started; the
     # kernels run in notebooks/, so they are handed the absolute path, as are FRESH's removal and the console.
     paths.absolute_folders()
-    preset = choose_preset(args.preset)
-    pairs = split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param
+    parameters = parse_parameters(split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param)
+    preset = choose_preset(args.preset, parameter=parameters.pop("preset", None))  # one preset, not two
     notebooks = find_notebooks(args.notebook)
     if args.estimate:
-        return estimate(notebooks, preset, parameters=parse_parameters(pairs))
-    return run(notebooks, preset, fresh=args.fresh, parameters=parse_parameters(pairs))
+        return estimate(notebooks, preset, parameters=parameters)
+    return run(notebooks, preset, fresh=args.fresh, parameters=parameters)
 
 
 if __name__ == "__main__":

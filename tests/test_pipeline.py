@@ -63,6 +63,7 @@ def _one_notebook(tmp_path, monkeypatch, name: str, source: str) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}  # as ours
     nb.cells = [nbformat.v4.new_code_cell(source)]
     (tmp_path / "notebooks").mkdir()
     nbformat.write(nb, tmp_path / "notebooks" / name)
@@ -292,4 +293,31 @@ def test_a_relative_figures_dir_is_where_the_run_was_started_for_the_kernel_fres
     assert sorted(p.name for p in results.iterdir()) == ["new.txt"]
     assert not (tmp_path / "notebooks" / "myfigs").exists()
     assert f"outputs in {results}" in capsys.readouterr().out
+
+
+def test_a_preset_parameter_is_the_runs_one_preset_for_the_console_the_kernel_and_the_environment(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    """make figures P="preset=standard": the console, $CNNLAB_PRESET in the kernel, profiling.environment() (which
+    environment.json and the stores' env records hold) and the study's cfg.preset (environment.json's run record) all
+    say standard (the console and the records used to say quick while the notebook ran standard)."""
+    import json
+
+    record = tmp_path / "seen.json"
+    _one_notebook(tmp_path, monkeypatch, "94_preset.ipynb",
+                  "import json, os\nfrom cnnlab import profiling, studies\nfrom cnnlab.studies import quickstart\n"
+                  "cfg = studies.configure(quickstart, globals())\n"
+                  f"open({str(record)!r}, 'w').write(json.dumps({{'variable': os.environ['CNNLAB_PRESET'], "
+                  "'environment': profiling.environment()['preset'], 'cfg': cfg.preset}))")
+    monkeypatch.setenv("CNNLAB_PRESET", "quick")  # a lower source: the parameter wins over it
+    monkeypatch.delenv("CNNLAB_MAKE_PRESET", raising=False)
+    monkeypatch.setenv("CNNLAB_PARAMS", "preset=standard")
+    assert pipeline.main(["--notebook", "94"]) == 0, capsys.readouterr().err
+    assert "running 94_preset.ipynb (preset standard)" in capsys.readouterr().out
+    assert json.loads(record.read_text()) == {"variable": "standard", "environment": "standard", "cfg": "standard"}
+    # the same preset twice is one choice; two different ones, or a value that is not a preset, are refused
+    assert pipeline.choose_preset(None, {"CNNLAB_MAKE_PRESET": "standard"}, parameter="Standard") == "standard"
+    with pytest.raises(SystemExit, match="parameter preset='paper' and make's PRESET= 'quick' disagree"):
+        pipeline.choose_preset(None, {"CNNLAB_MAKE_PRESET": "quick"}, parameter="paper")
+    with pytest.raises(SystemExit, match="parameter preset= 'huge' is not a preset"):
+        pipeline.choose_preset(None, {}, parameter="huge")
 
