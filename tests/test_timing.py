@@ -229,3 +229,23 @@ def test_median_seconds_is_the_median_of_timed_calls_after_untimed_ones():
     calls = []
     median_seconds(lambda: calls.append(1), repeats=2, warmup=0)
     assert len(calls) == 2
+
+
+def test_the_models_own_memory_on_a_cpu_is_all_that_is_counted():
+    m = benchmark(SmallConvNet(), torch.randn(4, 3, 32, 32), device="cpu", warmup=1, repeats=2)
+    assert m.peak_mem_model_mib == m.peak_mem_alloc_mib and math.isnan(m.peak_mem_other_mib)
+    assert "CPU run" in m.peak_mem_other_missing_reason
+
+
+@cuda
+@pytest.mark.gpu
+def test_the_models_own_memory_leaves_the_library_workspaces_out():
+    # a matmul and a convolution leave cuBLAS's and cuDNN's workspaces resident: not the model's bytes
+    a = torch.randn(512, 512, device="cuda")
+    (a @ a).sum().item()
+    model, x = SmallConvNet(), torch.randn(16, 3, 32, 32)
+    m = benchmark(model, x.cuda(), device="cuda", warmup=2, repeats=5)
+    own = sum(p.numel() * p.element_size() for p in model.parameters()) + x.numel() * 4
+    assert m.peak_mem_other_mib > 0.5 and m.peak_mem_other_missing_reason is None  # a (1 MiB), the workspaces
+    assert m.peak_mem_model_mib == pytest.approx(own / MIB + m.peak_mem_increment_mib, rel=1e-6)
+    assert m.peak_mem_model_mib + m.peak_mem_other_mib == pytest.approx(m.peak_mem_alloc_mib, abs=0.01)

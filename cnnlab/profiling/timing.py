@@ -88,6 +88,9 @@ class Measurement:
     peak_mem_alloc_mib: float
     peak_mem_reserved_mib: float
     peak_mem_increment_mib: float
+    peak_mem_model_mib: float
+    peak_mem_other_mib: float
+    peak_mem_other_missing_reason: str | None
     peak_mem_method: str
     peak_mem_missing_reason: str | None
     peak_mem_reserved_missing_reason: str | None
@@ -261,6 +264,11 @@ def benchmark(
     allocator's counters over the timed loop; CPU: the model's parameters and buffers plus the
     inputs, plus the allocator-event peak of one extra pass, see ``memory.py``);
     ``peak_mem_reserved_mib`` = the CUDA caching allocator's reserved peak (NaN on CPU: no pool);
+    ``peak_mem_model_mib`` = the model's own bytes at the peak: its weights and buffers, the inputs and the batch's
+    increment (on a CPU the same as ``peak_mem_alloc_mib``), and ``peak_mem_other_mib`` what else was resident on
+    the GPU (the cuBLAS and cuDNN workspaces, earlier tensors: :func:`cnnlab.profiling.memory.other_resident`; NaN
+    with ``peak_mem_other_missing_reason`` on a CPU, or for a callable that is not an ``nn.Module``): a memory claim
+    judges the model's own bytes;
     ``gpu_util_pct`` = mean NVML utilisation over the timed loop, from the ``gpu_util_samples`` samples whose
     whole period fell inside it (NaN with ``gpu_util_missing_reason`` on CPU, or when too few fell inside), and
     ``gpu_util_pct_p10``/``_p90`` the samples' spread (widened to include the mean) that claims compare it with;
@@ -349,11 +357,21 @@ def benchmark(
                 peak_mem_method=_memory.CPU_METHOD,
                 peak_mem_missing_reason=None,
             )
+    if dev.type == "cuda" and isinstance(model, torch.nn.Module):  # the model's own bytes, and the rest beside them
+        own = _memory.resident_bytes(model, dev_inputs, dev) / MIB
+        timed.update(peak_mem_model_mib=own + timed["peak_mem_increment_mib"],
+                     peak_mem_other_mib=timed.pop("resident_mib") - own, peak_mem_other_missing_reason=None)
+    else:
+        timed.pop("resident_mib", None)
+        timed.update(peak_mem_model_mib=timed["peak_mem_alloc_mib"], peak_mem_other_mib=math.nan,
+                     peak_mem_other_missing_reason=_memory.other_resident(dev, model, ())[1] if dev.type == "cuda"
+                     else _memory.CPU_OTHER_REASON)
     if not measure_memory:
         timed.update(peak_mem_alloc_mib=math.nan, peak_mem_increment_mib=math.nan,
-                     peak_mem_reserved_mib=math.nan, peak_mem_method="",
-                     peak_mem_missing_reason="measure_memory=False",
-                     peak_mem_reserved_missing_reason="measure_memory=False")
+                     peak_mem_reserved_mib=math.nan, peak_mem_method="", peak_mem_model_mib=math.nan,
+                     peak_mem_other_mib=math.nan, peak_mem_missing_reason="measure_memory=False",
+                     peak_mem_reserved_missing_reason="measure_memory=False",
+                     peak_mem_other_missing_reason="measure_memory=False")
 
     lat = np.asarray(timed.pop("latencies_ms"), dtype=float)
     total_s = timed.pop("total_time_s")
@@ -460,6 +478,7 @@ def _time_cuda(step, dev: torch.device, warmup: int, repeats: int, window: Utili
         "timer": "cuda_events",
         "peak_mem_alloc_mib": peak / MIB,
         "peak_mem_increment_mib": max(peak - base, 0) / MIB,
+        "resident_mib": base / MIB,  # before the loop: the model, its inputs, library workspaces, earlier tensors
         "peak_mem_reserved_mib": reserved / MIB,
         "peak_mem_method": _memory.CUDA_METHOD,
         "peak_mem_missing_reason": None,
