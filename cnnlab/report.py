@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
 import html
 import json
 import os
@@ -280,8 +281,10 @@ def main_figure(folder: Path, env: dict | None = None) -> Path | None:
 
 def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
     """Render each executed notebook ``executed/NN_name.ipynb`` to ``dest/NN_name.html`` with nbconvert (again
-    only when the notebook is newer than its HTML, or the HTML is missing or cut short); returns ``{NN_name: html
-    path}``. Empty without nbconvert. A notebook that cannot be read is named on stderr and left out."""
+    only when the notebook's content differs from the one its HTML was rendered from, whose SHA-256 the HTML
+    records, or the HTML is missing or cut short: file dates are not compared, a clock set wrong would keep an old
+    page for ever); returns ``{NN_name: html path}``. Empty without nbconvert. A notebook that cannot be read is
+    named on stderr and left out."""
     notebooks = sorted(executed.glob("[0-9][0-9]_*.ipynb")) if executed.is_dir() else []
     if not notebooks:
         return {}
@@ -298,9 +301,12 @@ def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
     rendered = {}
     for nb in notebooks:
         out = dest / f"{nb.stem}.html"
-        if not _html_complete(out) or out.stat().st_mtime < nb.stat().st_mtime:
+        digest = hashlib.sha256(nb.read_bytes()).hexdigest()
+        if not _html_complete(out) or _rendered_from(out) != digest:
             try:
                 body, _ = exporter.from_notebook_node(nbformat.read(nb, as_version=4))
+                body = re.sub(r"<head\b[^>]*>", lambda m: f'{m[0]}<meta name="{SOURCE_META}" content="{digest}">',
+                              body, count=1)
             except Exception as err:  # nbformat's NotJSONError, a ValidationError, a bad cell: name the file instead
                 _warn(f"executed notebook {nb} cannot be rendered ({type(err).__name__}: "
                       f"{(str(err).splitlines() or [''])[0][:160]}); it is left out of the page. Run it again "
@@ -309,6 +315,20 @@ def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
             write_atomic(out, lambda tmp, body=body: tmp.write_text(body, encoding="utf-8"))
         rendered[nb.stem] = out
     return rendered
+
+
+SOURCE_META = "cnnlab-notebook-sha256"  # a rendered notebook's record of the content it was rendered from
+
+
+def _rendered_from(path: Path) -> str | None:
+    """The SHA-256 of the notebook ``path`` (a rendered page) was rendered from, None where it records none."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(16384)
+    except OSError:
+        return None
+    found = re.search(rf'<meta name="{SOURCE_META}" content="([0-9a-f]{{64}})">', head)
+    return found[1] if found else None
 
 
 def _html_complete(path: Path) -> bool:
@@ -320,6 +340,23 @@ def _html_complete(path: Path) -> bool:
             return f.read().rstrip().lower().endswith(b"</html>")
     except OSError:
         return False
+
+
+def _outputs_text(path: Path) -> str:
+    """Every text an executed notebook's cells put out (streams, plain text, HTML), "" where it cannot be read."""
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    texts = []
+    for cell in cells if isinstance(cells, list) else []:
+        for out in cell.get("outputs", []) if isinstance(cell, dict) else []:
+            if not isinstance(out, dict):
+                continue
+            data = out.get("data") if isinstance(out.get("data"), dict) else {}
+            for text in (out.get("text"), data.get("text/plain"), data.get("text/html")):
+                texts.append("".join(text) if isinstance(text, list) else text if isinstance(text, str) else "")
+    return "\n".join(texts)
 
 
 def notebook_problems(path: Path) -> list[str]:
@@ -476,21 +513,35 @@ def _environment_table(machines: list[Machine]) -> str:
     return f'<table class="env"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def _last_run_flag(nb: str, folder: Path, problems: list[str], executed: Path | None) -> str:
-    """What a reader must know before trusting this notebook's figures and claims: its last run failed (they are an
-    earlier run's), or its results were written after its executed copy (run elsewhere, say in Jupyter: the linked
-    notebook is not the run that made them). "" when neither."""
+def _last_run_flag(nb: str, env: dict | None, problems: list[str], executed: Path | None) -> str:
+    """What a reader must know before trusting this notebook's figures and claims: its last run failed (before its
+    save: they are an earlier run's; after it: they are its own), or the linked executed notebook is not the run
+    that wrote them (run again elsewhere, say in Jupyter). Told by content, not file dates (a clock set wrong would
+    hide it for ever): the ``run_id`` that :func:`cnnlab.studies.save` writes into ``env`` (environment.json) and
+    prints in the notebook. "" when there is nothing to say, or results without a run id (older cnnlab) ran
+    cleanly."""
     failed = [p for p in problems if " stopped with " in p]
-    written = folder / "environment.json"
+    run_id = (env or {}).get("run_id")
+    ours = bool(run_id) and executed is not None and run_id in _outputs_text(executed)
+    if failed and ours:
+        return f"The last run of {nb} failed ({failed[0]}) after it saved the figures and claims below."
     if failed:
+        written = _when((env or {}).get("date_utc"))
         return (f"The last run of {nb} failed ({failed[0]}): the figures and claims below are from an earlier run"
-                + (f", written {_dt.datetime.fromtimestamp(written.stat().st_mtime, _dt.timezone.utc):%Y-%m-%d %H:%M}"
-                   " UTC" if written.is_file() else "") + ".")
-    if executed is not None and executed.is_file() and written.is_file() and \
-            written.stat().st_mtime > executed.stat().st_mtime + 60:
-        return (f"These results were written after the executed notebook linked here ({nb} was run again "
-                "elsewhere, e.g. in Jupyter): the linked notebook is an older run.")
+                + (f", written {written}" if written else "") + ".")
+    if run_id and executed is not None and executed.is_file() and not ours:
+        return (f"These results were not written by the executed notebook linked here (it does not show their run "
+                f"id {run_id}): {nb} was run again elsewhere, e.g. in Jupyter, or its results were copied here; the "
+                "linked notebook is another run.")
     return ""
+
+
+def _when(recorded) -> str:
+    """A recorded ISO date as "YYYY-MM-DD HH:MM UTC" (as it was recorded where it is not one; "" when absent)."""
+    try:
+        return f"{_dt.datetime.fromisoformat(str(recorded)).astimezone(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    except ValueError:
+        return str(recorded or "")
 
 
 def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: dict[str, list[str]]) -> str:
@@ -517,7 +568,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
             links.insert(0, f'<a href="{_link(m.html[nb], base)}"><strong>executed notebook</strong></a>')
         parts.append(f"<h4>{_e(m.name)}</h4><p class=\"links\">{' · '.join(links) or 'no files'}</p>")
         if m.name == THIS_MACHINE:
-            flag = _last_run_flag(nb, folder, problems.get(nb, []), m.executed.get(nb))
+            flag = _last_run_flag(nb, m.environment(nb), problems.get(nb, []), m.executed.get(nb))
             parts.append(f'<div class="stale">{_e(flag)}</div>' if flag else "")
         if m.name == THIS_MACHINE and problems.get(nb):
             items = "".join(f"<li>{_e(p)}</li>" for p in problems[nb])

@@ -270,8 +270,6 @@ def test_show_takes_a_pivot_with_two_level_columns_and_claims(capsys):
 
 
 def test_the_page_opens_with_a_summary_per_machine_and_paper_and_flags_a_failed_last_run(two_machines):
-    import os
-
     import nbformat
 
     assert report.summary(report.find_machines(two_machines / "figures"), ["01_batch_size", "02_fp16"]) == [
@@ -291,12 +289,12 @@ def test_the_page_opens_with_a_summary_per_machine_and_paper_and_flags_a_failed_
     assert "The last run of 01_batch_size failed (In [1] stopped with ValueError: unknown parameter(s) " in page
     assert "the figures and claims below are from an earlier run" in page
 
-    nb.cells[1].outputs = []  # a clean run, but the results were written later elsewhere (in Jupyter, say)
+    nb.cells[1].outputs = []  # a clean run, but the results were written by another (in Jupyter, say)
     nbformat.write(nb, executed / "01_batch_size.ipynb")
-    old = (executed / "01_batch_size.ipynb").stat().st_mtime - 3600
-    os.utime(executed / "01_batch_size.ipynb", (old, old))
+    env = json.loads((two_machines / "figures" / "01_batch_size" / "environment.json").read_text())
+    (two_machines / "figures" / "01_batch_size" / "environment.json").write_text(json.dumps(env | {"run_id": "0a1b"}))
     page = report.write(two_machines / "figures", executed).read_text()
-    assert "the linked notebook is an older run" in page
+    assert "(it does not show their run id 0a1b)" in page and "the linked notebook is another run" in page
 
 
 @pytest.mark.parametrize("where, text, wrong", [
@@ -332,3 +330,67 @@ def _matrix(text: str) -> list[list[str]]:
     page = _Page()
     page.feed(text)
     return page.matrix
+
+
+def _save_run(folder: Path, capsys) -> tuple[str, str]:
+    """A study's results saved into ``folder`` as a notebook saves them; (the line save printed, its run id)."""
+    from cnnlab import studies
+
+    studies.save(pd.DataFrame({"batch_size": [1, 2], "latency_ms": [1.0, 2.0]}), {},
+                 [Claim("a claim", "Fig. 1", "2x", True, "cpu", criterion="ratio > 1")], folder, name="batch_size",
+                 env={"device_name": "cpu", "date_utc": "2026-11-23T10:00:00+00:00"})
+    line = capsys.readouterr().out
+    return line, json.loads((folder / "environment.json").read_text())["run_id"]
+
+
+def _executed_run(path: Path, printed: str, error: str | None = None, when: float | None = None) -> None:
+    """An executed notebook whose save cell printed ``printed`` (and then stopped with ``error``), dated ``when``."""
+    import os
+
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("report.show(studies.save(df, figs, checks, out, name='batch_size'))",
+                                     execution_count=7)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)] + \
+        ([nbformat.v4.new_output("error", ename="AssertionError", evalue=error, traceback=[])] if error else [])
+    nb.cells = [cell]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    if when is not None:
+        os.utime(path, (when, when))
+
+
+def test_the_stale_flag_compares_run_ids_not_file_dates(tmp_path, capsys):
+    """Whether the linked executed notebook wrote the results shown (issue 33, item 13) is read from the run id
+    studies.save writes into environment.json and prints in the notebook, never from file dates: a notebook dated in
+    the future does not hide results written by another run; results copied (newer file dates) after the run that
+    wrote them are not flagged; a run that failed after its save is said to have written them."""
+    import time
+
+    figures, executed = tmp_path / "figures", tmp_path / "build" / "notebooks"
+    folder, nb = figures / "01_batch_size", executed / "01_batch_size.ipynb"
+    printed, first = _save_run(folder, capsys)
+    assert f"(run id {first})" in printed and str(folder) in printed
+    year = 365 * 24 * 3600
+    _executed_run(nb, printed, when=time.time() + year)  # its clock was a year ahead
+    assert "older run" not in report.write(figures, executed).read_text()
+
+    _, second = _save_run(folder, capsys)  # run again elsewhere (in Jupyter, say): the linked notebook is not it
+    page = report.write(figures, executed).read_text()
+    assert f"were not written by the executed notebook linked here (it does not show their run id {second})" in page
+
+    _executed_run(nb, f"[cnnlab] results saved in {folder} (run id {second})\n", when=time.time() - year)
+    page = report.write(figures, executed).read_text()  # the run that wrote them, dated a year before them
+    assert "were not written by" not in page and "last run" not in page
+    assert f"(run id {second})" in (figures / "notebooks" / "01_batch_size.html").read_text(), \
+        "the rendered page follows the notebook's content, not its date"
+
+    _executed_run(nb, f"[cnnlab] results saved in {folder} (run id {second})\n", error="claims did not hold")
+    page = report.write(figures, executed).read_text()
+    assert "The last run of 01_batch_size failed (In [7] stopped with AssertionError: claims did not hold) after it" \
+           " saved the figures and claims below" in page
+    _executed_run(nb, "", error="out of memory")
+    page = report.write(figures, executed).read_text()
+    assert "The last run of 01_batch_size failed (In [7] stopped with AssertionError: out of memory): the figures " \
+           "and claims below are from an earlier run, written 2026-11-23 10:00 UTC." in page
