@@ -183,6 +183,56 @@ def test_sweep_store_is_keyed_by_every_setting_and_returns_only_its_grid(tmp_pat
     assert store_file(tmp_path / "s.csv", {"a": 1}) != store_file(tmp_path / "s.csv", {"a": 2})
 
 
+def test_a_store_resumed_on_another_machine_is_never_mixed_with_it(tmp_path, monkeypatch):
+    """Colab with Drive: batches 1 and 8 measured on one machine, the sweep resumed on another. Nothing of the first
+    machine's is returned or added to, every point is measured here, and the warning names the first machine's store
+    and both machines; back on the first machine, its own store is found again."""
+    import importlib
+    import json
+    import warnings
+
+    machine = importlib.import_module("cnnlab.profiling.environment")  # the module (the package's name is the function)
+    seen = []
+
+    def fn(batch_size):
+        seen.append(batch_size)
+        return {"latency_ms": float(batch_size)}
+
+    def run(batch_sizes, cpu):
+        monkeypatch.setattr(machine, "cpu_model", lambda: cpu)
+        seen.clear()
+        return sweep(fn, {"batch_size": batch_sizes}, tmp_path / "s.csv", settings={"model": "m", "device": "cpu"},
+                     progress=False)
+
+    first = run([1, 8], "Intel(R) Xeon(R) CPU @ 2.20GHz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        here = run([1, 8, 64], "AMD EPYC 7B13")
+    assert seen == [1, 8, 64] and list(here["batch_size"]) == [1, 8, 64]
+    assert here.attrs["store"] != first.attrs["store"] and len(first.attrs["store"].read_text().splitlines()) == 3
+    said = "\n".join(str(w.message) for w in caught)
+    assert first.attrs["store"].name in said and "Intel(R) Xeon(R) CPU @ 2.20GHz" in said and "AMD EPYC 7B13" in said
+    record = json.loads(here.attrs["store"].with_name(here.attrs["store"].name + ".env.json").read_text())
+    assert record["measured_on"] == "AMD EPYC 7B13" and "resumed_runs" not in record
+    assert list(run([1, 8], "Intel(R) Xeon(R) CPU @ 2.20GHz")["batch_size"]) == [1, 8] and seen == []
+
+
+def test_the_machine_of_a_store_is_that_of_the_device_measured_on(monkeypatch):
+    import importlib
+
+    from cnnlab.profiling.store import measured_on
+
+    machine = importlib.import_module("cnnlab.profiling.environment")
+    monkeypatch.setattr(machine, "cpu_model", lambda: "AMD EPYC 7B13")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: ["Tesla T4", "NVIDIA L4"][i])
+    assert measured_on({"device": "cpu"}) == "AMD EPYC 7B13"  # a CPU study on a GPU machine: the CPU's store
+    assert measured_on({"device": "cuda:1"}) == "NVIDIA L4"
+    assert measured_on({"device": "cuda"}) == measured_on({"device": "auto"}) == measured_on({}) == "Tesla T4"
+
+
 def test_a_keyed_store_and_its_side_files_are_in_stores_and_an_unkeyed_one_where_it_is_named(tmp_path):
     """The folder a study names shows its results only: a store keyed by settings is in its ``stores/`` subfolder
     with every side file (lock, attempts, environment record); with ``settings=None`` the path given is the store."""

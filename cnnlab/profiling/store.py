@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import functools
+import glob
 import hashlib
 import io
 import json
@@ -450,13 +451,39 @@ def _settings_dict(settings: Mapping[str, Any] | SimpleNamespace) -> dict[str, A
 STORE_FOLDER = "stores"  # the subfolder of a study's folder that holds its stores and their side files
 
 
+def measured_on(settings: Mapping[str, Any] | SimpleNamespace | None = None) -> str:
+    """The machine a sweep with ``settings`` measures on, by name: that of its ``device`` setting ("cuda:1": that GPU's
+    name, "NVIDIA L4"; "cpu": the CPU model, whatever GPUs are beside it); without one, or "auto", the device "auto"
+    picks (the current GPU, else the CPU). Part of a store's key (:func:`store_file`): a sweep resumed on another
+    machine (a Colab session on another GPU, with its stores on Drive) starts its own store."""
+    import torch
+
+    from cnnlab.profiling.environment import cpu_model  # looked up at each call: a test stands in another machine
+
+    device = _settings_dict(settings).get("device") if settings is not None else None
+    text = "auto" if device is None or not str(device).strip() else str(device).strip()
+    try:
+        dev = torch.device(text) if text != "auto" else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    except (RuntimeError, TypeError):
+        return text  # not a torch device: its name is all there is to tell it by
+    if dev.type == "cpu":
+        return cpu_model()
+    if dev.type != "cuda":
+        return str(dev)
+    if not torch.cuda.is_available():
+        return f"{dev} (CUDA is not available)"
+    index = torch.cuda.current_device() if dev.index is None else dev.index
+    return torch.cuda.get_device_name(index) if index < torch.cuda.device_count() else f"{dev} (no such GPU)"
+
+
 def store_file(store: str | os.PathLike, settings: Mapping[str, Any] | SimpleNamespace) -> Path:
     """``<folder>/stores/<name>_<digest>.<ext>`` for ``store`` = ``<folder>/<name>.<ext>``: the digest covers every
-    setting in ``settings`` and :func:`code_digest`, so each combination has its own file. The stores and their side
-    files go in a subfolder (:data:`STORE_FOLDER`), out of the way of the results a user browses in ``<folder>``."""
+    setting in ``settings``, :func:`code_digest` and the machine measured on (:func:`measured_on`), so each
+    combination has its own file and a machine never adds its rows to another's. The stores and their side files go
+    in a subfolder (:data:`STORE_FOLDER`), out of the way of the results a user browses in ``<folder>``."""
     path = Path(store)
     suffix = path.suffix or ".csv"
-    key = {**_settings_dict(settings), "cnnlab_code": code_digest()}
+    key = {**_settings_dict(settings), "cnnlab_code": code_digest(), "measured_on": measured_on(settings)}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return path.parent / STORE_FOLDER / f"{path.stem}_{digest}{suffix}"
 
@@ -476,12 +503,14 @@ def _naming_the_file(path: Path, point: dict[str, Any] | None):
 
 
 def write_env(store_path: Path, settings: Mapping[str, Any] | SimpleNamespace | None = None) -> None:
-    """Write ``<store>.env.json`` (environment, and the settings the store is keyed by with :func:`code_digest`);
-    on resume keep the first run's record and add this one if it differs. A damaged record is moved aside to
-    ``<store>.env.json.damaged`` and written again."""
+    """Write ``<store>.env.json`` (environment, the machine measured on, and the settings the store is keyed by with
+    :func:`code_digest`); on resume keep the first run's record and add this one if it differs. A damaged record is
+    moved aside to ``<store>.env.json.damaged`` and written again. A new keyed store whose sweep has stores measured
+    on other machines beside it says so in a warning naming them and both machines: their rows are not used here."""
     path = store_path.with_name(store_path.name + ".env.json")
     with _naming_the_file(path, None):
         env = environment()
+        env["measured_on"] = measured_on(settings)
         if settings is not None:
             env["store_settings"] = _settings_dict(settings)
             env["cnnlab_code"] = code_digest()
@@ -496,15 +525,50 @@ def write_env(store_path: Path, settings: Mapping[str, Any] | SimpleNamespace | 
                 warnings.warn(f"{path} was damaged (not a JSON object of UTF-8 text): moved to {side.name} and "
                               "written again for this run; the rows in the store are not affected", stacklevel=3)
             else:
-                fields = ("device_name", "torch_version", "cuda_version", "driver_version", "git_commit", "preset")
+                fields = ("device_name", "measured_on", "torch_version", "cuda_version", "driver_version",
+                          "git_commit", "preset")
                 changed = [f for f in fields if first.get(f) != env.get(f)]
                 if changed:
+                    # only a store named by its caller (settings=None) can be resumed on another machine: a keyed
+                    # store's name holds the machine
+                    mixed = (f"; its rows are now of two machines ({first.get('measured_on')}, then "
+                             f"{env['measured_on']}): name a store per machine, or pass settings= to have it keyed"
+                             if "measured_on" in changed and first.get("measured_on") else "")
                     warnings.warn(f"resuming {store_path} in a different environment ({', '.join(changed)} changed); "
-                                  f"both are recorded in {path.name}", stacklevel=3)
+                                  f"both are recorded in {path.name}{mixed}", stacklevel=3)
                     first.setdefault("resumed_runs", []).append(env)
                     path.write_text(json.dumps(first, indent=2, default=str))
                 return
+        if settings is not None:
+            _say_other_machines(store_path, env)
         path.write_text(json.dumps(env, indent=2, default=str))
+
+
+def _say_other_machines(store_path: Path, env: dict[str, Any]) -> None:
+    """Warn, for a new store, of the stores beside it of the same sweep (name, settings, cnnlab code) measured on
+    another machine: their rows are left where they are and every point is measured on this one."""
+    name = re.fullmatch(r"(.+)_[0-9a-f]{8}(\.\w+)", store_path.name)
+    if name is None:
+        return
+    same = json.loads(json.dumps(env["store_settings"], default=str))  # as a record holds them
+    others = []
+    for record in sorted(store_path.parent.glob(f"{glob.escape(name[1])}_*{name[2]}.env.json")):
+        other = record.with_name(record.name[:-len(".env.json")])
+        if other == store_path or not re.fullmatch(re.escape(name[1]) + r"_[0-9a-f]{8}" + re.escape(name[2]),
+                                                   other.name):
+            continue
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("cnnlab_code") == env["cnnlab_code"] and \
+                data.get("store_settings") == same and data.get("measured_on") not in (None, env["measured_on"]):
+            others.append(f"{other.name} (measured on {data['measured_on']})")
+    if others:
+        warnings.warn(f"this run measures on {env['measured_on']}, so {store_path.name} is a new store: the same "
+                      f"sweep's store(s) of another machine are not used here, never mixed with this one's rows: "
+                      f"{'; '.join(others)}. Every point is measured on {env['measured_on']}; each machine keeps its "
+                      "own store", stacklevel=4)
 
 
 class Attempts:

@@ -5,8 +5,8 @@ Colab). So every finished point is on disk at once, a restart skips what is stor
 a result (``status="oom"``: the configuration does not fit) rather than a crash, and bad grid
 values are rejected before the first point runs. Each sweep has its own store (:mod:`cnnlab.profiling.store`,
 which names the file and keeps its side files): the file is keyed by every setting that changes a measurement
-(``settings``, plus the source of cnnlab's measured code), so a run with other settings never returns another
-run's rows, and a run returns only its own grid's points.
+(``settings``, plus the source of cnnlab's measured code and the machine measured on), so a run with other settings
+or on another machine never returns another run's rows, and a run returns only its own grid's points.
 """
 
 from __future__ import annotations
@@ -106,10 +106,13 @@ def sweep(
     store, gone after the call. settings: every setting that is not a grid parameter and changes a
     measurement (model options, data set, device, dtype, repeats, preset...; a namespace counts by
     its attributes). The file actually used is ``<folder>/stores/<name>_<digest>.<ext>``, the digest
-    taken over ``settings`` and the source of cnnlab itself (:func:`store_file`), so that a run with
-    other settings or other measuring code starts its own store (``make clean-stores`` deletes those
-    of older code). With ``settings=None`` the path is used as given (the caller vouches that it
-    names everything). The path is in ``df.attrs["store"]``; its side files lie beside it.
+    taken over ``settings``, the source of cnnlab itself and the machine measured on (the device of
+    ``settings["device"]``: :func:`cnnlab.profiling.store.measured_on`; :func:`store_file`), so that a
+    run with other settings, other measuring code or on another machine (a store on Drive resumed on
+    another GPU) starts its own store, and a warning names the other machines' stores of the sweep
+    (``make clean-stores`` deletes those of older code). With ``settings=None`` the path is used as
+    given (the caller vouches that it names everything, the machine included). The path is in
+    ``df.attrs["store"]``; its side files lie beside it.
 
     skip: ``skip(**point)`` returns a reason (str) for a point not to be measured here, or None;
     a skipped point is a row with ``status="skipped"`` and the reason in ``error``, never stored.
