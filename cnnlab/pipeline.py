@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -173,11 +174,15 @@ class Watch:
         self.cell = cell_index + 1
         self.file.unlink(missing_ok=True)  # a finished sweep's line is not this cell's
 
-    def line(self) -> str:
+    def where(self) -> str:
+        """"05_ddp_scaling, cell 9 of 24 (1:40 in): ddp configurations: 2/4 (...), ...": the cell and the point."""
         elapsed = progress._clock(time.monotonic() - self.started)
         state = progress.read(self.file)
         what = progress.describe(state) if state else "running"
-        return f"[cnnlab] {self.notebook}, cell {self.cell} of {self.cells} ({elapsed} in): {what}"
+        return f"{self.notebook}, cell {self.cell} of {self.cells} ({elapsed} in): {what}"
+
+    def line(self) -> str:
+        return f"[cnnlab] {self.where()}"
 
     def _loop(self):
         while not self._stop.wait(self.every):
@@ -190,6 +195,72 @@ class Watch:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+STOPPED = 130  # the status a shell gives a command ended by Ctrl-C (128 + SIGINT)
+
+
+class _Stopped(Exception):
+    """Raised before the next cell after a Ctrl-C that came while no cell was running."""
+
+
+class CtrlC:
+    """Ctrl-C while a notebook runs is passed on as Jupyter's stop button passes it: SIGINT to the kernel's process
+    group. The kernel leads a session of its own (jupyter_client starts it so), so the terminal's Ctrl-C reaches only
+    this process; left to Python, it raised KeyboardInterrupt here and the kernel was killed (SIGKILL) in the middle
+    of its point, whose attempt mark then counted a user's stop as a death (cnnlab.profiling.sweep). Interrupted
+    instead, the cell ends with KeyboardInterrupt in the kernel, where the sweep forgets the attempt, and papermill
+    returns as after any failed cell. ``where`` says what ran when the first Ctrl-C came (None: none came); a second
+    Ctrl-C, for a cell that does not stop, raises KeyboardInterrupt here: the kernel is killed."""
+
+    def __init__(self, km, watch: Watch):
+        self.km, self.watch, self.where = km, watch, None
+        self._previous = None
+
+    def _handle(self, signum, frame):
+        if self.where is not None:
+            raise KeyboardInterrupt
+        self.where = self.watch.where()
+        if not _interrupt(self.km):  # no kernel yet (or no more): nothing to stop but this process
+            raise KeyboardInterrupt
+
+    def on_cell_start(self, **_):
+        if self.where is not None:  # it came between cells: no further cell starts
+            raise _Stopped
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():  # (signal handlers belong to the main thread)
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _interrupt(km) -> bool:
+    """SIGINT to the kernel's process group (its subprocesses too: DataLoader workers, DDP ranks), as
+    ``km.interrupt_kernel()`` sends it, without an event loop (this runs in a signal handler). False when there is no
+    running kernel to send it to."""
+    provisioner = getattr(km, "provisioner", None)
+    process = getattr(provisioner, "process", None)
+    if process is None or process.poll() is not None:
+        return False
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(getattr(provisioner, "pgid", None) or process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGINT)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _on_cell_start(*hooks):
+    def start(**kwargs):
+        for hook in hooks:
+            hook(**kwargs)
+    return start
 
 
 def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
@@ -210,24 +281,36 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
             cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
         except (OSError, ValueError):  # papermill says what is wrong with it
             cells = "?"
-        try:
-            with tempfile.TemporaryDirectory() as tmp, Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as \
-                    watch, _kernel_manager(Path(tmp)) as km, \
-                    _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)}):
-                # the kernel inherits this process's environment
+        with tempfile.TemporaryDirectory() as tmp, Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as \
+                watch, _kernel_manager(Path(tmp)) as km, CtrlC(km, watch) as ctrl_c, \
+                _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)}):
+            try:  # the kernel inherits this process's environment
                 papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
                                            parameters=parameters or {}, progress_bar=False, log_output=False,
-                                           on_cell_start=watch.on_cell_start, km=km)
-        except PapermillExecutionError as err:
-            print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
-                  f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
-            return 1
-        except DeadKernelError as err:  # the kernel process died: no Python traceback exists to show
-            print(f"[cnnlab] FAILED: {nb.name}: its kernel died ({(str(err).splitlines() or [''])[0][:160]}), most "
-                  "often killed for memory or a crash in native code. The cells that ran are in "
-                  f"{BUILD / nb.name}; run it alone with a smaller preset (make figures NB={nb.stem[:2]} "
-                  "PRESET=quick), and look at `dmesg` for an out-of-memory kill", file=sys.stderr)
-            return 1
+                                           on_cell_start=_on_cell_start(watch.on_cell_start, ctrl_c.on_cell_start),
+                                           km=km)
+            except KeyboardInterrupt:  # a second Ctrl-C, or one before the kernel ran: the kernel is killed
+                print(f"[cnnlab] stopped at once (Ctrl-C): {ctrl_c.where or watch.where()}; its kernel was killed, so "
+                      "a point it was measuring counts as one attempt (two, and it is stored as killed: RETRY=1 "
+                      "measures it again)", file=sys.stderr, flush=True)
+                return STOPPED
+            except (PapermillExecutionError, _Stopped) as err:
+                if ctrl_c.where is not None:
+                    print(f"[cnnlab] stopped (Ctrl-C): {ctrl_c.where}; the points finished are kept, and the same "
+                          "command resumes from them", file=sys.stderr, flush=True)
+                    return STOPPED
+                print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
+                      f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
+                return 1
+            except DeadKernelError as err:  # the kernel process died: no Python traceback exists to show
+                print(f"[cnnlab] FAILED: {nb.name}: its kernel died ({(str(err).splitlines() or [''])[0][:160]}), "
+                      "most often killed for memory or a crash in native code. The cells that ran are in "
+                      f"{BUILD / nb.name}; run it alone with a smaller preset (make figures NB={nb.stem[:2]} "
+                      "PRESET=quick), and look at `dmesg` for an out-of-memory kill", file=sys.stderr)
+                return 1
+            if ctrl_c.where is not None:  # it came during the last cell, which ended all the same
+                print(f"[cnnlab] stopped (Ctrl-C) after {nb.name}: {ctrl_c.where}", file=sys.stderr, flush=True)
+                return STOPPED
         print(f"[cnnlab] {nb.name} done in {time.perf_counter() - start:.0f} s; "
               f"outputs in {output_dir(nb.stem)}", flush=True)
     return 0
@@ -277,10 +360,27 @@ def main(argv=None) -> int:
     parameters = parse_parameters(split_parameters(os.environ.get(PARAMS_VARIABLE, "")) + args.param)
     preset = choose_preset(args.preset, parameter=parameters.pop("preset", None))  # one preset, not two
     notebooks = find_notebooks(args.notebook)
-    if args.estimate:
-        return estimate(notebooks, preset, parameters=parameters)
-    return run(notebooks, preset, fresh=args.fresh, parameters=parameters)
+    try:
+        if args.estimate:
+            return estimate(notebooks, preset, parameters=parameters)
+        return run(notebooks, preset, fresh=args.fresh, parameters=parameters)
+    except KeyboardInterrupt:  # outside a notebook (FRESH waiting for a store, an estimate's probe): one line
+        print("[cnnlab] stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        return STOPPED
+
+
+def cli(argv=None) -> None:
+    """``python -m cnnlab.pipeline``: :func:`main`; after a Ctrl-C it ends as Python itself ends on one, killed by
+    SIGINT, so that the shell and make running it stop too (an exit status of 130 would let make's recipe go on to
+    the report)."""
+    code = main(argv)
+    if code == STOPPED and os.name == "posix":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -321,3 +321,61 @@ def test_a_preset_parameter_is_the_runs_one_preset_for_the_console_the_kernel_an
     with pytest.raises(SystemExit, match="parameter preset= 'huge' is not a preset"):
         pipeline.choose_preset(None, {}, parameter="huge")
 
+
+# A pipeline run in its own process (as `make figures` starts it), on the notebooks of ``root/notebooks``.
+_PIPELINE = """
+import sys
+from pathlib import Path
+from cnnlab import pipeline
+root = Path(sys.argv[1])
+pipeline.NOTEBOOKS, pipeline.BUILD = root / "notebooks", root / "build"
+pipeline.cli(sys.argv[2:])
+"""
+
+
+def _pipeline_process(tmp_path, monkeypatch, name: str, source: str, *args, env=None):
+    """`python -m cnnlab.pipeline` on one notebook of one cell, in a session of its own (its process group stands in
+    for the terminal's foreground group, which Ctrl-C signals as a whole)."""
+    import subprocess
+
+    _one_notebook(tmp_path, monkeypatch, name, source)
+    return subprocess.Popen([sys.executable, "-c", _PIPELINE, str(tmp_path), *args], cwd=REPO,
+                            env={**os.environ, "CNNLAB_PROGRESS_EVERY": "600", **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {seconds} s")
+        time.sleep(0.1)
+
+
+def test_ctrl_c_stops_a_sweep_in_one_line_and_is_not_counted_as_a_death(tmp_path, monkeypatch):
+    """Ctrl-C (SIGINT to the foreground process group) while a notebook's sweep measures a point: the point's attempt
+    mark is gone (a user's stop is not a death: two of them used to store the point as 'killed'), the finished point
+    is kept, and the terminal gets one line naming the notebook, the cell and the point, no traceback."""
+    import signal
+
+    from cnnlab.profiling.store import Attempts
+
+    store = tmp_path / "figures" / "points.csv"
+    proc = _pipeline_process(tmp_path, monkeypatch, "95_stop.ipynb",
+                             "import time\nfrom cnnlab.profiling import sweep\n"
+                             "df = sweep(lambda i: (time.sleep(120 if i == 1 else 0), {'x': i})[1], {'i': [0, 1, 2]}, "
+                             f"{str(store)!r}, desc='three points')")
+    attempts = Attempts(store)
+    try:
+        _wait_for(lambda: attempts.count({"i": 1}) == 1, 60, "attempt mark of point i=1")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert attempts.count({"i": 1}) == 0, attempts.path.read_text()
+    assert [r["i"] for r in __import__("csv").DictReader(store.open())] == ["0"]
+    assert "Traceback" not in out + err, out + err
+    stops = [line for line in (out + err).splitlines() if "Ctrl-C" in line]
+    assert len(stops) == 1 and "95_stop" in stops[0] and "cell 1" in stops[0] and "i=1" in stops[0], out + err
+    assert proc.returncode == -signal.SIGINT  # as Python itself ends on Ctrl-C: make and the shell stop too
