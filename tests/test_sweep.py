@@ -350,3 +350,21 @@ def test_profiling_imports_nothing_from_models_or_studies():
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
+
+
+def test_ctrl_c_while_the_attempt_is_noted_is_not_counted_as_a_death(tmp_path, monkeypatch):
+    """A Ctrl-C that lands while the attempt mark is being written (after the line, in its fsync) leaves no mark:
+    a user's stop is not a death, wherever it lands (two such marks store the point as 'killed')."""
+    from cnnlab.profiling.store import Attempts
+
+    real = Attempts._add
+
+    def noted_then_interrupted(self, point):
+        real(self, point)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Attempts, "_add", noted_then_interrupted)
+    store = tmp_path / "s.csv"
+    with pytest.raises(KeyboardInterrupt):
+        sweep(lambda i: {"x": i}, {"i": [1]}, store, progress=False)
+    assert Attempts(store).count({"i": 1}) == 0

@@ -190,11 +190,12 @@ def sweep(
                 if died >= KILLED_AFTER:
                     rows, status, message = _killed_row(point, died)
                 else:
-                    attempts.note(point)  # if the process dies now, the next run knows
                     try:
+                        attempts.note(point)  # if the process dies now, the next run knows
                         rows, status, message = _run_point(fn, point)
-                    except KeyboardInterrupt:  # stopped by the user: not a death of the process
-                        attempts.forget(point)
+                    except KeyboardInterrupt:  # stopped by the user, also while the mark was written: not a death
+                        if attempts.count(point) > died:
+                            attempts.forget(point)
                         raise
                 if status != "ok":
                     failures.append((point, status, message))
