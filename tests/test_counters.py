@@ -101,14 +101,20 @@ def test_hardware_counters_runs_the_target_with_its_kwargs_under_ncu(monkeypatch
     text = log.read_text()
     first = json.loads(text.splitlines()[0])
     assert first[first.index("--profile-from-start") + 1] == "off" and "--launch-count" not in first
+    # ncu's defaults (clocks locked to base, caches flushed per replay), set explicitly and said in every row
+    assert first[first.index("--clock-control") + 1] == "base" and first[first.index("--cache-control") + 1] == "all"
+    assert set(table["ncu_clock_control"]) == {"base"} and set(table["ncu_cache_control"]) == {"all"}
     assert "TARGET KWARGS ARRIVED" in text
     assert list(table["kernel_name"]) == ["conv", "relu"]
     summary = summarise_counters(table)
     assert summary["kernels"] == 2 and summary["kernel_time_ms"] == pytest.approx(0.004)
+    assert summary["ncu_clock_control"] == "base" and summary["ncu_cache_control"] == "all"
     assert summary["dram_throughput_pct"] == pytest.approx(70.0)  # (3 x 80 + 1 x 40) / 4, not the plain 60
     assert math.isnan(summary["l2_throughput_pct"]) and math.isnan(summary["sm_cycles_active"])  # not collected
     with pytest.raises(ValueError, match="kwargs go to a 'module:function' target"):
         hardware_counters(["python", "x.py"], kwargs={"a": 1})
+    with pytest.raises(ValueError, match="valid: clock_control base | none"):
+        hardware_counters("builtins:print", clock_control="boost")
 
 
 def test_profiled_region_runs_the_warmup_outside_the_profiled_call(monkeypatch):

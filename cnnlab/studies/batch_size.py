@@ -356,7 +356,7 @@ def counters_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     paper's throughput metrics), and a line saying which models have none and why ("" when all have them)."""
     rows = df[df["experiment"] == "counters"]
     columns = ["model", "batch_size", "kernels", "kernel_time_ms",
-               *(c for c in PAPER_METRICS.values() if c != "kernel_time_ns")]
+               *(c for c in PAPER_METRICS.values() if c != "kernel_time_ns"), "ncu_clock_control", "ncu_cache_control"]
     table = rows[rows["status"] == "ok"].reindex(columns=columns).reset_index(drop=True)
     if rows.empty:
         return table, "no hardware counters: no model was measured"
