@@ -470,3 +470,19 @@ def test_no_traces_in_the_quick_preset(measured):
 def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
     with pytest.raises(ValueError, match=match):
         bs.configure("quick", **bad)
+
+
+def test_gpu_points_whose_kernels_fill_under_half_their_time_are_launch_bound_and_the_claims_say_so():
+    """The first H100 run: lenet5's latency fell from 0.505 ms at batch 1 to 0.258 ms at batch 16 with ~0.03 ms of
+    kernels: the GPU waited on the host, and every batch-size claim passed or failed for host reasons."""
+    batch = _frame([10.0, 20.0], lat=[0.505, 0.258]).assign(model="lenet5", batch_size=[1, 16], device="cuda:0")
+    breakdown = pd.DataFrame({"model": "lenet5", "batch_size": [1, 16], "component": "kernel / compute",
+                              "profiled_time_per_batch_ms": [0.03, 0.2], "device": "cuda:0"})
+    marked = bs.mark_launch_bound(batch, breakdown)
+    assert marked["launch_bound"].tolist() == [True, False]
+    assert marked["kernel_share_pct"].tolist() == pytest.approx([100 * 0.03 / 0.505, 100 * 0.2 / 0.258])
+    claims = {c.claim: c for c in bs.check_claims(marked, "cuda:0")}
+    assert "launch-bound" in claims[GAIN].note and "lenet5 batch 1" in claims[GAIN].note
+    assert "launch-bound" not in claims[MEM].note
+    cpu = bs.mark_launch_bound(batch.assign(device="cpu"), breakdown.iloc[:0])
+    assert cpu["launch_bound"].isna().all() and (cpu["kernel_time_missing_reason"] == "CPU run: no kernels").all()

@@ -14,6 +14,7 @@ does not depend on pixel values.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -75,6 +76,9 @@ NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "f
 COMPONENTS = list(STEP_COMPONENTS)
 STACKED = COMPONENTS[:5]
 PROFILER_WARMUP = 2  # steps under the profiler before the profiled ones, discarded (its first steps cost it more)
+# A GPU point whose kernels fill less than this share of its time per batch is launch-bound: the GPU waits on the
+# host's launches, so its time says little about the arithmetic (the first H100 run: every quick point)
+LAUNCH_BOUND = 0.5
 DATA_SOURCE = "synthetic"
 THROUGHPUT_GAIN = 2.0  # "far above batch 1": the best batch gives more than this many times batch 1's images/s
 SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
@@ -199,6 +203,43 @@ def against_unprofiled(breakdown: pd.DataFrame, batch: pd.DataFrame) -> pd.DataF
             out.loc[stacked.index, "time_per_batch_ms"] = stacked["profiled_time_per_batch_ms"] * scale
     out["share_of_latency_pct"] = 100.0 * out["time_per_batch_ms"] / out["unprofiled_latency_ms"]
     return out
+
+
+def mark_launch_bound(batch: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
+    """``batch`` with each GPU point's kernel time per batch beside its latency (``kernel_time_ms``, from its
+    breakdown profile; ``kernel_share_pct`` of ``latency_ms_median``) and ``launch_bound`` (kernels fill less than
+    :data:`LAUNCH_BOUND` of the time per batch: the GPU waits on the host); NaN / None with
+    ``kernel_time_missing_reason`` on a CPU, which runs no kernels, or where the breakdown has no kernel time."""
+    out = batch.copy()
+    kernels = {}
+    if len(breakdown) and "component" in breakdown:
+        rows = breakdown[(breakdown["component"] == "kernel / compute") &
+                         breakdown["device"].astype(str).str.startswith("cuda")]
+        kernels = {(r["model"], int(r["batch_size"])): float(r["profiled_time_per_batch_ms"])
+                   for _, r in rows.iterrows()}
+    if out.empty:
+        return out
+    out["kernel_time_ms"] = [kernels.get((m, int(b)), math.nan) for m, b in zip(out["model"], out["batch_size"])]
+    out["kernel_share_pct"] = 100.0 * out["kernel_time_ms"] / out["latency_ms_median"]
+    out["launch_bound"] = [None if math.isnan(k) else bool(k < LAUNCH_BOUND * lat)
+                           for k, lat in zip(out["kernel_time_ms"], out["latency_ms_median"])]
+    out["kernel_time_missing_reason"] = [
+        None if not math.isnan(k) else "CPU run: no kernels" if not str(d).startswith("cuda")
+        else "no breakdown profile of this point" for k, d in zip(out["kernel_time_ms"], out.get("device", ""))]
+    return out
+
+
+def launch_bound_note(ok: pd.DataFrame) -> str:
+    """The launch-bound points of ``ok`` (experiment "batch"), for the claims about arithmetic: "" where none."""
+    if "launch_bound" not in ok:
+        return ""
+    bound = ok[ok["launch_bound"] == True]  # noqa: E712 (None where not known)
+    if bound.empty:
+        return ""
+    points = ", ".join(f"{m} batch {', '.join(str(int(b)) for b in g['batch_size'])}"
+                       for m, g in bound.groupby("model", sort=False))
+    return (f"launch-bound (kernels under {100 * LAUNCH_BOUND:.0f}% of the time per batch: the GPU waits on the "
+            f"host, so these times say little about the arithmetic): {points}")
 
 
 def memory_snapshots(batch: pd.DataFrame, folder: Path) -> pd.DataFrame:
@@ -327,6 +368,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     folder = trace_folder(store_dir, cfg.save_traces)
     batch = BATCH.run(cfg, store_dir, **kw)
     breakdown = against_unprofiled(BREAKDOWN.run(cfg, store_dir, bind=dict(trace_dir=folder), **kw), batch)
+    batch = mark_launch_bound(batch, breakdown)
     roof = roofline(batch)
     best = [{"model": r["model"], "batch_size": int(r["batch_size"])} for _, r in roof.iterrows()
             if r["model"] in cfg.counters_models]
@@ -380,8 +422,10 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     utilisation rises with batch size and depth (n/a where it was not measured); semwait rises with batch size (not
     judged: nothing here measures the paper's quantity)."""
     ok, dev = _ok(df, "batch"), str(device)
-    return [_memory_claim(ok, dev), *_total_time_claims(ok, dev), _throughput_claim(ok, dev),
-            _latency_claim(ok, dev), _utilisation_claim(ok, dev), _sync_wait_claim(_ok(df, "breakdown"), dev)]
+    bound = launch_bound_note(ok)  # said on every claim about the arithmetic's time
+    timed = [dataclasses.replace(c, note=joined(c.note, bound)) if bound else c
+             for c in (*_total_time_claims(ok, dev), _throughput_claim(ok, dev), _latency_claim(ok, dev))]
+    return [_memory_claim(ok, dev), *timed, _utilisation_claim(ok, dev), _sync_wait_claim(_ok(df, "breakdown"), dev)]
 
 
 def _total_time(row) -> Spread:
