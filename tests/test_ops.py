@@ -241,3 +241,26 @@ def test_the_profilers_own_events_are_not_the_workloads(shape, monkeypatch):
     assert got["cpu_time_total_ms"] == pytest.approx(base["cpu_time_total_ms"])
     assert got["wall_time_ms"] == pytest.approx(base["wall_time_ms"] - 0.020)
     assert got["profiler_overhead_ms"] == pytest.approx(0.020) and base["profiler_overhead_ms"] == 0
+
+
+@cuda
+@pytest.mark.gpu
+def test_timing_after_a_cuda_profile_in_the_same_process_is_not_slowed():
+    """The studies time points after CUDA profiles in the same process (quickstart, tiling's average memory, 02's
+    and 07's profiles before their timings). Kineto kept CUPTI attached after a profile on older versions
+    (pytorch#144455), which slowed every later launch; torch's profiler has torn it down since PR 146604. This is
+    the check that it does here: the same benchmark before and after a profile agrees within its noise. If it
+    fails on a GPU, those timings must move before the profiles, or the profiles into a subprocess."""
+    from cnnlab import models
+    from cnnlab.profiling import benchmark
+
+    net = models.get("resnet20").cuda().eval()
+    x = models.example_input(net, 32).cuda()
+    before = [benchmark(net, x, device="cuda", warmup=10, repeats=50, measure_memory=False) for _ in range(2)]
+    with torch.inference_mode():
+        profile_ops(lambda: net(x), iterations=3, device="cuda", warmup=1)
+    after = benchmark(net, x, device="cuda", warmup=10, repeats=50, measure_memory=False)
+    low = min(m.latency_ms_p10 for m in before)
+    high = max(m.latency_ms_p90 for m in before)
+    assert low * 0.9 <= after.latency_ms_median <= high * 1.1, (
+        [m.latency_ms_median for m in before], after.latency_ms_median, (low, high))
