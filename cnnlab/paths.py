@@ -30,8 +30,9 @@ FOLDER_VARIABLES = ("CNNLAB_FIGURES_DIR", "CNNLAB_DATA")
 
 def absolute_folders(environ=os.environ) -> None:
     """Make each of :data:`FOLDER_VARIABLES` set in ``environ`` absolute, against this process's working directory.
-    Called once when a run starts (``cnnlab.pipeline``), before any kernel: a kernel runs in ``notebooks/`` and would
-    read ``CNNLAB_FIGURES_DIR=myfigs`` as ``notebooks/myfigs``, while the pipeline and the report look in ``./myfigs``."""
+    Called once when a run starts (``cnnlab.pipeline``), before any kernel: a kernel runs in ``notebooks/`` and
+    would read ``CNNLAB_FIGURES_DIR=myfigs`` as ``notebooks/myfigs``, while the pipeline and the report look in
+    ``./myfigs``."""
     for name in FOLDER_VARIABLES:
         if environ.get(name):
             environ[name] = os.path.abspath(environ[name])
@@ -62,4 +63,5 @@ def data_root() -> Path:
     return Path(os.path.abspath(os.environ.get("CNNLAB_DATA") or base() / "data"))
 
 
-__all__ = ["FOLDER_VARIABLES", "NOTEBOOK_FOLDER", "absolute_folders", "base", "checkout", "data_root", "figures_root", "notebook_folders", "reference_roots"]
+__all__ = ["FOLDER_VARIABLES", "NOTEBOOK_FOLDER", "absolute_folders", "base", "checkout", "data_root", "figures_root",
+           "notebook_folders", "reference_roots"]
