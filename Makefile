@@ -162,6 +162,10 @@ test-oldest: $(STAMP)
 # is refused), P="repeats=3 models=['resnet20'] batch_sizes=[1, 4]" sets notebook parameters (NAME=VALUE pairs
 # separated by spaces; a value is a Python literal or text; a misspelt name fails in the config cell).
 # P, NB and PRESET reach cnnlab.pipeline as exported variables (their text unexpanded): no shell ever parses them.
+# TIMEOUT=2h sets how long one cell may run (seconds, or 45m, 2h; 0 for none; else $CNNLAB_CELL_TIMEOUT, else the
+# preset's: `python -m cnnlab.pipeline --help` lists them): a cell past it is interrupted and the run stops, naming
+# the notebook, the cell and the point its sweep was at. Ctrl-C stops the cell as Jupyter's stop button does (a stop is
+# not a failure of the point: it is measured next time); a second Ctrl-C kills the kernel.
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
 # FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown)
 # and fails when either the notebooks or the report failed.
@@ -169,6 +173,9 @@ figures: export CNNLAB_PARAMS = $(value P)
 figures: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
 ifneq ($(filter-out undefined default file,$(origin PRESET)),)
 figures: export CNNLAB_MAKE_PRESET = $(value PRESET)
+endif
+ifneq ($(filter-out undefined default file,$(origin TIMEOUT)),)
+figures: export CNNLAB_CELL_TIMEOUT = $(value TIMEOUT)
 endif
 figures: $(STAMP)
 	@$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \

@@ -18,6 +18,8 @@ import argparse
 import ast
 import contextlib
 import json
+import logging
+import math
 import os
 import re
 import signal
@@ -124,6 +126,37 @@ def choose_preset(flag: str | None, environ=os.environ, parameter=None) -> str:
         raise SystemExit(f"parameter preset={parameter!r} and {named[0]} {dict(given)[named[0]]!r} disagree: give the "
                          "preset once (PRESET= or P=\"preset=...\")")
     return chosen[given[0][0]] if given else config.resolve("auto")
+
+
+# How long one cell may run, by preset: at the quick preset each cell takes minutes on a 2-core CPU (make test gives
+# each 15), at standard and paper a sweep measures for hours on a GPU. A cell past it is interrupted and the run
+# stops, naming the notebook, the cell and the point its sweep was at. --timeout, make's TIMEOUT= or
+# $CNNLAB_CELL_TIMEOUT sets another: seconds, or 45m, 2h; 0 or none for no limit.
+CELL_LIMITS_S = {"quick": 30 * 60, "standard": 4 * 3600, "paper": 12 * 3600}
+TIMEOUT_VARIABLE = "CNNLAB_CELL_TIMEOUT"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)")
+# How long a timed-out cell is given to end once interrupted (a CPU convolution at a large batch returns to Python
+# within seconds) before its kernel is killed.
+SETTLE_S = 30
+
+
+def cell_limit(preset: str, flag: str | None = None, environ=os.environ) -> tuple[int | None, str]:
+    """Seconds one cell may run (None: no limit) and where that came from: ``--timeout``, else
+    ``$CNNLAB_CELL_TIMEOUT`` (make figures TIMEOUT=), else :data:`CELL_LIMITS_S` of ``preset``. A value is seconds
+    (``90``) or a number with s, m or h (``45m``, ``1.5h``); ``0`` or ``none`` is no limit; anything else is a
+    SystemExit naming it."""
+    for where, text in (("--timeout", flag), (f"${TIMEOUT_VARIABLE} (make's TIMEOUT=)", environ.get(TIMEOUT_VARIABLE))):
+        if text is None or not text.strip():
+            continue
+        text = text.strip().lower()
+        if text in ("0", "none", "off"):
+            return None, f"{where} {text}"
+        found = _DURATION.fullmatch(text)
+        if not found or float(found[1]) <= 0:
+            raise SystemExit(f"{where} {text!r} is not a time limit for one cell; give seconds (5400) or a number with "
+                             "s, m or h (90m, 1.5h), or 0 for none")
+        return math.ceil(float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]), f"{where} {text}"
+    return CELL_LIMITS_S.get(preset, max(CELL_LIMITS_S.values())), f"the {preset} preset's"
 
 
 @contextlib.contextmanager
@@ -256,6 +289,40 @@ def _interrupt(km) -> bool:
     return True
 
 
+def _end_cell(km, seconds: float) -> bool:
+    """Interrupt the cell the kernel runs and wait, at most ``seconds``, until it has ended (a sweep forgets the
+    attempt of the point it was measuring, so stopping it is no death): a kernel_info request is answered only after
+    the cell before it. A client of its own (its own session and socket identity), as nbclient's has stopped
+    listening. True when the cell ended."""
+    import queue
+
+    from jupyter_client.blocking import BlockingKernelClient
+
+    if not _interrupt(km):
+        return False
+    kc = BlockingKernelClient()
+    kc.load_connection_info(km.get_connection_info())
+    kc.start_channels(iopub=False, stdin=False, hb=False, control=False)
+    try:
+        asked, deadline = kc.kernel_info(), time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))["parent_header"].get("msg_id") == asked:
+                return True
+    except queue.Empty:
+        pass
+    finally:
+        kc.stop_channels()
+    return False
+
+
+class _TimeoutSaidOnce(logging.Filter):
+    """nbclient logs "Timeout waiting for execute reply (12s)." through papermill's logger (printed by logging's last
+    resort) before it raises; :func:`run` says it in its own line, with the cell and the point."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Timeout waiting for execute reply")
+
+
 def _on_cell_start(*hooks):
     def start(**kwargs):
         for hook in hooks:
@@ -263,12 +330,19 @@ def _on_cell_start(*hooks):
     return start
 
 
-def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None) -> int:
+def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None,
+        timeout: str | None = None) -> int:
+    """Execute ``notebooks`` in order with ``preset``; 0 when all ran, else 1 after the first that failed or timed
+    out (:func:`cell_limit`: ``timeout`` is --timeout's text), :data:`STOPPED` after a Ctrl-C."""
     import papermill
-    from nbclient.exceptions import DeadKernelError
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     paths.absolute_folders()  # (main did it already; here for a caller of run itself) before any kernel starts
+    limit, limit_source = cell_limit(preset, timeout)
+    papermill_log = logging.getLogger("papermill")
+    if not any(isinstance(f, _TimeoutSaidOnce) for f in papermill_log.filters):
+        papermill_log.addFilter(_TimeoutSaidOnce())
     BUILD.mkdir(parents=True, exist_ok=True)
     os.environ["CNNLAB_PRESET"] = preset
     for nb in notebooks:
@@ -288,7 +362,17 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
                 papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
                                            parameters=parameters or {}, progress_bar=False, log_output=False,
                                            on_cell_start=_on_cell_start(watch.on_cell_start, ctrl_c.on_cell_start),
-                                           km=km)
+                                           km=km, execution_timeout=limit)
+            except CellTimeoutError:  # nbclient stopped waiting; the cell still runs in the kernel
+                where = watch.where()
+                ended = _end_cell(km, SETTLE_S)
+                print(f"[cnnlab] TIMED OUT: {where}: the cell ran past its limit of {progress._clock(limit)} "
+                      f"({limit_source}; make figures TIMEOUT=... sets another, 0 none). "
+                      + ("It was interrupted" if ended else f"It did not end within {SETTLE_S} s of an interrupt: its "
+                         "kernel was killed, so a point it was measuring counts as one attempt")
+                      + f"; the points finished are kept. Executed copy: {BUILD / nb.name}",
+                      file=sys.stderr, flush=True)
+                return 1
             except KeyboardInterrupt:  # a second Ctrl-C, or one before the kernel ran: the kernel is killed
                 print(f"[cnnlab] stopped at once (Ctrl-C): {ctrl_c.where or watch.where()}; its kernel was killed, so "
                       "a point it was measuring counts as one attempt (two, and it is stored as killed: RETRY=1 "
@@ -351,6 +435,10 @@ def main(argv=None) -> int:
     parser.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                         help="a notebook parameter (repeatable), e.g. -p repeats=3 -p 'batch_sizes=[1, 4]'; "
                              f"${PARAMS_VARIABLE} may hold more, space-separated (make figures P=...)")
+    parser.add_argument("--timeout", metavar="LIMIT",
+                        help=f"how long one cell may run: seconds, or 45m, 2h; 0 for none (default: "
+                             f"${TIMEOUT_VARIABLE}, which make's TIMEOUT= sets, else by preset: "
+                             + ", ".join(f"{k} {progress._clock(v)}" for k, v in CELL_LIMITS_S.items()) + ")")
     parser.add_argument("--estimate", action="store_true",
                         help="only say how long each notebook expects to take here (short probes; nothing measured)")
     args = parser.parse_args(argv)
@@ -363,7 +451,7 @@ def main(argv=None) -> int:
     try:
         if args.estimate:
             return estimate(notebooks, preset, parameters=parameters)
-        return run(notebooks, preset, fresh=args.fresh, parameters=parameters)
+        return run(notebooks, preset, fresh=args.fresh, parameters=parameters, timeout=args.timeout)
     except KeyboardInterrupt:  # outside a notebook (FRESH waiting for a store, an estimate's probe): one line
         print("[cnnlab] stopped (Ctrl-C)", file=sys.stderr, flush=True)
         return STOPPED

@@ -57,14 +57,14 @@ def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp
     assert "unknown parameter(s) ['batchsize']" in capsys.readouterr().err
 
 
-def _one_notebook(tmp_path, monkeypatch, name: str, source: str) -> None:
-    """The pipeline's notebooks folder holding one notebook ``name`` of one code cell ``source``; its outputs under
-    ``tmp_path``."""
+def _one_notebook(tmp_path, monkeypatch, name: str, source: str | list[str]) -> None:
+    """The pipeline's notebooks folder holding one notebook ``name`` of one code cell ``source`` (or one per source
+    of a list); its outputs under ``tmp_path``."""
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}  # as ours
-    nb.cells = [nbformat.v4.new_code_cell(source)]
+    nb.cells = [nbformat.v4.new_code_cell(text) for text in ([source] if isinstance(source, str) else source)]
     (tmp_path / "notebooks").mkdir()
     nbformat.write(nb, tmp_path / "notebooks" / name)
     monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path / "notebooks")
@@ -99,7 +99,7 @@ def _fake_python(tmp_path, report_rc: int = 0):
     fake = tmp_path / "python"
     fake.write_text(f"""#!{sys.executable}
 import json, os, sys
-keys = ("CNNLAB_PARAMS", "CNNLAB_MAKE_PRESET", "CNNLAB_MAKE_NOTEBOOK")
+keys = ("CNNLAB_PARAMS", "CNNLAB_MAKE_PRESET", "CNNLAB_MAKE_NOTEBOOK", "CNNLAB_CELL_TIMEOUT")
 with open({str(log)!r}, "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in keys}}}}) + "\\n")
 sys.exit({report_rc} if sys.argv[1:3] == ["-m", "cnnlab.report"] else 0)
@@ -130,7 +130,7 @@ def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
     pipeline_call = json.loads(log.read_text().splitlines()[0])
     assert pipeline_call["argv"] == ["-m", "cnnlab.pipeline"]
     assert pipeline_call["env"] == {"CNNLAB_PARAMS": value, "CNNLAB_MAKE_PRESET": "paper;touch " + str(marker),
-                                    "CNNLAB_MAKE_NOTEBOOK": "00;touch " + str(marker)}
+                                    "CNNLAB_MAKE_NOTEBOOK": "00;touch " + str(marker), "CNNLAB_CELL_TIMEOUT": None}
     assert pipeline.parse_parameters(pipeline.split_parameters(value)) == {
         "repeats": "3';touch " + str(marker) + ";'", "models": ["resnet20"], "batch_sizes": [1, 4]}
     assert "status=$?" not in done.stdout and "cnnlab.pipeline" not in done.stdout  # make does not echo its recipe
@@ -283,7 +283,8 @@ def test_a_relative_figures_dir_is_where_the_run_was_started_for_the_kernel_fres
     tmp_path/myfigs, FRESH removes that folder's old results first, and the console names it."""
     _one_notebook(tmp_path, monkeypatch, "96_relative.ipynb",
                   "from cnnlab import pipeline\nout = pipeline.output_dir('96_relative')\n"
-                  "assert not (out / 'old.txt').exists(), 'FRESH kept the old results'\n(out / 'new.txt').write_text('ok')")
+                  "assert not (out / 'old.txt').exists(), 'FRESH kept the old results'\n"
+                  "(out / 'new.txt').write_text('ok')")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CNNLAB_FIGURES_DIR", "myfigs")
     (tmp_path / "myfigs" / "96_relative").mkdir(parents=True)
@@ -379,3 +380,54 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_is_not_counted_as_a_death(tmp_path
     stops = [line for line in (out + err).splitlines() if "Ctrl-C" in line]
     assert len(stops) == 1 and "95_stop" in stops[0] and "cell 1" in stops[0] and "i=1" in stops[0], out + err
     assert proc.returncode == -signal.SIGINT  # as Python itself ends on Ctrl-C: make and the shell stop too
+
+
+def test_a_cell_past_its_time_limit_stops_the_run_naming_the_notebook_the_cell_and_the_point(tmp_path, monkeypatch):
+    """A point that hangs (make figures used to wait for ever): the cell is stopped at its limit ($CNNLAB_CELL_TIMEOUT,
+    which make's TIMEOUT= sets), the run fails with one line naming the notebook, the cell, the point and the limit, the
+    finished point is kept and the hung one is not counted as a death (it was interrupted, not killed)."""
+    import signal
+
+    from cnnlab.profiling.store import Attempts
+
+    store = tmp_path / "figures" / "points.csv"
+    proc = _pipeline_process(tmp_path, monkeypatch, "93_hangs.ipynb",
+                             ["import time\nfrom cnnlab.profiling import sweep",  # (seconds on a busy 2-core CPU)
+                              "df = sweep(lambda i: (time.sleep(3600 if i == 1 else 0), {'x': i})[1], "
+                              f"{{'i': [0, 1, 2]}}, {str(store)!r}, desc='three points')"],
+                             env={"CNNLAB_CELL_TIMEOUT": "12s"})
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out + err
+    lines = [line for line in err.splitlines() if "TIMED OUT" in line]
+    assert len(lines) == 1 and "Traceback" not in out + err and "Timeout waiting" not in err, out + err
+    assert "93_hangs, cell 2 of 2" in lines[0] and "(i=1)" in lines[0] and "limit of 0:12" in lines[0], lines[0]
+    assert "$CNNLAB_CELL_TIMEOUT (make's TIMEOUT=) 12s" in lines[0] and "It was interrupted" in lines[0], lines[0]
+    assert [r["i"] for r in __import__("csv").DictReader(store.open())] == ["0"]
+    assert Attempts(store).count({"i": 1}) == 0
+
+
+def test_cell_limits_by_preset_and_overridden(monkeypatch):
+    limit = pipeline.cell_limit
+    assert limit("quick", environ={}) == (30 * 60, "the quick preset's")
+    assert limit("standard", environ={})[0] >= 3600 and limit("paper", environ={})[0] >= limit("standard", environ={})[0]
+    assert limit("quick", environ={"CNNLAB_CELL_TIMEOUT": "45m"})[0] == 2700
+    assert limit("quick", "1.5h", environ={"CNNLAB_CELL_TIMEOUT": "45m"})[0] == 5400  # --timeout first
+    assert limit("paper", environ={"CNNLAB_CELL_TIMEOUT": "0"})[0] is None
+    assert limit("quick", "90", environ={})[0] == 90 and limit("quick", "none", environ={})[0] is None
+    for bad in ("soon", "-5", "5d", "0.0"):
+        with pytest.raises(SystemExit, match="is not a time limit for one cell"):
+            limit("quick", bad, environ={})
+
+
+@from_checkout
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_figures_timeout_reaches_the_pipeline(tmp_path):
+    import json
+
+    fake, log = _fake_python(tmp_path)
+    assert _make_figures(fake, "TIMEOUT=45m").returncode == 0
+    assert json.loads(log.read_text().splitlines()[0])["env"]["CNNLAB_CELL_TIMEOUT"] == "45m"
