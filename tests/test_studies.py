@@ -270,7 +270,7 @@ def test_every_study_measures_through_the_shared_wrapper_with_a_plan_and_a_tf32_
         "tf32" in module.PARAMETERS.declared, f"{name} does not declare tf32 = studies.TF32"
 
 
-def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_path, capsys):
+def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_path, capsys, monkeypatch):
     import matplotlib
     import torch
 
@@ -301,8 +301,10 @@ def test_the_measurement_wrapper_estimates_sets_tf32_and_records_the_run(tmp_pat
     run = df.attrs["run"]
     assert run["expected_s"] == pytest.approx(0.03) and run["measured_s"] >= 0 and run["preset"] == "quick"
     assert run["settings"] == {"n": 3, "tf32": False, "device": "cpu"}
+    monkeypatch.setenv("CNNLAB_PRESET", "standard")  # what environment() reads: not the preset this run used
     studies.save(df, {}, [], tmp_path, name="toy")
-    assert json.loads((tmp_path / "environment.json").read_text())["run"]["expected_parts"] == {"points": 0.03}
+    env = json.loads((tmp_path / "environment.json").read_text())
+    assert env["run"]["expected_parts"] == {"points": 0.03} and env["preset"] == "quick"
 
 
 

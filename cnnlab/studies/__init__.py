@@ -394,6 +394,9 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     record = {**(environment() if env is None else env), "figures": list(figs), "run_id": uuid.uuid4().hex[:16]}
     if "run" in df.attrs:  # the preset, settings and times of the measurement (:func:`measurement`)
         record["run"] = df.attrs["run"]
+        if record["run"].get("preset"):  # the preset it measured with, however it was chosen (a notebook's cell)
+            record["preset"] = record["run"]["preset"]
+            record.pop("preset_missing_reason", None)
     text = json.dumps(record, indent=1, default=str) + "\n"
     plotting.write_atomic(out / "environment.json", lambda tmp: tmp.write_text(text))
     print(f"[cnnlab] results saved in {out} (run id {record['run_id']})", flush=True)
