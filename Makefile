@@ -169,10 +169,10 @@ test-oldest: $(STAMP)
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
 # FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown)
 # and fails when either the notebooks or the report failed.
-figures: export CNNLAB_PARAMS = $(value P)
-figures: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
+figures estimate: export CNNLAB_PARAMS = $(value P)
+figures estimate: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
 ifneq ($(filter-out undefined default file,$(origin PRESET)),)
-figures: export CNNLAB_MAKE_PRESET = $(value PRESET)
+figures estimate: export CNNLAB_MAKE_PRESET = $(value PRESET)
 endif
 ifneq ($(filter-out undefined default file,$(origin TIMEOUT)),)
 figures: export CNNLAB_CELL_TIMEOUT = $(value TIMEOUT)
@@ -182,12 +182,7 @@ figures: $(STAMP)
 	status=$$?; $(PY) -m cnnlab.report || [ $$status -ne 0 ] || status=1; exit $$status
 
 # How long each notebook expects to take here, without running it: its plan and short probes, as the notebook
-# prints before measuring (NB=, PRESET= and P= as for figures). E.g. make estimate PRESET=standard
-estimate: export CNNLAB_PARAMS = $(value P)
-estimate: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
-ifneq ($(filter-out undefined default file,$(origin PRESET)),)
-estimate: export CNNLAB_MAKE_PRESET = $(value PRESET)
-endif
+# prints before measuring (NB=, PRESET= and P= as for figures, exported above). E.g. make estimate PRESET=standard
 estimate: $(STAMP)
 	@$(PY) -m cnnlab.pipeline --estimate
 
