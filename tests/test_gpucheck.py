@@ -168,10 +168,11 @@ def test_the_repository_marks_its_cuda_tests():
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    """quickstart in full, then fp16 killed 3 s after it started (its process started while quickstart ran)."""
+    """quickstart in full, then fp16 killed 8 s after it started (its process started while quickstart ran; the
+    faulthandler dump at 6.4 s has time to be written on a loaded machine, where 3 s left it none)."""
     out, stores = tmp_path_factory.mktemp("gpu-check"), tmp_path_factory.mktemp("stores")
     cmd = [sys.executable, "-m", "cnnlab.gpucheck", "--device", "cpu", "--studies", "quickstart,fp16", "--skip-tests",
-           "--out", str(out), "--stores", str(stores), "--limits", "quickstart=600,fp16=3", "--prewarm",
+           "--out", str(out), "--stores", str(stores), "--limits", "quickstart=600,fp16=8", "--prewarm",
            "--budget", "1200"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
@@ -209,12 +210,12 @@ def test_a_study_runs_as_its_notebook_and_writes_what_the_report_reads(cpu_run):
 def test_a_study_past_its_limit_is_killed_and_said_where_it_was(cpu_run):
     proc, out, _, result = cpu_run
     fp16 = result["studies"][1]
-    assert fp16["status"] == "timeout" and fp16["limit_s"] == 3.0 and fp16["seconds"] < 20, fp16
-    assert fp16["error"].startswith("past its 3 s limit") and "; in cnnlab/" in fp16["error"], fp16
+    assert fp16["status"] == "timeout" and fp16["limit_s"] == 8.0 and fp16["seconds"] < 25, fp16
+    assert fp16["error"].startswith("past its 8 s limit") and "; in cnnlab/" in fp16["error"], fp16
     assert "Timeout (" in (out / "logs" / "02_fp16.log").read_text()
     assert not (out / "02_fp16" / "claims.csv").exists()
     line = next(line for line in (out / "gpu-check.txt").read_text().splitlines() if line.startswith("02_fp16"))
-    assert " timeout " in line and "past its 3 s limit" in line
+    assert " timeout " in line and "past its 8 s limit" in line
     alive = [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(out).encode() in _read(p)]
     assert alive == []  # the study's process and anything it started are gone
 
