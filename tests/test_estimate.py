@@ -65,9 +65,15 @@ def test_interpolate_probes_two_sizes_when_calls_are_fast_and_one_when_slow():
     assert probed == [1, 16]  # the ends only
     assert line[1] < line[4] < line[16] and line[4] == pytest.approx(line[1] + (line[16] - line[1]) * 3 / 15)
     probed.clear()
-    scaled = estimate.interpolate([2, 8, 64], at(estimate.SLOW_CALL_S / 2, 0.0), "cpu")
-    assert probed == [2]  # already slow at the smallest: no large call is probed
-    assert scaled[64] == pytest.approx(scaled[2] * 32)
+    # already slow at the smallest: no large call is probed; the line through the smallest and a near size
+    slow = estimate.interpolate([2, 8, 64], at(0.02, estimate.SLOW_CALL_S), "cpu")
+    assert probed == [2, 8]
+    assert slow[64] == pytest.approx(slow[2] + (slow[8] - slow[2]) * 62 / 6) and slow[64] > slow[8]
+    # a slow call that is mostly its fixed part is not scaled as if it were all per item (1024x batch 1's)
+    assert slow[64] < 32 * slow[2] / 2
+    probed.clear()
+    alone = estimate.interpolate([2, 64], at(estimate.SLOW_CALL_S / 2, 0.0), "cpu")
+    assert probed == [2] and alone[64] == pytest.approx(alone[2] * 32)  # no size within reach: in proportion
     assert estimate.interpolate([], at(0, 0), "cpu") == {}
 
 

@@ -107,26 +107,31 @@ def expect(works: Iterable[Work] | Callable[[], Iterable[Work]], *, device) -> E
                        device=str(device), units=units)
 
 
-SLOW_CALL_S = 0.2  # a probe call this slow at the smallest size: larger sizes are scaled from it, not probed
+SLOW_CALL_S = 0.2  # a probe call this slow at the smallest size: the largest is not probed, a nearer one is
+NEAR = 8  # ... the largest size at most this many times the smallest
 
 
 def interpolate(sizes: Iterable[float], unit_at: Callable[[float], Callable[[], Any]], device
                 ) -> dict[float, float]:
     """Seconds of one call at each size (a batch size, a network's FLOPs), probing as little as possible: the
-    smallest size is timed (``unit_at(size)`` gives one call there, :func:`unit_seconds`); where that call is fast,
-    the largest is timed too and the others lie on the line through the two (a call's time is a fixed part plus a
-    part per item, to a first approximation); where it is already slow (over :data:`SLOW_CALL_S`: a CPU, or fp16
-    arithmetic there), the fixed part is small and the others are scaled from it in proportion to their size, so that
-    no large, slow call is probed."""
+    smallest size is timed (``unit_at(size)`` gives one call there, :func:`unit_seconds`), then a second size, and
+    the others lie on the line through the two (a call's time is a fixed part plus a part per item, to a first
+    approximation). The second is the largest size where the first call is fast; where it is already slow (over
+    :data:`SLOW_CALL_S`: a CPU), the largest size no more than :data:`NEAR` times the smallest, so that no large,
+    slow call is probed, and larger sizes are extrapolated along that line (never below the smallest's time). With
+    one size, or no second within reach, times are in proportion to the size."""
     sizes = sorted(set(sizes))
     if not sizes:
         return {}
     low, high = sizes[0], sizes[-1]
     first = unit_seconds(unit_at(low), device)
-    if high == low or first > SLOW_CALL_S:
+    if first > SLOW_CALL_S:
+        near = [s for s in sizes[1:] if s <= NEAR * low]
+        high = near[-1] if near else low
+    if high == low:
         return {size: first * size / low for size in sizes}
-    last = unit_seconds(unit_at(high), device)
-    return {size: first + (last - first) * (size - low) / (high - low) for size in sizes}
+    slope = max(unit_seconds(unit_at(high), device) - first, 0.0) / (high - low)
+    return {size: first + slope * (size - low) for size in sizes}
 
 
 def by_batch(label: str, calls: dict[int, float], unit_at: Callable[[int], Callable[[], Any]], device) -> list[Work]:
