@@ -70,7 +70,9 @@ PARAMETERS = studies.Parameters(
 )
 configure = PARAMETERS.configure
 # Measurement fields left out: batch_size (the grid's), settings never set here, first_call_ms (NaN), total_time_s
-NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s")
+NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s",
+            "gpu_util_pct_p10", "gpu_util_pct_p90")  # (utilisation: the windows' median, least and most instead)
+UTIL_WINDOWS = 3  # timed loops whose utilisation a GPU point's interval spans
 # Components of experiment "breakdown". The stacked ones partition the time of a batch; the host's wait for the
 # GPU overlaps device work (the host waits while kernels run), so it is shown beside the stack, not in it.
 COMPONENTS = list(STEP_COMPONENTS)
@@ -110,17 +112,26 @@ def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup
     batches: 10,240 at batch 1024 for 10,000). Then ``params_m`` (millions), ``gflops_per_image`` and
     :class:`cnnlab.profiling.Measurement`'s fields."""
     net, x = _build(model, batch_size, "cpu")
+    repeats = max(math.ceil(images / batch_size), min_repeats)
     try:
-        m = benchmark(net, x, device=device, warmup=warmup, repeats=max(math.ceil(images / batch_size), min_repeats),
-                      measure_gpu_util=True)  # Fig. 2 and a claim use it
+        m = benchmark(net, x, device=device, warmup=warmup, repeats=repeats, measure_gpu_util=True)  # Fig. 2, a claim
+        # the utilisation of UTIL_WINDOWS timed loops (one NVML mean each, at least a second of samples): its
+        # interval is their least and most, not one loop's samples, which lie close together
+        utils = [m.gpu_util_pct] + [benchmark(net, x, device=device, warmup=0, repeats=repeats, measure_memory=False,
+                                              measure_gpu_util=True).gpu_util_pct
+                                    for _ in range(UTIL_WINDOWS - 1 if not math.isnan(m.gpu_util_pct) else 0)]
     finally:
         del net, x
         free_memory()
+    utils = [u for u in utils if not math.isnan(u)]
     cost, timed = _cost(model), m.repeats * batch_size
     per_image_ms = per_item(float(np.sum(m.latencies_ms)), timed)
     return {"images": images, "images_timed": timed, "time_per_image_ms": per_image_ms,
             "total_time_s": images * per_image_ms / 1e3,
             **{k: v for k, v in m.as_row().items() if k not in NOT_KEPT},
+            "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
+            "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
+            "gpu_util_windows": len(utils),
             "params_m": cost["param_bytes"] / 4 / 1e6, "gflops_per_image": cost["flops"] / 1e9,
             "data_source": DATA_SOURCE}
 def breakdown_point(model: str, batch_size: int, *, device: str, profile_iterations: int,
@@ -343,7 +354,7 @@ def plan(cfg) -> list[Work]:
     sessions = points * (1 + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 1))
     works.append(Work("breakdown profiles", sessions, profiler_session(dev)))
     if cuda:
-        works.append(Work("utilisation windows", points, UTIL_MIN_RUN_TIME_S))
+        works.append(Work("utilisation windows", points * UTIL_WINDOWS, UTIL_MIN_RUN_TIME_S))
     if counters_missing_reason(cfg.device) is None:
         counted = [m for m in cfg.models if m in cfg.counters_models]
         works += [Work("Nsight Compute", len(counted), NCU_MODEL_S),
@@ -540,7 +551,8 @@ def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
     paper = ("Sec. IV-A: \"the overall GPU utilization generally went up with both batch size and the complexity of "
              "the model (e.g., ResNet-56 was busier than ResNet-20)\" (Fig. 2 bottom)")
     criterion = ("gpu_util_pct at the largest batch > at the smallest, every model; mean over batch sizes rises "
-                 f"with ResNet depth; {NOISE_RULE} (of the NVML samples' p10-p90 where recorded)")
+                 f"with ResNet depth; {NOISE_RULE} (each point's interval: the least and most of its "
+                 f"{UTIL_WINDOWS} timed loops' NVML means)")
     util = ok.dropna(subset=["gpu_util_pct"])
     if util.empty:
         reasons = sorted(set(ok["gpu_util_missing_reason"].dropna())) if len(ok) else []
@@ -556,12 +568,13 @@ def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
     ours += f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}" if depth else ""
     skipped = int(ok["gpu_util_pct"].isna().sum())
     left_out = f"{skipped} point(s) without utilisation left out (gpu_util_missing_reason says why)" if skipped else ""
-    if not {"gpu_util_pct_p10", "gpu_util_pct_p90"} <= set(util.columns):
-        # cnnlab.profiling.benchmark keeps the mean of the NVML samples, not their spread: no interval to judge by
-        note = ("no noise interval recorded: gpu_util_pct is one mean of NVML samples per point (benchmark keeps "
-                "no p10-p90 of them), so the noise rule cannot decide")
+    if not {"gpu_util_pct_low", "gpu_util_pct_high"} <= set(util.columns) or \
+            (util["gpu_util_pct_low"] == util["gpu_util_pct_high"]).all():
+        # one loop's mean per point: no interval across windows to judge by
+        note = ("no noise interval recorded: gpu_util_pct is one loop's mean of NVML samples per point, so the noise "
+                "rule cannot decide")
         return Claim(claim, paper, ours, INCONCLUSIVE, dev, criterion=criterion, note=joined(note, left_out))
-    spreads = {m: [Spread(r["gpu_util_pct"], r["gpu_util_pct_p10"], r["gpu_util_pct_p90"]) for _, r in g.iterrows()]
+    spreads = {m: [Spread(r["gpu_util_pct"], r["gpu_util_pct_low"], r["gpu_util_pct_high"]) for _, r in g.iterrows()]
                for m, g in util.groupby("model", sort=False)}
     parts = [trend([s[0], s[-1]], "up", unit="%", labels=[f"{m} smallest batch", f"{m} largest batch"])
              for m, s in spreads.items() if len(s) > 1]
