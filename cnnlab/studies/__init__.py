@@ -13,7 +13,9 @@ following one contract, so that every notebook reads the same way:
   point function, the axes it sweeps; the settings it depends on are its point function's keyword-only
   parameters), run with :meth:`Experiment.run` into stores under ``store_dir`` (None: nowhere) named after the
   experiment and keyed by every setting, so an interrupted run resumes and another run never reads them;
-  :func:`combine` puts the experiments into one frame (:func:`tables` splits them).
+  :func:`combine` puts the experiments into one frame (:func:`tables` splits them). It is decorated with
+  :func:`measurement` (``@studies.measurement(plan)``): ``plan(cfg)`` lists the study's work, so that ``measure``
+  says how long it expects to take before it starts, and it measures under the study's ``tf32`` setting.
 - ``check_claims(df, device) -> list[Claim]``: the paper's claims judged on ``df``, each with its criterion.
 - ``figures(df) -> dict[str, Figure]``: the study's figures, named as they are saved.
 
