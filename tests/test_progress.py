@@ -55,6 +55,7 @@ def test_a_terminal_ipython_gets_the_text_bar(monkeypatch):
     assert progress.bar_class() is std.tqdm
 
 
+@pytest.mark.filterwarnings("ignore:.*is being written by another run")  # the waiting this test provokes
 def test_a_run_waiting_for_another_runs_store_says_so_on_the_console_with_its_pid(tmp_path, monkeypatch):
     from cnnlab import pipeline
     from cnnlab.profiling import sweep
