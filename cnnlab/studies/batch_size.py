@@ -25,12 +25,12 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, throughput_gain, trend
-from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot, profile_ops,
-                              roofline_point, snapshot_file, trace_file, trace_folder)
+from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory, memory_snapshot,
+                              profile_ops, roofline_point, snapshot_file, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.derived import per_item
 from cnnlab.profiling.ops import HOST_WAIT, STEP_COMPONENTS, step_components
-from cnnlab.profiling.estimate import Work, by_batch, profiler_session
+from cnnlab.profiling.estimate import Work, by_batch, profiler_session, unit_seconds
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.studies import Experiment, Parameter
 
@@ -338,6 +338,11 @@ def plan(cfg) -> list[Work]:
     dev = torch.device(cfg.device)
     cuda = dev.type == "cuda"
     works = []
+    profiler_session(dev)()  # the profiler's start-up, once per process, paid here: not in a probe's time
+    # calls under the profiler per point: the breakdown's (its warm-up, its steps, on a GPU the one-step profiles of
+    # the host's wait, each after one warm step) and, on a CPU, benchmark's memory pass
+    profiled = PROFILER_WARMUP + cfg.profile_iterations + (2 * max(cfg.profile_iterations, SYNC_SAMPLES) if cuda
+                                                           else 3)
     for name in cfg.models:
         net = models.get(name).to(dev).eval()
 
@@ -345,11 +350,14 @@ def plan(cfg) -> list[Work]:
             x = models.example_input(net, size).to(dev)
             return lambda: _infer(net, x)
 
-        calls = {b: cfg.warmup + max(math.ceil(cfg.images / b), cfg.min_repeats) + (0 if cuda else 3)  # timed
-                 + PROFILER_WARMUP + cfg.profile_iterations  # profiled
-                 + (2 * max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 0)
-                 for b in cfg.batch_sizes}
+        calls = {b: cfg.warmup + max(math.ceil(cfg.images / b), cfg.min_repeats) + profiled for b in cfg.batch_sizes}
         works += by_batch("batches", calls, batch, dev)
+        # what the profiler adds to a call: per operator, so the same at every batch size (7x a plain call for a
+        # small model on a CPU), timed at the smallest batch
+        small = batch(min(cfg.batch_sizes))
+        under_profiler = unit_seconds(lambda small=small: memory.memory_over_time(small, dev), dev)
+        overhead = max(under_profiler - unit_seconds(small, dev, warm=True), 0.0)
+        works.append(Work("profiler overhead", len(cfg.batch_sizes) * profiled, overhead))
     points = len(cfg.models) * len(cfg.batch_sizes)
     sessions = points * (1 + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 1))
     works.append(Work("breakdown profiles", sessions, profiler_session(dev)))
