@@ -20,12 +20,14 @@
 - :mod:`derived <cnnlab.profiling.derived>`: metrics derived from measured ones (ratios, speed-ups, changes in
   percent, time per item, throughput, scaling efficiency; :func:`derived.against` sets rows beside a baseline)
 - :func:`environment`: what the numbers were measured on (``environment.py``)
+- :mod:`cupti <cnnlab.profiling.cupti>`: whether this process ran a CUDA profile before a timing (every
+  :func:`benchmark` row says so, ``after_cuda_profile``; the studies time before they profile)
 - :func:`quiet_profiler`: the C++ profiler's start/stop banners kept out of notebooks, real errors kept (``quiet.py``)
 - :func:`save_chrome_trace`, :func:`memory_snapshot`: files to open elsewhere: a profile as Chrome trace JSON
   (Perfetto, TensorBoard), CUDA allocator history for pytorch.org/memory_viz (``traces.py``)
 """
 
-from cnnlab.profiling import derived
+from cnnlab.profiling import cupti, derived
 from cnnlab.profiling.cost import achieved, cost_model, device_peaks, roofline_point
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
@@ -41,7 +43,7 @@ from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot
 
 __all__ = [
     "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point", "code_digest",
-    "combine_rounds", "cost_model", "derived", "device_peaks", "environment", "free_memory", "grid_points",
+    "combine_rounds", "cost_model", "cupti", "derived", "device_peaks", "environment", "free_memory", "grid_points",
     "hardware_counters", "loader_sweep", "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler",
     "resident_bytes", "roofline_point", "save_chrome_trace", "snapshot_file", "store_file", "sweep", "synchronize",
     "time_spread", "trace_file", "trace_folder", "wall_time",

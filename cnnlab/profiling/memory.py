@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from cnnlab.profiling import cupti
 from cnnlab.profiling.quiet import ONE_CYCLE, UNKNOWN_FREE, quiet_profiler
 
 MIB = 1024**2
@@ -243,6 +244,7 @@ def memory_over_time(step: Callable[[], object], device, *, before: Callable[[],
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with quiet_profiler(), profile(activities=activities, profile_memory=True, record_shapes=False,
                                    **ONE_CYCLE) as prof:
+        cupti.note_profile(cuda)
         if before is not None:
             with quiet_profiler(also=(UNKNOWN_FREE,)):  # a free of a block from before the profile: not counted
                 before_out = before()

@@ -18,6 +18,7 @@ import torch
 
 from cnnlab import config
 from cnnlab.profiling.memory import MIB, allocated_from_memory_events, peak_from_memory_events, raw_events
+from cnnlab.profiling import cupti
 from cnnlab.profiling.quiet import ONE_CYCLE, quiet_profiler
 from cnnlab.profiling.traces import save_chrome_trace
 
@@ -126,6 +127,7 @@ def profile_ops(
     with quiet_profiler(), profile(activities=activities, record_shapes=record_shapes, profile_memory=profile_memory,
                  with_stack=with_stack, schedule=_schedule(warmup, iterations) if scheduled else None,
                  **ONE_CYCLE) as prof:
+        cupti.note_profile(cuda)
         steps = warmup + iterations if scheduled else iterations
         for step in range(steps):
             with record_function(_ITERATION):

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from cnnlab.profiling import cupti
 from cnnlab.profiling import memory as _memory
 from cnnlab.profiling.memory import MIB
 from cnnlab import config
@@ -105,6 +106,7 @@ class Measurement:
     dtype: str | None
     autocast: str | None
     memory_format: str | None
+    after_cuda_profile: bool
     batch_size: int
     warmup: int
     repeats: int
@@ -293,7 +295,11 @@ def benchmark(
         while the allocator's heap grows). ``torch.utils.benchmark``'s ``adaptive_autorange`` sizes blocks
         of calls by their spread; here every call is timed alone (p10/p90 per batch), so only its idea, a
         minimum run time, is taken.
+
+    ``after_cuda_profile``: whether a CUDA profile ran in this process before this timing (one may leave CUPTI
+    attached, which slows kernel launches: :mod:`cnnlab.profiling.cupti`); the studies time before they profile.
     """
+    after_profile = cupti.cuda_profiles() > 0
     dev = config.resolve_device(device)
     dtype_name = config.dtype_name(dtype)
     autocast_dtype = config.autocast_name(autocast)
@@ -400,6 +406,7 @@ def benchmark(
         pin_memory=bool(pin_memory and location == "host"),
         first_call_ms=first_ms,
         cpu_threads=torch.get_num_threads(),
+        after_cuda_profile=after_profile,
         labels=dict(labels or {}),
         **timed,
     )

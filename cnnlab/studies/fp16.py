@@ -133,17 +133,29 @@ def _trained_dtype(net: torch.nn.Module) -> str:
 def time_point(precision: str, batch_size: int, *, net: torch.nn.Module, device: str, warmup: int,
                repeats: int) -> dict:
     """One point of experiment "timing": ``benchmark``'s row for a copy of ``net`` in ``precision`` at
-    ``batch_size`` (latency_ms_* per batch in ms, throughput_items_per_s, peak_mem_alloc_mib in MiB...) and
-    :func:`average_memory`'s columns."""
+    ``batch_size`` (latency_ms_* per batch in ms, throughput_items_per_s, peak_mem_alloc_mib in MiB...)."""
     dtype, autocast = PRECISIONS[precision]
     model = copy.deepcopy(net)  # benchmark converts the model in place
     m = benchmark(model, models.example_input(model, batch_size), device=torch.device(device), dtype=dtype,
                   autocast=autocast, warmup=warmup, repeats=repeats)
     row = {k: v for k, v in m.as_row().items() if k not in ("first_call_ms", "memory_format")}  # not used here
-    avg = average_memory(model, batch_size, dtype, autocast, device)
     del model
     free_memory()
-    return {**row, **avg, "trained_model_dtype": _trained_dtype(net), "data_source": "synthetic"}
+    return {**row, "trained_model_dtype": _trained_dtype(net), "data_source": "synthetic"}
+
+
+def memory_point(precision: str, batch_size: int, *, net: torch.nn.Module, device: str) -> dict:
+    """One point of experiment "average_memory": :func:`average_memory`'s columns for a copy of ``net`` in
+    ``precision`` at ``batch_size``, converted as ``benchmark`` converts it. Its own sweep, after every timing:
+    it runs under the profiler, and no point is timed after a CUDA profile (``cnnlab.profiling.cupti``)."""
+    dtype, autocast = PRECISIONS[precision]
+    dev = torch.device(device)
+    model = copy.deepcopy(net).to(dev, dtype=config.to_dtype(dtype) or torch.float32).eval()
+    try:
+        return average_memory(model, batch_size, dtype, autocast, device)
+    finally:
+        del model
+        free_memory()
 
 
 def accuracy_point(precision: str, *, net: torch.nn.Module, test_set, dataset: str, eval_batch_size: int,
@@ -164,6 +176,9 @@ def accuracy_point(precision: str, *, net: torch.nn.Module, test_set, dataset: s
 
 TIMING = Experiment("timing", time_point, axes={"precision": "precisions", "batch_size": "batch_sizes"},
                     desc="precision: time and memory")
+AVERAGE_MEMORY = Experiment("average_memory", memory_point,
+                            axes={"precision": "precisions", "batch_size": "batch_sizes"},
+                            desc="precision: average memory")
 ACCURACY = Experiment("accuracy", accuracy_point, axes={"precision": "precisions"}, desc="precision: accuracy")
 
 
@@ -228,6 +243,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
     # the trained model and test set are bound, not keys: the settings that make them (model, dataset, ...) are
     times = TIMING.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net), skip=not_timed)
+    # under the profiler, so after every timing: the timing row of each point gets its columns
+    averages = AVERAGE_MEMORY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net),
+                                  skip=not_timed)
+    times = with_average_memory(times, averages)
     test_set = data.load(cfg.dataset, "test", synthetic=cfg.synthetic)
     acc = ACCURACY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net, test_set=test_set))
     fp32 = acc[acc["status"] == "ok"].set_index("precision")
@@ -237,6 +256,24 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         part["dtype"] = part["precision"].map(lambda p: PRECISIONS[p][0] or "float32")  # of weights and inputs
         part["autocast"] = part["precision"].map(lambda p: PRECISIONS[p][1] or "off")
     return studies.combine(training=history, timing=times, accuracy=acc)
+
+
+def with_average_memory(times: pd.DataFrame, averages: pd.DataFrame) -> pd.DataFrame:
+    """Experiment "timing"'s rows with experiment "average_memory"'s columns (``avg_mem_*``) of the same precision
+    and batch size beside them; where that pass failed or was skipped, NaN with its status and error in
+    ``avg_mem_missing_reason``."""
+    keys = ["precision", "batch_size"]
+    averages = averages.copy()
+    if "status" in averages:
+        bad = averages["status"] != "ok"
+        reason = averages["avg_mem_missing_reason"] if "avg_mem_missing_reason" in averages else None
+        averages["avg_mem_missing_reason"] = pd.Series(reason, index=averages.index, dtype=object)
+        error = averages["error"].astype(str).str[:200] if "error" in averages else ""
+        averages.loc[bad, "avg_mem_missing_reason"] = ("average-memory pass " + averages["status"] + ": "
+                                                       + error)[bad]
+    columns = [c for c in averages.columns if c.startswith("avg_mem_")]
+    return times.drop(columns=[c for c in columns if c in times]).merge(averages[keys + columns], on=keys,
+                                                                        how="left")
 
 
 ACCURACY_PAPER = ("Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss "
