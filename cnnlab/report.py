@@ -22,6 +22,7 @@ reference machine's rendered notebooks are linked from ``figures/reference/<mach
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as _dt
 import hashlib
 import html
@@ -386,6 +387,18 @@ def _link(target: Path, base: Path) -> str:
     return quote(Path(os.path.relpath(target, base)).as_posix())
 
 
+def _data_uri(png: Path, base: Path) -> str:
+    """The PNG file ``png`` as a ``data:`` URI, so that the page shows it wherever the page alone is opened: inside
+    JupyterLab (its HTML viewer, a sandboxed frame, may not load the page's neighbours from the server: 403
+    "Blocking request from unknown origin"), from file://, as an e-mail attachment. An unreadable file gives its
+    address relative to the folder ``base`` instead."""
+    try:
+        return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+    except OSError as err:
+        _warn(f"figure {png} cannot be read ({err}); the page links it instead of holding it")
+        return _link(png, base)
+
+
 def _paper_of(notebook: str) -> tuple[str, str]:
     from cnnlab import studies
 
@@ -554,7 +567,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
             svg = fig.with_suffix(".svg")
             target = svg if svg.is_file() else fig
             figures.append(f'<figure><a href="{_link(target, base)}">'
-                           f'<img src="{_link(fig, base)}" alt="{_e(fig.stem)}">'
+                           f'<img src="{_data_uri(fig, base)}" alt="{_e(fig.stem)}">'
                            f"</a><figcaption>{_e(m.name)}: {_e(fig.stem)}</figcaption></figure>")
     parts.append(f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No figure saved.</p>")
     for m in machines:
@@ -680,7 +693,7 @@ def main(argv=None) -> int:
     except OSError as err:  # write_atomic's message names the file and the free space; no traceback needed
         print(f"cnnlab.report: the report was not written: {err}", file=sys.stderr)
         return 1
-    print(f"[cnnlab] report: {page}")
+    print(f"[cnnlab] report: {page.resolve()}")  # the last line make figures prints: where to open it
     return 0
 
 
