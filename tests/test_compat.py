@@ -59,3 +59,32 @@ def test_schemas_are_not_registered_where_the_extension_loads(monkeypatch):
     monkeypatch.setattr(torch.library, "Library", lambda *a, **k: defined.append(a))
     assert _compat.patch_torchvision() == "extension"
     assert defined == [] and _compat._library is None
+
+
+def test_importing_cnnlab_alone_imports_neither_torch_nor_torchvision():
+    """`import cnnlab` is cheap (torch alone takes seconds to import): the torchvision patch waits for torchvision's
+    import, and nothing else in the package's __init__ needs torch. Checked in a fresh process's sys.modules."""
+    code = ("import sys, cnnlab; print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules));"
+            "print([type(f).__name__ for f in sys.meta_path][:1])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported, first_finder = out.stdout.strip().splitlines()[-2:]
+    assert imported == "[]", f"import cnnlab imported {imported}"
+    assert first_finder == "['_PatchTorchvisionFirst']"
+
+
+def test_the_torchvision_finder_patches_once_then_steps_aside():
+    """`from torchvision import ...` after `import cnnlab` goes through the finder, which patches and removes
+    itself; importing (or reloading) cnnlab again adds no second finder once torchvision is in."""
+    code = ("import sys, importlib, cnnlab\n"
+            "from torchvision import models\n"
+            "from cnnlab import _compat\n"
+            "names = lambda: [type(f).__name__ for f in sys.meta_path].count('_PatchTorchvisionFirst')\n"
+            "after_import = names()\n"
+            "importlib.reload(cnnlab)\n"
+            "print(_compat.torchvision_status, after_import, names(), sep='|')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    status, after_import, after_reload = out.stdout.strip().splitlines()[-1].split("|")
+    assert status in {"extension", "schemas registered"}
+    assert (after_import, after_reload) == ("0", "0")
