@@ -31,7 +31,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from cnnlab import claims as _claims
-from cnnlab import paths, plotting, studies
+from cnnlab import paths, plotting, studies, tables
 from cnnlab.profiling.store import STORE_FOLDER, STORE_NAME
 
 THIS_COMPUTER = "this computer"
@@ -684,15 +684,15 @@ def _frame_html(df: pd.DataFrame, title: str, index: bool = False, max_rows: int
     Styler escapes nothing unless told to)."""
     if df.empty:
         return ""
-    shown = df.head(max_rows)
-    text = [c for c in shown.columns if not _is_number(shown[c])]
-    # a text column's values as text: the Styler escapes strings only (a list, say, is escaped as what it shows)
-    shown = shown.astype({c: object for c in text})
+    first = df.head(max_rows)
+    text = [c for c in first.columns if not _is_number(first[c])]
+    shown = first.astype(object)
     for i, c in enumerate(shown.columns):
-        if c in text:
-            shown.iloc[:, i] = [v if v is None or v is pd.NA or v != v else str(v) for v in shown.iloc[:, i]]
-    floats = {c: "{:.4g}" for c in shown.columns if pd.api.types.is_float_dtype(shown[c])}
-    styler = (shown.style.format(floats, na_rep="", escape="html").format_index(escape="html", axis=0)
+        if c in text:  # as text: the Styler escapes strings only (a list, say, is escaped as what it shows)
+            shown.iloc[:, i] = [v if v is None or v is pd.NA or v != v else str(v) for v in first.iloc[:, i]]
+        else:  # rounded by its unit (cnnlab.tables), as in the notebooks
+            shown.iloc[:, i] = tables.format_column(first.iloc[:, i]).to_numpy()
+    styler = (shown.style.format(na_rep="", escape="html").format_index(escape="html", axis=0)
               .format_index(escape="html", axis=1).set_properties(subset=text, **{"text-align": "left"}))
     table = (styler if index else styler.hide(axis="index")).to_html()  # text left-aligned, numbers right
     # (jp-RenderedHTMLCommon: JupyterLab's own table style; elsewhere an unknown class changes nothing)

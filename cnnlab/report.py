@@ -38,6 +38,7 @@ import pandas as pd
 
 from cnnlab import claims as _claims
 from cnnlab import paths
+from cnnlab import tables as _tables
 
 THIS_MACHINE = "this machine"
 HELD_CLASS = {"yes": "yes", "no": "no", "inconclusive": "inc", "n/a": "na"}
@@ -113,10 +114,11 @@ def compact(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 class _Table:
-    """What Jupyter displays for :func:`show`: the table and its line, as HTML or as text."""
+    """What Jupyter displays for :func:`show`: the table and its line, as HTML or as text; its numbers rounded by
+    their unit and its reasons beside the status (:func:`cnnlab.tables.readable`; the CSVs keep every digit)."""
 
     def __init__(self, df: pd.DataFrame, line: str):
-        self.df, self.line = df, line
+        self.df, self.line = _tables.readable(df), line
 
     def _repr_html_(self) -> str:
         note = f'<p style="text-align:left"><em>{html.escape(self.line)}</em></p>' if self.line else ""

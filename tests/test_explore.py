@@ -211,6 +211,12 @@ def test_categorical_x_draws_bars_in_order(index):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["resnet20", "resnet32"]
 
 
+def test_the_points_table_rounds_numbers_by_their_unit():
+    page = explore._frame_html(pd.DataFrame({"batch_size": [1, 2], "latency_ms_median": [23.190336, 0.5123456],
+                                             "gpu_util_pct": [41.27, 7.0]}), "Points plotted")
+    assert ">23.2<" in page and ">0.512<" in page and ">41.3<" in page and ">7.0<" in page and "23.19" not in page
+
+
 def test_first_view_puts_this_computer_beside_the_reference_on_a_table_both_have(index):
     view = explore.first_view(index)
     assert view.machines == (THIS_COMPUTER, "h100")
