@@ -609,7 +609,9 @@ tr.paper th { background: #ddf4ff; }
 .held-inc { background: #fff8c5; } .held-inc .verdict { color: #9a6700; }
 .held-na, .held-none { background: #f6f8fa; color: #57606a; }
 .env th { width: 14em; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }
-figure { margin: 0; flex: 1 1 640px; max-width: 100%; } figure img { width: 100%; border: 1px solid #d0d7de; }
+figure { margin: 0; flex: 1 1 640px; max-width: 100%; }
+figure img { display: block; max-width: 100%; max-height: 85vh; width: auto; height: auto; margin: 0 auto;
+             border: 1px solid #d0d7de; }
 .summary span { padding: 1px 6px; border-radius: 3px; } .stale { background: #ffebe9; padding: 0.5em 1em; }
 figcaption, .paper-of, .links { color: #57606a; font-size: 0.9em; }
 .damaged { background: #ffebe9; padding: 0.5em 1em; }

@@ -7,6 +7,7 @@ import base64
 import html
 import json
 import math
+import re
 import shutil
 import struct
 import subprocess
@@ -418,3 +419,13 @@ def test_the_stale_flag_compares_run_ids_not_file_dates(tmp_path, capsys):
     page = report.write(figures, executed).read_text()
     assert "The last run of 01_batch_size failed (In [7] stopped with AssertionError: out of memory): the figures " \
            "and claims below are from an earlier run, written 2026-11-23 10:00 UTC." in page
+
+
+def test_a_figure_on_the_page_fits_a_screen():
+    # 01's main figure (7 x 8 in) was stretched to the page's width: 1.3 screens tall
+    rule = re.search(r"figure img \{([^}]*)\}", report.STYLE).group(1)
+    props = dict(p.split(":", 1) for p in (" ".join(rule.split())).split(";") if ":" in p)
+    props = {k.strip(): v.strip() for k, v in props.items()}
+    assert props.get("max-width") == "100%" and props.get("width", "auto") == "auto"
+    height = re.fullmatch(r"(\d+)vh", props.get("max-height", ""))
+    assert height and int(height.group(1)) <= 90
