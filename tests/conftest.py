@@ -36,10 +36,3 @@ def ran_interpreted_in_subprocess(request) -> bool:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return True
-
-
-def pytest_terminal_summary(terminalreporter):
-    """Say why the real-browser test did not run (pytest lists the reasons for skips only with -rs)."""
-    for report in terminalreporter.stats.get("skipped", []):
-        if "test_browser.py" in report.nodeid and isinstance(report.longrepr, tuple):
-            terminalreporter.write_line(f"SKIPPED {report.nodeid}: {report.longrepr[-1]}", yellow=True)

@@ -272,7 +272,8 @@ def _dropdown(driver, label: str):
     return None
 
 
-@pytest.mark.skipif(bool(LAB_WIDGETS_MISSING), reason=LAB_WIDGETS_MISSING)
+@pytest.mark.skipif(bool(LAB_WIDGETS_MISSING),
+                    reason=f"JupyterLab cannot show the explorer's widgets: {LAB_WIDGETS_MISSING}")
 def test_explorer_in_jupyterlab_changes_the_plot_when_a_dropdown_changes(lab, browser):
     url, token, note_processes = lab
     try:

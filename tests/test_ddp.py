@@ -166,7 +166,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux): the check reads process state there")
 @pytest.mark.gpu
 def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_path, monkeypatch):
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
@@ -224,7 +224,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux): the check reads process state there")
 def test_two_torchrun_nodes_meet_at_a_c10d_rendezvous_and_train_one_model(tmp_path):
     """The README's several-machine command, both "machines" on localhost: two torchrun agents (--nnodes 2, one
     Gloo process each, each with its own output folder) meet at a c10d rendezvous and train as one group."""
@@ -299,7 +299,7 @@ def _wait_for_launched(pid: int, count: int, timeout_s: float = 60) -> list[int]
     return found
 
 
-@pytest.mark.skipif(not Path("/proc").exists(), reason="process check reads /proc")
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux): the check reads process state there")
 def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, monkeypatch):
     import signal
     import threading
@@ -326,7 +326,7 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
     assert _processes_mentioning(str(tmp_path)) == []  # launch() waited until every one was gone
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux, whose prctl has the parent-death signal")
 def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path):
     # papermill killed: the launcher gets no chance to clean up, so torchrun and its workers must stop by themselves
     code = ("import sys; from cnnlab import ddp; ddp.launch(world_size=2, out_dir=sys.argv[1], timeout_s=300, "

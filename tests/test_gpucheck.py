@@ -240,7 +240,7 @@ def _read(path: Path) -> bytes:
 
 # ------------------------------------------------------------------------------------------- the make target
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
 def test_make_target_needs_no_venv_and_never_runs_setup():
     dry = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "-n", "gpu-check", "VENV=/nowhere",
                           "GPU_CHECK_ARGS=--studies fp16"], capture_output=True, text=True, check=True).stdout
@@ -248,7 +248,7 @@ def test_make_target_needs_no_venv_and_never_runs_setup():
     assert "python3 -m cnnlab.gpucheck --studies fp16" in dry and "pip" not in dry and "venv" not in dry
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_make_target_refuses_cleanly_without_cuda(tmp_path):
     # python3 on the PATH is this Python (the framework image's role), and there is no .venv

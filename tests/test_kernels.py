@@ -237,7 +237,8 @@ def test_gpu_kernel_compiles_for_h100_without_spills():
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     if "ptxas" in proc.stderr and proc.returncode != 0 and "No such file" in proc.stderr:
-        pytest.skip("Triton's bundled ptxas is missing")
+        pytest.skip("compiling for CUDA needs Triton's bundled ptxas (its CUDA assembler), which this Triton "
+                    "install lacks")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     # Register allocation is the compiler's: with the locked Triton (3.7.1) nothing spills; Triton 3.6.0 (the lent
@@ -430,7 +431,7 @@ def test_interpreter_scalar_compat_squeezes_scalars_for_older_interpreters(monke
     """Triton 3.4-3.6's interpreter gives a scalar argument (a 1-element array) to ``range`` through ``int(array)``,
     which numpy 2.4 refuses; cnnlab's compat wraps such an interpreter so the index comes from the squeezed array.
     A stand-in with 3.6's code checks the wrap, on whatever triton and numpy are installed."""
-    pytest.importorskip("triton")
+    pytest.importorskip("triton", reason="Triton is not installed: the interpreter this test wraps is Triton's")
     import numpy as np
     from triton.runtime import interpreter
 

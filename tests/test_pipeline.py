@@ -8,7 +8,8 @@ import pytest
 from cnnlab import paths, pipeline
 
 # The notebooks are part of a checkout, not of the installed package.
-from_checkout = pytest.mark.skipif(paths.checkout() is None, reason="cnnlab is imported as an installed package")
+from_checkout = pytest.mark.skipif(paths.checkout() is None, reason="needs the source checkout (its notebooks/ and "
+                                   "Makefile): cnnlab is imported here as an installed package")
 
 
 def test_output_dir_follows_environment(tmp_path, monkeypatch):
@@ -116,7 +117,7 @@ def _make_figures(fake, *args, env=None):
 
 
 @from_checkout
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
 def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
     import json
 
@@ -140,7 +141,7 @@ def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
 
 
 @from_checkout
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
 def test_make_figures_fails_when_its_report_could_not_be_written(tmp_path):
     fake, _ = _fake_python(tmp_path, report_rc=1)
     assert _make_figures(fake).returncode != 0
@@ -424,7 +425,7 @@ def test_cell_limits_by_preset_and_overridden(monkeypatch):
 
 
 @from_checkout
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
 def test_make_figures_timeout_reaches_the_pipeline(tmp_path):
     import json
 

@@ -35,7 +35,7 @@ def test_a_kernel_without_ipywidgets_gets_the_text_bar_and_no_warning(monkeypatc
 
 
 def test_a_kernel_with_ipywidgets_gets_the_widget_bar(monkeypatch):
-    pytest.importorskip("ipywidgets")
+    pytest.importorskip("ipywidgets", reason="ipywidgets is not installed: the widget bar needs it")
     _kernel(monkeypatch, {"IPKernelApp": {}})
     assert progress.bar_class() is notebook.tqdm
 
