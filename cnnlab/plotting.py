@@ -2,7 +2,8 @@
 
 Notebooks call :func:`set_theme` once, label axes from tidy column names with :func:`label_for`
 (``latency_ms_median`` -> "Latency median (ms)"), put batch size on a base-2 log axis with
-:func:`log2_batch_axis` (the papers double the batch size from 1 to 1024), and save with
+:func:`log2_batch_axis` (the papers double the batch size from 1 to 1024), label every other log axis at
+1-2-5 with plain numbers (:func:`log_axes`, which :func:`keep` and :func:`save_figure` apply), and save with
 :func:`save_figure`, which writes the same figure as PNG (for the notebook and README) and SVG
 (for papers and zooming).
 """
@@ -48,6 +49,7 @@ def keep(figs: dict) -> dict:
     """``figs`` (a study's figures), closed in pyplot so that Jupyter does not draw them all under the cell that
     made them: each is shown where the notebook names it (``figs["01_roofline"]`` as a cell's last line)."""
     for fig in figs.values():
+        log_axes(fig)
         plt.close(fig)
     return figs
 
@@ -106,11 +108,48 @@ def missing_panel(ax, text: str) -> None:
     ax.set_yticks([])
 
 
+class LogTicks(mticker.LogLocator):
+    """Major ticks of a base-10 log axis at 1, 2 and 5 of each decade (0.5, 1, 2, 5, 10, 20...); where the axis
+    spans under 1.5 decades, at every whole multiple (600, 700, 800, 900, 1000), as 1-2-5 would leave one label or
+    none (matplotlib's own locator labelled only 6x10^2 and 10^3 there); over more than 4 decades, at the decades
+    alone (1-2-5 would crowd them). Chosen at draw time, so a limit set later (a shared axis) gets its own."""
+
+    def __init__(self):
+        super().__init__(base=10.0, subs=(1.0, 2.0, 5.0))
+
+    def tick_values(self, vmin, vmax):
+        if vmin > 0 and vmax > 0 and math.isfinite(vmin) and math.isfinite(vmax):
+            decades = abs(math.log10(vmax / vmin))
+            self._set_subs((1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades > 1.5 else
+                           tuple(float(k) for k in range(1, 10)))
+        return super().tick_values(vmin, vmax)
+
+
+def _plain(value, _pos=None) -> str:
+    return f"{value:g}"
+
+
 def plain_log_ticks(ax, axis: str = "y") -> None:
-    """Tick labels of a log axis as plain numbers (0.5, 2, 40) instead of powers of ten (4 x 10^1)."""
+    """Label ``axis`` ("x" or "y") of ``ax``, a base-10 log axis, at 1-2-5 steps (:class:`LogTicks`) with plain
+    numbers (0.5, 2, 40, not 4 x 10^1); minor ticks stay unlabelled. :func:`log_axes` applies it to every such axis
+    of a figure."""
     target = ax.yaxis if axis == "y" else ax.xaxis
-    target.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    target.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+    target.set_major_locator(LogTicks())
+    target.set_major_formatter(mticker.FuncFormatter(_plain))
+    target.set_minor_formatter(mticker.NullFormatter())
+
+
+def log_axes(fig):
+    """:func:`plain_log_ticks` on every base-10 log axis of ``fig`` that still has matplotlib's own locator (an axis
+    with ticks of its own, :func:`log2_batch_axis`'s or fixed ones, is left as it is). :func:`keep` and
+    :func:`save_figure` call it, so every cnnlab figure's log axes read the same. Returns ``fig``."""
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            locator = axis.get_major_locator()
+            if (axis.get_scale() == "log" and type(locator) is mticker.LogLocator
+                    and getattr(locator, "_base", 10.0) == 10.0):
+                plain_log_ticks(ax, name)
+    return fig
 
 
 def whiskers(ax, x, median, low, high, **style):
@@ -123,7 +162,9 @@ def whiskers(ax, x, median, low, high, **style):
     import numpy as np
 
     x, median, low, high = (np.atleast_1d(np.asarray(v, dtype=float)) for v in (x, median, low, high))
-    return ax.errorbar(x, median, yerr=np.vstack([median - low, high - median]), fmt="none", **style)
+    # (clipped at 0: a mean, drawn with its p10-p90, may lie outside them, and matplotlib refuses a negative length)
+    yerr = np.clip(np.vstack([median - low, high - median]), 0, None)
+    return ax.errorbar(x, median, yerr=yerr, fmt="none", **style)
 
 
 def bar_whiskers(ax, df, x: str, order, hue: str, hue_order, y: str, low: str, high: str, **style) -> None:
@@ -151,27 +192,56 @@ def bars(ax, df, x: str, y: str, ylabel: str, errors: bool = False, values: bool
     ax.set(xlabel="", ylabel=ylabel)
 
 
+def spread_columns(df, column: str) -> tuple[str, str] | None:
+    """The two columns of ``df`` that hold ``column``'s spread, where it has one with a value: its p10 and p90
+    (``latency_ms_median`` or ``latency_ms_mean`` -> ``latency_ms_p10``, ``latency_ms_p90``), else its
+    ``_low``/``_high`` (``gpu_util_pct_low``), ``_p10``/``_p90`` or ``_min``/``_max``; None where it has none."""
+    stem = column.removesuffix("_median").removesuffix("_mean")
+    for low, high in ((f"{stem}_p10", f"{stem}_p90"), (f"{column}_low", f"{column}_high"),
+                      (f"{column}_p10", f"{column}_p90"), (f"{column}_min", f"{column}_max")):
+        if low in df and high in df and (df[low].notna() & df[high].notna()).any():
+            return low, high
+    return None
+
+
 def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", linear: dict | None = None,
                  note: str = "", **line):
     """A figure of panels stacked against batch size (shared base-2 log x axis), one per ``(column, y label,
-    title)`` of ``panels``: a line per ``hue`` value (legend in the top panel only), log y axes except the columns
-    in ``linear`` (column -> y limits, e.g. utilisation 0-100%). A column with no values says so in its panel,
-    with the reasons in ``df``'s ``<column less its unit>_missing_reason`` (``gpu_util_pct`` ->
-    ``gpu_util_missing_reason``). ``note`` is written under the panels (e.g. which points were not timed);
+    title)`` of ``panels``: a line per ``hue`` value (legend in the top panel only) with the column's spread as
+    whiskers where ``df`` holds one (:func:`spread_columns`: p10-p90, low-high), log y axes except the columns in
+    ``linear`` (column -> y limits, e.g. utilisation 0-100%). A column with no values gets no panel (half a figure
+    of empty axes said less than a line does): the line under the panels names it, with the reasons in ``df``'s
+    ``<column less its unit>_missing_reason`` (``gpu_util_pct`` -> ``gpu_util_missing_reason``); where no column has
+    a value, each panel says so. ``note`` is written under the panels too (e.g. which points were not timed);
     ``line`` goes to ``sns.lineplot`` (``markersize``). Returns the figure."""
     import pandas as pd
 
     linear = linear or {}
     sizes = sorted(set(df["batch_size"]))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 4 * len(panels)), sharex=True)
-    for ax, (col, ylabel, title) in zip(axes, panels):
+    def reasons(col: str) -> str:
+        return "; ".join(df.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
+
+    measured = [p for p in panels if p[0] in df and df[p[0]].notna().any()]
+    notes = [f"{title}: not measured on this device ({reasons(col) or 'no values'})"
+             for col, _, title in panels if measured and (col, _, title) not in measured]
+    note = "\n".join(notes + ([note] if note else []))
+    shown = measured or panels
+    fig, axes = plt.subplots(len(shown), 1, figsize=(7, 4 * len(shown)), sharex=True, squeeze=False)
+    axes = list(axes[:, 0])
+    hues = list(dict.fromkeys(df[hue].dropna())) if hue in df else []
+    palette = dict(zip(hues, sns.color_palette(PALETTE, len(hues)))) if hues else None
+    for ax, (col, ylabel, title) in zip(axes, shown):
         ax.set_title(title)
-        d = df.dropna(subset=[col])
+        d = df.dropna(subset=[col]) if col in df else df.iloc[:0]
         if d.empty:
-            reasons = "; ".join(df.get(f"{col.rsplit('_', 1)[0]}_missing_reason", pd.Series()).dropna().unique())
-            missing_panel(ax, f"{title} not measured on this device:\n{reasons or 'not measured'}")
+            missing_panel(ax, f"{title} not measured on this device:\n{reasons(col) or 'not measured'}")
         else:
-            sns.lineplot(data=d, x="batch_size", y=col, hue=hue, style=hue, markers=True, dashes=False, ax=ax, **line)
+            sns.lineplot(data=d, x="batch_size", y=col, hue=hue, style=hue, markers=True, dashes=False, ax=ax,
+                         hue_order=hues, palette=palette, **line)
+            spread = spread_columns(d, col)
+            for value, part in d.groupby(hue, sort=False) if spread else ():
+                whiskers(ax, part["batch_size"], part[col], part[spread[0]], part[spread[1]],
+                         ecolor=palette[value], capsize=3, lw=1)
             if col in linear:
                 ax.set_ylim(*linear[col])
             else:
@@ -182,7 +252,7 @@ def batch_panels(df, panels: list[tuple[str, str, str]], hue: str = "model", lin
                 ax.get_legend().remove()
         log2_batch_axis(ax, values=sizes)
     if note:
-        fig.text(0.5, -0.01, note, ha="center", fontsize=8, color="0.3")
+        fig.text(0.5, -0.01, note, ha="center", va="top", fontsize=8, color="0.3")
     fig.tight_layout()
     return fig
 
@@ -264,6 +334,7 @@ def save_figure(fig, name: str, outdir: str | Path = "figures") -> tuple[Path, P
     if not name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name) or name.endswith((".png", ".svg")):
         raise ValueError(f"name={name!r} must be a bare file stem of letters, digits, '-', '_', '.' "
                          "(no directory, no extension)")
+    log_axes(fig)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
@@ -316,6 +387,6 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     raise OSError(code, f"could not write {path} ({cause}); {kept}")
 
 
-__all__ = ["PALETTE", "UNITS", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for", "legend_below",
-           "log2_batch_axis", "missing_panel", "panel_per_value", "plain_log_ticks", "plt", "roofline", "save_figure",
-           "set_theme", "whiskers", "write_atomic"]
+__all__ = ["PALETTE", "UNITS", "LogTicks", "bar_whiskers", "bars", "batch_panels", "epoch_times", "label_for",
+           "legend_below", "log2_batch_axis", "log_axes", "missing_panel", "panel_per_value", "plain_log_ticks", "plt",
+           "roofline", "save_figure", "set_theme", "spread_columns", "whiskers", "write_atomic"]

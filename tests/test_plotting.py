@@ -120,22 +120,59 @@ def test_bar_whiskers_sit_on_their_hue_bars():
     plt.close(fig)
 
 
-def test_batch_panels_log_y_linear_columns_and_a_panel_that_says_why_it_is_empty():
+def test_batch_panels_log_y_linear_columns_whiskers_and_no_panel_for_a_column_without_values():
     import pandas as pd
 
     df = pd.DataFrame({"model": ["a", "a", "b", "b"], "batch_size": [1, 4, 1, 4], "time_s": [1.0, 3.0, 2.0, 5.0],
+                       "time_s_p10": [0.9, 2.5, 1.8, 4.0], "time_s_p90": [1.2, 3.3, 2.4, 6.0],
                        "util_pct": [20.0, 80.0, 30.0, 90.0], "mem_mib": [float("nan")] * 4,
                        "mem_missing_reason": ["no CUDA"] * 4})
     fig = plotting.batch_panels(df, [("time_s", "Time (s)", "Time"), ("util_pct", "Util (%)", "Util"),
                                      ("mem_mib", "Memory (MiB)", "Memory")], linear={"util_pct": (0, 100)},
                                 note="batch 8 not timed", markersize=8)
-    assert [t.get_text() for t in fig.texts] == ["batch 8 not timed"]
+    # the all-NaN column gets no panel: the line under the figure names it and why
+    assert [t.get_text() for t in fig.texts] == ["Memory: not measured on this device (no CUDA)\nbatch 8 not timed"]
+    assert len(fig.axes) == 2 and fig.get_size_inches()[1] == 8
     assert fig.axes[0].get_lines()[0].get_markersize() == 8
-    time, util, mem = fig.axes
+    time, util = fig.axes
     assert time.get_yscale() == "log" and util.get_yscale() == "linear" and util.get_ylim() == (0, 100)
     assert time.get_legend() is not None and util.get_legend() is None  # the legend once, in the top panel
-    assert "Memory not measured on this device:\nno CUDA" in [t.get_text() for t in mem.texts]
-    assert list(mem.get_xticks()) == [1, 4] and mem.get_xscale() == "log"
+    assert list(util.get_xticks()) == [1, 4] and util.get_xscale() == "log"
+    # p10-p90 whiskers where the table holds them (time), none where it does not (util)
+    segments = [seg for c in time.containers for seg in c.lines[2][0].get_segments()]
+    assert sorted(tuple(seg[:, 1]) for seg in segments) == [(0.9, 1.2), (1.8, 2.4), (2.5, 3.3), (4.0, 6.0)]
+    assert not util.containers
+    plt.close(fig)
+    alone = plotting.batch_panels(df, [("mem_mib", "Memory (MiB)", "Memory")])  # nothing measured: the panel says so
+    assert "Memory not measured on this device:\nno CUDA" in [t.get_text() for t in alone.axes[0].texts]
+    plt.close(alone)
+
+
+@pytest.mark.parametrize("low, high", [(600.0, 1000.0), (0.3, 0.9), (1.7, 86.0), (0.05, 400.0)])
+def test_every_log_axis_of_a_figure_gets_plain_labelled_ticks_at_1_2_5(low, high):
+    # notebook 01's figure 2 had two labels (6x10^2, 10^3) over 600-1000 ms; lenet5's sub-millisecond ones none
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [low, high])
+    ax.set_yscale("log")
+    plotting.keep({"f": fig})  # what every notebook's figures go through (save_figure does the same)
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi and t.get_text()]
+    assert len(labels) >= 3, labels
+    assert all("10^" not in t and "times" not in t for t in labels) and all(float(t) > 0 for t in labels)
+    steps = {f"{float(t):g}".lstrip("0.").rstrip("0")[0] for t in labels}
+    if high / low > 40:  # over more than a decade and a half: the 1-2-5 steps only
+        assert steps <= {"1", "2", "5"}, labels
+
+
+def test_log_axes_leaves_a_batch_axis_and_fixed_ticks_alone():
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 4, 8], [1, 10, 100, 1000])
+    log2_batch_axis(ax, values=[1, 2, 4, 8])
+    ax.set_yscale("log")
+    ax.set_yticks([1, 1000], ["1x", "1000x"])
+    plotting.log_axes(fig)
+    assert list(ax.get_xticks()) == [1, 2, 4, 8] and [t.get_text() for t in ax.get_yticklabels()] == ["1x", "1000x"]
     plt.close(fig)
 
 

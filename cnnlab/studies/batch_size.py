@@ -671,11 +671,15 @@ def _roofline(roof: pd.DataFrame):
 
 def figures(df: pd.DataFrame) -> dict:
     """Paper Fig. 1 (total time for the images, peak memory: ``01_fig1_time_memory``) and Fig. 2 (time per
-    batch, GPU utilisation: ``01_fig2_latency_utilisation``) against batch size; each batch's wall time by
+    batch, GPU utilisation: ``01_fig2_latency_utilisation``; no utilisation panel where it was not measured, as on
+    a CPU: the line under the figure says so) against batch size, times with their p10-p90; each batch's wall time by
     component, one panel per model (``01_time_breakdown``); achieved GFLOP/s against arithmetic intensity
     under the device's roofs where known (``01_roofline``)."""
     batch, roof = _ok(df, "batch"), df[df["experiment"] == "roofline"]  # roofline: models in grid order
     images = int(batch["images"].min()) if len(batch) else 0
+    # total time's spread (drawn only): the images at the rate of the p10 and the p90 batch (it is at the mean's)
+    batch = batch.assign(**{f"total_time_s_{q}": batch["total_time_s"] * batch[f"latency_ms_{q}"]
+                            / batch["latency_ms_mean"] for q in ("p10", "p90")})
     linear = {"gpu_util_pct": (0, 100)}
     return {"01_fig1_time_memory": plotting.batch_panels(batch, [
                 ("total_time_s", f"Total time for {images:,} images (s)", "Total inference time"),
