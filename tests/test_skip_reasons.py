@@ -2,8 +2,6 @@
 
 import ast
 import re
-import shlex
-import tomllib
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -73,9 +71,14 @@ def test_the_check_finds_a_skip_without_a_reason():
         "t.py:3", "t.py:5", "t.py:7", "t.py:10"], skips_without_reason(source, "t.py")
 
 
-def test_pytest_prints_every_skip_with_its_reason_and_keeps_failures_in_the_summary():
-    """``-rs`` alone would replace pytest's default ``-rfE``: the summary keeps failures and errors too."""
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        addopts = shlex.split(tomllib.load(f)["tool"]["pytest"]["ini_options"].get("addopts", ""))
-    chars = "".join(a[2:] for a in addopts if a.startswith("-r"))
-    assert {"f", "E", "s"} <= set(chars), addopts
+def test_make_test_lists_every_skip_with_its_reason_and_keeps_failures_in_the_summary():
+    """The Makefile's test targets pass ``-r`` with s (skips and their reasons) besides f and E (failures and errors:
+    ``-rs`` alone would replace pytest's default ``-rfE`` and drop them)."""
+    makefile = (ROOT / "Makefile").read_text()
+    report = re.search(r"^REPORT := (.*)$", makefile, re.MULTILINE)
+    assert report and report[1].startswith("-r") and {"f", "E", "s"} <= set(report[1][2:]), report
+    for target in ("test", "test-unit"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+        assert recipe, f"no {target} target"
+        runs = [line for line in recipe[1].replace("\\\n", " ").splitlines() if "-m pytest" in line]
+        assert runs and all("$(REPORT)" in line for line in runs), (target, runs)
