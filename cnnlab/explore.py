@@ -24,7 +24,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -42,6 +41,7 @@ BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
 PREFERRED_METRICS = ("latency_ms_median", "throughput_items_per_s", "time_per_batch_ms", "wall_time_s",
                      "throughput_samples_per_s", "accuracy_pct", "peak_mem_alloc_mib", "speedup_vs_gemm")
 MAX_GROUPS = 12  # a hue or facet with more values than this is unreadable
+LOG_SPAN = 10  # a metric whose values span more than this many times opens on a log axis
 # What the environment summary shows, in this order (keys of cnnlab.profiling.environment()).
 ENVIRONMENT_FIELDS = ("device_name", "cpu_model", "gpu_names", "torch_version", "cuda_version", "python_version",
                       "cnnlab_version", "git_commit", "preset", "date_utc")
@@ -176,7 +176,7 @@ def defaults(df: pd.DataFrame) -> dict:
     """A first choice of metric, x, hue and facet for ``df`` (None where there is nothing to choose): a preferred
     metric that is not a setting; among the rows that have it, the batch size (else the first numeric setting,
     else the first setting) that varies as x, and the next settings or names that vary as hue and facet (a facet
-    of at most 4 panels)."""
+    of at most 4 panels); ``log``: the metric on a log axis where its values span decades (:func:`wide`)."""
     found = metrics(df)
     params = parameters(df)
     metric = next((c for c in found if c not in params), found[0] if found else None)
@@ -191,7 +191,16 @@ def defaults(df: pd.DataFrame) -> dict:
               and (c in params or not _is_number(df[c]))]  # a count such as `batches` is no first choice
     hue = others[0] if others else None
     facet = next((c for c in others[1:] if measured[c].nunique() <= 4), None)
-    return {"metric": metric, "x": x, "hue": hue, "facet": facet}
+    return {"metric": metric, "x": x, "hue": hue, "facet": facet, "log": wide(df, metric)}
+
+
+def wide(df: pd.DataFrame, metric: str | None) -> bool:
+    """Whether ``metric``'s positive values in ``df`` span more than :data:`LOG_SPAN` times (1.7 ms beside 86 ms):
+    then it opens on a log axis, where a linear one would leave the small values on the floor."""
+    if not metric or metric not in df or not _is_number(df[metric]):
+        return False
+    positive = df[metric][df[metric] > 0]
+    return bool(len(positive) and positive.max() > LOG_SPAN * positive.min())
 
 
 def frames(index: pd.DataFrame, study: str, table: str, machines) -> dict[str, pd.DataFrame]:
@@ -211,7 +220,7 @@ def frames(index: pd.DataFrame, study: str, table: str, machines) -> dict[str, p
 def first_view(index: pd.DataFrame) -> View:
     """The view a new explorer opens with: this computer (else the first reference) beside the first reference
     (if any), the first table that both have (else the first of the first machine) whose :func:`defaults` find a
-    metric and an x axis, with those defaults."""
+    metric and an x axis, with those defaults (a log axis where the metric spans decades on the machines shown)."""
     if index.empty:
         raise ValueError("no result tables to show")
     names = list(dict.fromkeys(index["machine"]))
@@ -228,19 +237,23 @@ def first_view(index: pd.DataFrame) -> View:
             continue
         choice = defaults(df)
         if choice["metric"] is not None and choice["x"] is not None:
+            shown = frames(index, row["study"], row["table"], machines)  # (the panels share their y scale)
+            choice["log"] = wide(pd.concat(shown.values(), ignore_index=True) if shown else df, choice["metric"])
             return View(row["study"], row["table"], machines=machines, **choice)
     raise ValueError("no result table has a numeric metric that varies along some column")
 
 
 def select(df: pd.DataFrame, view: View) -> pd.DataFrame:
     """The rows of ``df`` that have ``view.metric``, with only the columns the view uses (facet, hue, x, metric,
-    and ``status``), sorted by them: the table shown under the plot."""
+    the metric's spread where the table holds one, :func:`cnnlab.plotting.spread_columns`, and ``status``), sorted
+    by them: the table shown under the plot."""
     _check_plottable(view)
     cols = list(dict.fromkeys(c for c in (view.facet, view.hue, view.x, view.metric) if c))
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"table {view.table} has no column {', '.join(missing)}; its columns: {', '.join(df.columns)}")
-    keep = cols + (["status"] if "status" in df.columns and "status" not in cols else [])
+    spread = [c for c in plotting.spread_columns(df, view.metric) or () if c not in cols]
+    keep = cols + spread + (["status"] if "status" in df.columns and "status" not in cols else [])
     out = df.loc[df[view.metric].notna(), keep]
     return out.sort_values(cols[:-1] or cols, kind="stable").reset_index(drop=True)
 
@@ -272,10 +285,12 @@ def _order(series: pd.Series) -> list[str]:
 
 def plot(table: pd.DataFrame, view: View) -> Figure:
     """``table`` (rows of :func:`select` with a ``machine`` column) drawn as ``view`` says: one column of panels
-    per machine in ``view.machines`` and one row per facet value; the median of the rows at each x (their range
-    as a band or error bar where several rows meet); a line over a numeric x, bars over a categorical one; batch
-    sizes on a base-2 axis, as the papers double them; the metric on a log axis when ``view.log`` (in each row
-    with a positive value). Each row of panels shares its y axis, so that machines compare at a glance. Returns
+    per machine in ``view.machines`` and one row per facet value; the median of the rows at each x, with whiskers
+    from the least to the most of the metric's spread where the table holds one (p10-p90, low-high:
+    :func:`cnnlab.plotting.spread_columns`), else the rows' range as a band or error bar where several meet; a line
+    over a numeric x, bars over a categorical one; batch sizes on a base-2 axis, as the papers double them; the
+    metric on a log axis when ``view.log`` (in each row with a positive value), labelled at 1-2-5
+    (:func:`cnnlab.plotting.plain_log_ticks`). Each row of panels shares its y axis, so that machines compare at a glance. Returns
     a Figure not registered with pyplot (nothing is shown twice)."""
     data = table.copy()
     numeric_x = _is_number(data[view.x]) if len(data) else False
@@ -292,6 +307,7 @@ def plot(table: pd.DataFrame, view: View) -> Figure:
     if not numeric_x:
         data[x] = _labels(data[view.x])
     palette = dict(zip(hue_order, sns.color_palette(plotting.PALETTE, len(hue_order)))) if hue_order else None
+    spread = plotting.spread_columns(data, view.metric)
 
     legend, log_rows = None, []
     nrows, ncols = len(facet_values), len(view.machines)
@@ -314,7 +330,7 @@ def plot(table: pd.DataFrame, view: View) -> Figure:
                 ax.set_xticks([])
                 continue
             common = dict(data=rows, x=x, y=view.metric, hue=hue, hue_order=hue_order, palette=palette,
-                          estimator="median", errorbar=("pi", 100), ax=ax)
+                          estimator="median", errorbar=None if spread else ("pi", 100), ax=ax)
             if numeric_x:
                 sns.lineplot(marker="o", **common)
                 if "batch_size" in view.x and (rows[view.x] > 0).all():
@@ -323,6 +339,8 @@ def plot(table: pd.DataFrame, view: View) -> Figure:
                 sns.barplot(order=x_order, **common)
                 if max(map(len, x_order)) > 8:
                     ax.tick_params(axis="x", labelrotation=30)
+            if spread:
+                _spread_whiskers(ax, rows, x, view.metric, spread, hue, palette, None if numeric_x else x_order)
             if log:
                 ax.set_yscale("log")
             ax.set_xlabel(plotting.label_for(view.x))
@@ -333,21 +351,31 @@ def plot(table: pd.DataFrame, view: View) -> Figure:
     if legend:
         fig.legend(*legend, title=plotting.label_for(view.hue), loc="outside right upper", fontsize=9)
     for ax in log_rows:  # (the panels of a row share their y axis and its ticks)
-        _plain_log_ticks(ax)
+        plotting.plain_log_ticks(ax)
     fig.suptitle(f"{view.study} · {view.table}: {plotting.label_for(view.metric)} by {plotting.label_for(view.x)}",
                  fontsize=11, x=0.01, ha="left")  # (left: clear of the legend on the right)
     return fig
 
 
-def _plain_log_ticks(ax) -> None:
-    """Label a log y axis with plain numbers: 1, 2, 5, 10, 20... over several decades, every whole multiple
-    (60, 70, 80) within one or two, where 1-2-5 would leave one tick or none."""
-    low, high = ax.get_ylim()
-    decades = np.log10(high / low) if low > 0 else np.inf
-    subs = (1.0, 2.0, 5.0) if decades > 1.5 else tuple(float(k) for k in range(1, 10))
-    ax.yaxis.set_major_locator(mticker.LogLocator(base=10, subs=subs))
-    ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(mticker.NullFormatter())
+def _spread_whiskers(ax, rows: pd.DataFrame, x: str, metric: str, spread: tuple[str, str], hue: str | None,
+                     palette: dict | None, x_order: list[str] | None) -> None:
+    """Whiskers on the lines (``x_order`` None) or bars ``ax`` shows: at each hue and x, from the least of the
+    ``spread`` low column to the most of its high one, around the median of ``metric``."""
+    low, high = spread
+    keys = [c for c in (hue, x) if c]
+    points = (rows.groupby(keys, dropna=False, sort=False)
+              .agg(m=(metric, "median"), lo=(low, "min"), hi=(high, "max")).reset_index())
+    if x_order is None:
+        for value, part in points.groupby(hue, sort=False) if hue else [(None, points)]:
+            plotting.whiskers(ax, part[x], part["m"], part["lo"], part["hi"], capsize=3, lw=1,
+                              ecolor=palette[value] if hue else "0.25")
+        return
+    for container, value in zip(ax.containers, list(palette) if hue else [None]):  # a container per hue value
+        part = (points[points[hue] == value] if hue else points).set_index(x)
+        centres = [bar.get_x() + bar.get_width() / 2 for bar in container]
+        at = [x_order[int(round(c))] for c in centres]  # (a hue's bars sit within 0.4 of their category)
+        plotting.whiskers(ax, centres, part["m"].reindex(at), part["lo"].reindex(at), part["hi"].reindex(at),
+                          ecolor="0.2", capsize=3, lw=1)
 
 
 def png(fig: Figure, dpi: int = 90) -> bytes:
@@ -404,6 +432,9 @@ def render(view: View, index: pd.DataFrame) -> Rendered:
             notes.append(f"{not_positive} rows with {view.metric} <= 0 are not on the log scale")
     figure = plot(table, view)
     caption = f"{plotting.label_for(view.metric)} against {plotting.label_for(view.x)}: {len(table)} rows"
+    spread = plotting.spread_columns(table, view.metric)
+    if spread:
+        caption += f" (whiskers: {spread[0]} to {spread[1]})"
     return Rendered(figure, table, "; ".join([caption, *notes]))
 
 
@@ -535,6 +566,7 @@ class Explorer:
         self.rendered: Rendered | None = None
         self.error: str | None = None
         self._holding = False
+        self._table = pd.DataFrame()  # the shown table, all machines' rows
         plotting.set_theme()
         view = first_view(self.index)
         machines = list(dict.fromkeys(self.index["machine"]))
@@ -548,7 +580,7 @@ class Explorer:
         self.x = w.Dropdown(description="x axis", **wide)
         self.hue = w.Dropdown(description="hue", **wide)
         self.facet = w.Dropdown(description="facet", **wide)
-        self.log = w.Checkbox(description="log scale (metric)", value=False, indent=False)
+        self.log = w.Checkbox(description="log scale (metric)", value=view.log, indent=False)
         self.header = w.HTML()
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self.caption = w.HTML()
@@ -565,7 +597,8 @@ class Explorer:
             control.observe(self._on_machines, names="value")
         self.study.observe(self._on_study, names="value")
         self.table.observe(self._on_table, names="value")
-        for control in (self.metric, self.x, self.hue, self.facet, self.log):
+        self.metric.observe(self._on_metric, names="value")
+        for control in (self.x, self.hue, self.facet, self.log):
             control.observe(lambda change: self.refresh(), names="value")
 
     # -- what a change of each dropdown does (nothing while the dropdowns are being filled)
@@ -580,6 +613,15 @@ class Explorer:
     def _on_table(self, change) -> None:
         if not self._holding:
             self._choose(study=self.study.value, table=change["new"])
+
+    def _on_metric(self, change) -> None:  # a metric opens on a log axis where its values span decades
+        if not self._holding:
+            self._holding = True
+            try:
+                self.log.value = wide(self._table, change["new"])
+            finally:
+                self._holding = False
+            self.refresh()
 
     # -- state
     @property
@@ -623,6 +665,9 @@ class Explorer:
                                               (self.hue, split, picked["hue"] or NONE),
                                               (self.facet, split, picked["facet"] or NONE)):
                 _set(control, options, control.value if keep_columns else None, default)
+            self._table = df
+            if not keep_columns:
+                self.log.value = wide(df, self.metric.value)
             paper = study_paper(study)
             self.header.value = (f"<b>{_html(study)}</b>" + (f" reproduces {_html(paper)}" if paper else "") +
                                  f" &nbsp;·&nbsp; results under <code>{_html(self.root)}</code>")

@@ -135,7 +135,8 @@ def test_column_roles_of_a_sweep_table(index):
     groups = explore.groupings(df)
     assert "model" in groups and "batch_size" in groups and "status" not in groups
     assert "latency_ms_median" not in groups, "a measured value is not a category, even with few rows"
-    assert explore.defaults(df) == {"metric": "latency_ms_median", "x": "batch_size", "hue": "model", "facet": None}
+    assert explore.defaults(df) == {"metric": "latency_ms_median", "x": "batch_size", "hue": "model", "facet": None,
+                                    "log": False}  # (2 to 15 ms: under ten times)
 
 
 def test_select_keeps_the_rows_with_the_metric_and_the_columns_of_the_view(index):
@@ -209,6 +210,55 @@ def test_categorical_x_draws_bars_in_order(index):
     ax = explore.render(view, index).figure.axes[0]
     assert bar_heights(ax) == [pytest.approx([10.0 * f, 16.0 * f]) for f in (0.8, 0.6, 1.0)]  # amp, amp+amc, fp32
     assert [t.get_text() for t in ax.get_xticklabels()] == ["resnet20", "resnet32"]
+
+
+def spread_tree(root: Path) -> Path:
+    """One study whose latencies span fifty times (1.7 ms beside 86 ms, as lenet5 beside alexnet) with their
+    p10-p90, as a line over batch size and as bars over a model."""
+    (root / "01_batch_size").mkdir(parents=True)
+    pd.DataFrame({"model": ["lenet5"] * 3 + ["alexnet"] * 3, "batch_size": [1, 4, 16] * 2, "status": "ok",
+                  "latency_ms_median": [1.7, 2.0, 5.0, 20.0, 40.0, 86.0],
+                  "latency_ms_p10": [1.5, 1.9, 4.5, 18.0, 37.0, 80.0],
+                  "latency_ms_p90": [2.2, 2.4, 6.0, 23.0, 45.0, 95.0]}
+                 ).to_csv(root / "01_batch_size" / "batch_size_batch.csv", index=False)
+    return root
+
+
+def whisker_spans(ax) -> list[tuple[float, float]]:
+    """(low, high) of every whisker drawn on ``ax`` (its errorbar containers' vertical segments), sorted."""
+    return sorted((float(seg[0, 1]), float(seg[1, 1])) for c in ax.containers
+                  if isinstance(c, matplotlib.container.ErrorbarContainer) for seg in c.lines[2][0].get_segments())
+
+
+def test_a_metric_that_spans_decades_opens_on_a_log_axis_with_labelled_ticks_and_p10_p90_whiskers(tmp_path):
+    index = explore.find_tables(spread_tree(tmp_path / "figures"))
+    view = explore.first_view(index)
+    assert (view.metric, view.x, view.hue, view.log) == ("latency_ms_median", "batch_size", "model", True)
+    rendered = explore.render(view, index)
+    ax = rendered.figure.axes[0]
+    assert ax.get_yscale() == "log" and "whiskers: latency_ms_p10 to latency_ms_p90" in rendered.caption
+    assert {"latency_ms_p10", "latency_ms_p90"} <= set(rendered.table.columns)
+    assert whisker_spans(ax) == [(1.5, 2.2), (1.9, 2.4), (4.5, 6.0), (18.0, 23.0), (37.0, 45.0), (80.0, 95.0)]
+    rendered.figure.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and lo <= t.get_position()[1] <= hi]
+    assert labels == ["2", "5", "10", "20", "50", "100"], labels  # 1-2-5, plain numbers, the small values labelled too
+    assert not explore.wide(pd.DataFrame({"t_ms": [2.0, 15.0]}), "t_ms")  # under ten times: linear
+    ex = explore.Explorer(tmp_path / "figures")  # the widgets open on the same view, its box ticked
+    assert ex.log.value and ex.figure.axes[0].get_yscale() == "log" and whisker_spans(ex.figure.axes[0])
+    ex.x.value = "model"  # bars over the model, batch sizes pooled: from the least p10 to the most p90 of each
+    assert ex.figure.axes[0].get_yscale() == "log" and whisker_spans(ex.figure.axes[0]) == [(1.5, 6.0), (18.0, 95.0)]
+
+
+def test_bars_get_their_p10_p90_whiskers(tmp_path):
+    index = explore.find_tables(spread_tree(tmp_path / "figures"))
+    view = View("01_batch_size", "batch_size_batch", "latency_ms_median", "model", hue="batch_size")
+    ax = explore.render(view, index).figure.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["alexnet", "lenet5"]
+    assert whisker_spans(ax) == [(1.5, 2.2), (1.9, 2.4), (4.5, 6.0), (18.0, 23.0), (37.0, 45.0), (80.0, 95.0)]
+    bars = [b for c in ax.containers if isinstance(c, matplotlib.container.BarContainer) for b in c]
+    tops = sorted(round(b.get_height(), 6) for b in bars)
+    assert tops == [1.7, 2.0, 5.0, 20.0, 40.0, 86.0]
 
 
 def test_the_points_table_rounds_numbers_by_their_unit():
