@@ -290,8 +290,8 @@ def plot(table: pd.DataFrame, view: View) -> Figure:
     :func:`cnnlab.plotting.spread_columns`), else the rows' range as a band or error bar where several meet; a line
     over a numeric x, bars over a categorical one; batch sizes on a base-2 axis, as the papers double them; the
     metric on a log axis when ``view.log`` (in each row with a positive value), labelled at 1-2-5
-    (:func:`cnnlab.plotting.plain_log_ticks`). Each row of panels shares its y axis, so that machines compare at a glance. Returns
-    a Figure not registered with pyplot (nothing is shown twice)."""
+    (:func:`cnnlab.plotting.plain_log_ticks`). Each row of panels shares its y axis, so that machines compare at
+    a glance. Returns a Figure not registered with pyplot (nothing is shown twice)."""
     data = table.copy()
     numeric_x = _is_number(data[view.x]) if len(data) else False
     hue_order = _order(data[view.hue]) if view.hue else None
