@@ -211,6 +211,22 @@ def test_combine_gives_integer_columns_back_as_integers():
     assert math.isnan(parts["b"]["tile_px"].iloc[0])
 
 
+def test_beside_puts_the_profiled_pass_next_to_the_timing_and_says_why_one_is_missing():
+    times = pd.DataFrame({"precision": ["fp32", "fp32"], "batch_size": [2, 8], "status": ["ok", "ok"],
+                          "latency_ms_median": [1.0, 2.0], "avg_mem_mib": [9.0, 9.0]})  # an older row's column
+    averages = pd.DataFrame({"precision": ["fp32", "fp32"], "batch_size": [8, 2], "status": ["oom", "ok"],
+                             "error": ["CUDA out of memory", None], "avg_mem_mib": [math.nan, 3.0]})
+    out = studies.beside(times, averages, ["precision", "batch_size"], "avg_mem_", "average-memory pass")
+    assert list(out["latency_ms_median"]) == [1.0, 2.0] and list(out.columns).count("avg_mem_mib") == 1
+    assert out.loc[0, "avg_mem_mib"] == 3.0 and math.isnan(out.loc[1, "avg_mem_mib"])
+    assert out.loc[1, "avg_mem_missing_reason"] == "average-memory pass oom: CUDA out of memory"
+    assert pd.isna(out.loc[0, "avg_mem_missing_reason"]) and "status" in out and out["status"].eq("ok").all()
+    # a row that was itself skipped says why in its own error, not again as the pass's reason
+    skipped = studies.beside(times.assign(status="skipped"), averages.assign(status="skipped"),
+                             ["precision", "batch_size"], "avg_mem_", "average-memory pass")
+    assert skipped["avg_mem_missing_reason"].isna().all()
+
+
 def test_configure_rejects_names_papermill_injected_that_the_study_lacks():
     module = studies.load("quickstart")
     history = ["import cnnlab", "preset = None\nrepeats = None", "# Parameters\nrepeats = 3\nbatchsize = 4\n"]

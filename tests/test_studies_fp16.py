@@ -285,16 +285,3 @@ def test_every_point_is_timed_before_the_first_profile(monkeypatch):
     assert order == ["time"] * 4 + ["profile"] * 4
     ok = studies.tables(df)["timing"].query("status == 'ok'")
     assert len(ok) == 4 and ok["avg_mem_mib"].notna().all() and not ok["after_cuda_profile"].any()
-
-
-def test_a_failed_average_memory_pass_leaves_its_reason_beside_the_timing():
-    times = pd.DataFrame({"precision": ["fp32", "fp32"], "batch_size": [2, 8], "status": ["ok", "ok"],
-                          "latency_ms_median": [1.0, 2.0]})
-    averages = pd.DataFrame({"precision": ["fp32", "fp32"], "batch_size": [2, 8], "status": ["ok", "oom"],
-                             "error": [None, "CUDA out of memory"], "avg_mem_mib": [3.0, np.nan],
-                             "avg_mem_missing_reason": [None, None]})
-    out = pr.with_average_memory(times, averages)
-    assert list(out["latency_ms_median"]) == [1.0, 2.0] and out.loc[0, "avg_mem_mib"] == 3.0
-    assert np.isnan(out.loc[1, "avg_mem_mib"])
-    assert out.loc[1, "avg_mem_missing_reason"] == "average-memory pass oom: CUDA out of memory"
-    assert pd.isna(out.loc[0, "avg_mem_missing_reason"])

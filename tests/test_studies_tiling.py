@@ -142,14 +142,15 @@ def test_the_stores_resume_and_never_serve_rows_of_other_settings(tmp_path, monk
     a = tiling.measure(cfg_a, tmp_path, progress=False)
     # profiled passes per tile point: the average memory's (its spread), and benchmark's CPU peak pass
     mem = tiling.AVG_MEM_REPEATS + 1
-    assert calls == {"build": 4, "memory_over_time": 2 * mem, "wall_time": 3}  # 2 tile points, 1 logits, 3 layers
+    # builds: 2 tile points, each for its timing and again for its memory pass after every timing; 1 logits check
+    assert calls == {"build": 6, "memory_over_time": 2 * mem, "wall_time": 3}  # wall_time: 3 Triton check layers
     b = tiling.measure(cfg_b, tmp_path, progress=False)
-    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 6}
+    assert calls == {"build": 12, "memory_over_time": 4 * mem, "wall_time": 6}
     tiles_b = _tiles(b)
     assert (tiles_b["image_size"] == 48).all()
     assert not set(tiles_b["point_time_s"]) & set(_tiles(a)["point_time_s"])
     again = tiling.measure(cfg_a, tmp_path, progress=False)
-    assert calls == {"build": 8, "memory_over_time": 4 * mem, "wall_time": 6}
+    assert calls == {"build": 12, "memory_over_time": 4 * mem, "wall_time": 6}
     ok = a["status"] == "ok"
     assert again.loc[ok, "point_time_s"].tolist() == a.loc[ok, "point_time_s"].tolist()
 
@@ -343,3 +344,26 @@ def test_triton_is_never_timed_on_a_cpu():
 def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_parameter(bad, match):
     with pytest.raises(ValueError, match=match):
         tiling.configure("quick", **bad)
+
+
+def test_every_point_and_round_is_timed_before_the_first_profile(tmp_path, monkeypatch):
+    """The average-memory passes run under the profiler, which on a GPU may leave CUPTI attached and slow later
+    launches (cnnlab.profiling.cupti): every timing comes before the first of them; each row still gets its own."""
+    order = []
+
+    def logged(name, fn):
+        def wrapped(*args, **kwargs):
+            order.append(name)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(tiling, "benchmark", logged("time", tiling.benchmark))
+    monkeypatch.setattr(tiling.memory, "average_memory", logged("profile", tiling.memory.average_memory))
+    cfg = tiling.configure("quick", image_size=64, batch_size=1, tile_sizes=[16, 32], methods=["spatial"],
+                           warmup=0, repeats=2, rounds=2, check_size=8, device="cpu")
+    tiles = _tiles(tiling.measure(cfg, tmp_path, progress=False))
+    points = 2 * 3  # rounds x (untiled + two tiles)
+    assert order == ["time"] * points + ["profile"] * points
+    ok = tiles[tiles["status"] == "ok"]
+    assert len(ok) == 3 and ok["avg_mem_mib"].notna().all() and ok["avg_mem_missing_reason"].isna().all()
+    assert (ok["avg_mem_mib_low"] <= ok["avg_mem_mib_high"]).all() and not ok["after_cuda_profile"].any()

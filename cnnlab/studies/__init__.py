@@ -345,6 +345,26 @@ def combine(**experiments: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def beside(rows: pd.DataFrame, other: pd.DataFrame, keys: list[str], prefix: str, what: str) -> pd.DataFrame:
+    """``rows`` with ``other``'s columns named ``prefix*`` of the same point (equal ``keys``) beside them, for a
+    point measured in two passes: its timing, then what runs under the profiler, in a sweep of its own after every
+    timing (a CUDA profile may slow the launches timed after it: ``cnnlab.profiling.cupti``). Where ``other``'s
+    point failed or was skipped, its columns are NaN and ``<prefix>missing_reason`` says "<what> <status>: <error>"
+    (on a row that was measured: where the row itself failed or was skipped, its own status and error say why)."""
+    other = other.copy()
+    reason = f"{prefix}missing_reason"
+    other[reason] = pd.Series(other[reason] if reason in other else None, index=other.index, dtype=object)
+    if "status" in other:
+        bad = other["status"] != "ok"
+        error = other["error"].astype(str).str[:200] if "error" in other else ""
+        other.loc[bad, reason] = (f"{what} " + other["status"].astype(str) + ": " + error)[bad]
+    columns = [c for c in other.columns if c.startswith(prefix)]
+    out = rows.drop(columns=[c for c in columns if c in rows]).merge(other[keys + columns], on=keys, how="left")
+    if "status" in out:
+        out.loc[out["status"] != "ok", reason] = None
+    return out
+
+
 def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """``df`` split by its ``experiment`` column (``{"results": df}`` without one), each part without the
     ``experiment`` column and with its own columns only: those :func:`combine` recorded, else those not empty
@@ -445,5 +465,5 @@ def check_results(df: pd.DataFrame, cfg=None) -> str:
 
 
 __all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
-           "Experiment", "Parameter", "Parameters", "check_results", "combine", "configure", "load", "measurement",
+           "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load", "measurement",
            "paper_of", "save", "signature_problems", "tables"]

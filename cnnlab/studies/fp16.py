@@ -246,7 +246,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     # under the profiler, so after every timing: the timing row of each point gets its columns
     averages = AVERAGE_MEMORY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net),
                                   skip=not_timed)
-    times = with_average_memory(times, averages)
+    times = studies.beside(times, averages, ["precision", "batch_size"], "avg_mem_", "average-memory pass")
     test_set = data.load(cfg.dataset, "test", synthetic=cfg.synthetic)
     acc = ACCURACY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net, test_set=test_set))
     fp32 = acc[acc["status"] == "ok"].set_index("precision")
@@ -256,24 +256,6 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         part["dtype"] = part["precision"].map(lambda p: PRECISIONS[p][0] or "float32")  # of weights and inputs
         part["autocast"] = part["precision"].map(lambda p: PRECISIONS[p][1] or "off")
     return studies.combine(training=history, timing=times, accuracy=acc)
-
-
-def with_average_memory(times: pd.DataFrame, averages: pd.DataFrame) -> pd.DataFrame:
-    """Experiment "timing"'s rows with experiment "average_memory"'s columns (``avg_mem_*``) of the same precision
-    and batch size beside them; where that pass failed or was skipped, NaN with its status and error in
-    ``avg_mem_missing_reason``."""
-    keys = ["precision", "batch_size"]
-    averages = averages.copy()
-    if "status" in averages:
-        bad = averages["status"] != "ok"
-        reason = averages["avg_mem_missing_reason"] if "avg_mem_missing_reason" in averages else None
-        averages["avg_mem_missing_reason"] = pd.Series(reason, index=averages.index, dtype=object)
-        error = averages["error"].astype(str).str[:200] if "error" in averages else ""
-        averages.loc[bad, "avg_mem_missing_reason"] = ("average-memory pass " + averages["status"] + ": "
-                                                       + error)[bad]
-    columns = [c for c in averages.columns if c.startswith("avg_mem_")]
-    return times.drop(columns=[c for c in columns if c in times]).merge(averages[keys + columns], on=keys,
-                                                                        how="left")
 
 
 ACCURACY_PAPER = ("Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss "

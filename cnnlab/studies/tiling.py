@@ -161,22 +161,33 @@ def tile_point(round, method, tile, *, model, image_size, batch_size, until, spa
     dev, spatial = torch.device(device), method == "spatial"
     net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
     x = example_batch(batch_size, image_size, dev)  # on the device: the convolutions, not copies
+    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, measure_gpu_util=True)
+    # one NVML mean per point and round: its interval is the rounds' (combine_rounds), not this loop's samples
+    util = m.gpu_util_pct
+    return {**m.as_row(), "gpu_util_pct_low": util, "gpu_util_pct_high": util,
+            "gpu_util_rounds": 0 if math.isnan(util) else 1, "tile_px": _px(tile),
+            "image_size": image_size, "until": until if spatial else None,
+            "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
+
+
+def memory_point(round, method, tile, *, model, image_size, batch_size, until, spatial_mode,  # noqa: A002
+                 device) -> dict:
+    """One point of experiment "tile_memory" in one round: the average-memory columns of :func:`tile_point`'s
+    point, from passes under the profiler (``profiling.memory.average_memory``), in a sweep of its own after every
+    timing: no point is timed after a CUDA profile (``cnnlab.profiling.cupti``)."""
+    free_memory()
+    dev = torch.device(device)
+    net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
+    x = example_batch(batch_size, image_size, dev)
 
     def step():
         with torch.inference_mode():
             return net(x)
 
-    m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, measure_gpu_util=True)
-    # one NVML mean per point and round: its interval is the rounds' (combine_rounds), not this loop's samples
-    util = m.gpu_util_pct
+    step()  # the first call compiles (Triton) or picks algorithms: not the pass measured
     resident = memory.resident_now(dev, net, [x])
     mem = memory.average_memory(step, dev, resident=resident, repeats=AVG_MEM_REPEATS)  # NaN if a pass saw no event
-    return {**m.as_row(), "gpu_util_pct_low": util, "gpu_util_pct_high": util,
-            "gpu_util_rounds": 0 if math.isnan(util) else 1, "tile_px": _px(tile), **mem,
-            "avg_mem_repeats": AVG_MEM_REPEATS,
-            "avg_mem_increment_mib": mem["avg_mem_mib"] - resident / MIB,
-            "image_size": image_size, "until": until if spatial else None,
-            "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
+    return {**mem, "avg_mem_repeats": AVG_MEM_REPEATS, "avg_mem_increment_mib": mem["avg_mem_mib"] - resident / MIB}
 
 
 def triton_point(tile, layer, *, check_size) -> dict:
@@ -220,7 +231,8 @@ def logits_point(tile, *, model, image_size, until, spatial_mode, device) -> dic
             "rel_error": ((y - ref).abs().max() / ref.abs().max()).item()}
 
 
-TILES = Experiment("tiles", tile_point, desc="tiling: time and memory")
+TILES = Experiment("tiles", tile_point, desc="tiling: time")
+TILE_MEMORY = Experiment("tile_memory", memory_point, desc="tiling: average memory")
 TRITON_CHECK = Experiment("triton_check", triton_point, desc="tiling: Triton check")
 LOGITS_CHECK = Experiment("logits_check", logits_point, desc="tiling: spatial logits")
 
@@ -258,7 +270,7 @@ def plan(cfg) -> list[Work]:
         # profiled passes cost what their operators do under the profiler (8x a plain pass for small tiles): timed
         # (warm: right after the plain pass); on a CPU, benchmark's memory pass is two more of them
         profiled = cfg.rounds * (AVG_MEM_REPEATS + (2 if dev.type == "cpu" else 0))
-        works += [Work("tiles", cfg.rounds * (1 + cfg.warmup + cfg.repeats), step),
+        works += [Work("tiles", cfg.rounds * (2 + cfg.warmup + cfg.repeats), step),  # + the memory pass's first
                   Work("tiles", profiled, lambda step=step: memory.memory_over_time(step, dev), warm=True)]
     if dev.type == "cuda":
         works.append(Work("utilisation windows", cfg.rounds * len(points), UTIL_MIN_RUN_TIME_S))
@@ -293,10 +305,13 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
     points = [dict(method="untiled", tile="untiled")] + [dict(method=m, tile=_label(t)) for m in cfg.methods
                                                           for t in cfg.tile_sizes]
-    timed = TILES.run(cfg, store_dir, progress=progress, points=[dict(round=r, **p) for r in range(cfg.rounds)
-                                                                  for p in points],
-                      settings=dict(threads=threads, data_source=DATA_SOURCE),
-                      skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None)
+    grid = dict(points=[dict(round=r, **p) for r in range(cfg.rounds) for p in points],
+                settings=dict(threads=threads, data_source=DATA_SOURCE),
+                skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None)
+    timed = TILES.run(cfg, store_dir, progress=progress, **grid)
+    # under the profiler, so after every timing; each point's row gets its columns
+    averages = TILE_MEMORY.run(cfg, store_dir, progress=progress, **grid)
+    timed = studies.beside(timed, averages, ["round", "method", "tile"], "avg_mem_", "average-memory pass")
     tiles = combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])
     if "gpu_util_pct" in timed:  # the timed loops (one a round) whose utilisation the interval spans
         counts = timed.groupby(["method", "tile"], sort=False)["gpu_util_pct"].count()
