@@ -122,7 +122,8 @@ class _Table:
 
     def _repr_html_(self) -> str:
         note = f'<p style="text-align:left"><em>{html.escape(self.line)}</em></p>' if self.line else ""
-        return self.df._repr_html_() + note
+        with pd.option_context("display.max_colwidth", None):  # a reason in full (pandas cut it at 50 characters)
+            return self.df._repr_html_() + note
 
     def __repr__(self) -> str:
         return repr(self.df) + (f"\n{self.line}" if self.line else "")

@@ -52,3 +52,10 @@ def test_report_show_displays_rounded_numbers(capsys):
     assert "23.2" in out and "23.19" not in out and "86.1" in out
     header = out.splitlines()[0].split()
     assert header.index("error") == header.index("status") + 1
+
+
+def test_report_shows_a_long_reason_in_full_in_html():
+    reason = "fp16 on a CPU is timed only at cpu_fp16_batch_sizes (slow emulation): batch 32 is not"
+    shown = report._Table(*report.compact(pd.DataFrame({"batch_size": [32], "status": ["skipped"],
+                                                         "error": [reason]})))
+    assert reason in shown._repr_html_()
