@@ -77,13 +77,11 @@ torch:
 
 # Unit tests, then every notebook through nbval with the quick preset, on $(JOBS) processes of one thread
 # each (two workers of two threads on two cores make every timing meaningless).
-# --dist loadfile keeps each notebook's cells in one worker (one kernel), in order. $(REPORT) lists every skip with
-# its reason in the summary, besides failures and errors (-rs alone would drop those two, pytest's default -rfE).
-REPORT := -rfEs
+# --dist loadfile keeps each notebook's cells in one worker (one kernel), in order.
 test: $(STAMP)
 	rm -rf build/test-figures
 	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR=$(CURDIR)/build/test-figures MPLBACKEND=Agg OMP_NUM_THREADS=1 \
-	$(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) --durations=15 \
+	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=15 \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks
 
 # The unit tests alone (no notebooks), e.g. on another CPU kernel path as .ci/run does:
@@ -91,7 +89,7 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	@$(PY) -c "import os, torch; print('CPU kernel path: ATen', torch.backends.cpu.get_cpu_capability(), \
 	  '| oneDNN ISA cap', os.environ.get('ONEDNN_MAX_CPU_ISA', 'none'))"
-	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) tests
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile tests
 
 # How close every CPU-dependent threshold in tests/ comes, on this CPU's default kernel path and on AVX2
 # (tests/margins.py): the unit tests run on both, then a table of the smallest margin per threshold.
@@ -205,14 +203,13 @@ gpu-check:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} MPLBACKEND=Agg \
 	  $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m cnnlab.gpucheck $(GPU_CHECK_ARGS)
 
-# JupyterLab on the checkout, opened at notebooks/ (build/notebooks/, the executed copies, and figures/ are one
-# level up); its URL with the token is printed. As root (Docker, Colab-like containers) it passes --allow-root.
-# LAB_ARGS="--port=8890 --no-browser" passes options through.
+# JupyterLab on the checkout (build/notebooks/, the executed copies, and figures/ are one level above notebooks/);
+# the URL it prints, with the token, opens notebooks/00_quickstart.ipynb, and the line under it says to start there
+# (cnnlab/lab.py: JupyterLab's own default URL, /lab, overrides --ServerApp.default_url). As root (Docker,
+# Colab-like containers) it passes --allow-root. LAB_ARGS="--port=8890 --no-browser" passes options through.
 LAB_ARGS ?=
-LAB_HIDDEN := ["__pycache__", "*.pyc", ".ipynb_checkpoints", "conftest.py", "*.lock", "*.attempts", "*.tmp"]
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks \
-	  --ContentsManager.hide_globs='$(LAB_HIDDEN)' $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(PY) -m cnnlab.lab $(LAB_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

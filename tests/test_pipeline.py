@@ -216,13 +216,17 @@ def test_progress_lines_estimate_from_the_points_done_in_this_run():
 
 
 def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files():
-    """`make lab` (as root too: --allow-root is passed there) prints its URL with the token, serves the checkout
-    from notebooks/ with build/ reachable, and keeps conftest.py and stores' lock files out of the file browser."""
+    """`make lab` (as root too: --allow-root is passed there) prints its URL with the token, which opens
+    notebooks/00_quickstart.ipynb, and a line saying to start there beside it (issue 34: it printed /lab?token=...,
+    the Launcher, since JupyterLab's own default URL overrode --ServerApp.default_url); it serves the checkout with
+    build/ reachable, and keeps conftest.py and stores' lock files out of the file browser."""
     import json
     import os
+    import queue
     import re
     import signal
     import subprocess
+    import threading
     import urllib.error
     import urllib.request
 
@@ -230,18 +234,26 @@ def test_make_lab_starts_as_any_user_prints_its_url_and_hides_housekeeping_files
                              "LAB_ARGS=--no-browser --port=8961 --ServerApp.port_retries=40"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        url, seen = None, []
+        lines = queue.Queue()  # read beside: a line that never comes must not block the test past its deadline
+        threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put("")], daemon=True).start()
+        start, seen = None, []
         deadline = time.monotonic() + 90
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
+        while start is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
             if not line:
                 break
             seen.append(line)
-            found = re.search(r"(http://127\.0\.0\.1:\d+)/lab\?token=(\w+)", line)
-            url = found and found.groups()
-        assert url, "".join(seen)
-        assert "Running as root is not recommended" not in "".join(seen)
-        base, token = url
+            start = re.search(r"^ +start with notebooks/00_quickstart\.ipynb: (http://127\.0\.0\.1:\d+)"
+                              r"/lab/tree/notebooks/00_quickstart\.ipynb\?token=(\w+)$", line)
+        printed = "".join(seen)
+        assert start, printed
+        assert f"{start[1]}/lab/tree/notebooks/00_quickstart.ipynb?token={start[2]}\n{line}" in printed, (
+            "the start line is not right under the URLs JupyterLab printed:\n" + printed)
+        assert "Running as root is not recommended" not in printed
+        base, token = start.groups()
 
         def listing(folder):
             for _ in range(60):  # (the server prints its URL a moment before it accepts connections)
