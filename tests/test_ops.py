@@ -264,3 +264,19 @@ def test_timing_after_a_cuda_profile_in_the_same_process_is_not_slowed():
     high = max(m.latency_ms_p90 for m in before)
     assert low * 0.9 <= after.latency_ms_median <= high * 1.1, (
         [m.latency_ms_median for m in before], after.latency_ms_median, (low, high))
+
+
+def test_cpu_totals_profiles_each_call_apart_and_says_nan_for_none():
+    from cnnlab.profiling.ops import cpu_totals
+
+    net, x, seen = torch.nn.Linear(16, 8), torch.randn(4, 16), []
+
+    def call():
+        seen.append(torch.is_inference_mode_enabled())
+        return net(x)
+
+    got = cpu_totals(call, 3, device="cpu")
+    assert got["profile_calls"] == 3 and seen == [True] * 3  # each call profiled once, in inference mode
+    assert 0 < got["profile_cpu_total_ms_min"] <= got["profile_cpu_total_ms"] <= got["profile_cpu_total_ms_max"]
+    none = cpu_totals(call, 0, device="cpu")
+    assert none["profile_calls"] == 0 and len(seen) == 3 and math.isnan(none["profile_cpu_total_ms"])

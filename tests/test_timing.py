@@ -204,16 +204,16 @@ def test_cold_start_times_build_and_first_pass_per_round_from_fresh_copies():
         time.sleep(0.01 * len(built))  # rounds 1, 2, 3: 10, 20, 30 ms
         return runner(x)
 
-    got = cold_start(model.train(), build, first_pass, x, warmup=1, repeats=3, rounds=3, profile_calls=2)
+    got = cold_start(model.train(), build, first_pass, x, warmup=1, repeats=3, rounds=3)
     row = got["row"]
     assert len(built) == 3 and got["runner"] is built[-1] and model.training  # the caller's model left as it was
     assert got["first"].shape == (16, 4)  # the first round's first_pass result
     assert row["build_s"] >= 0.02 and row["first_pass_rounds"] == 3
     assert 0.01 <= row["first_pass_s_min"] < row["first_pass_s"] < row["first_pass_s_max"]
-    assert row["profile_calls"] == 2 and 0 < row["profile_cpu_total_ms_min"] <= row["profile_cpu_total_ms_max"]
+    assert not any(k.startswith("profile_") for k in row)  # nothing profiled among the timings
     assert row["batch_size"] == 16 and row["latency_ms_p10"] <= row["latency_ms_median"] <= row["latency_ms_p90"]
     once = cold_start(model, build, first_pass, x, warmup=0, repeats=2)["row"]
-    assert once["first_pass_rounds"] == 1 and math.isnan(once["profile_cpu_total_ms"]) and once["profile_calls"] == 0
+    assert once["first_pass_rounds"] == 1
 
 
 def test_median_seconds_is_the_median_of_timed_calls_after_untimed_ones():

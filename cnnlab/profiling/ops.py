@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -339,6 +340,19 @@ def step_components(prof: OpsProfile, sync_wait_ms: float = math.nan) -> tuple[d
                 "CPU-side overhead": max(wall - kernel - htod - dtoh - other, 0.0), HOST_WAIT: sync_wait_ms}, wall
     compute = float(prof.operators["self_cpu_time_us"].sum()) / 1e3 * per
     return {"kernel / compute": compute, "CPU-side overhead": max(wall - compute, 0.0)}, wall
+
+
+def cpu_totals(fn: Callable[[], Any], calls: int, *, device: str | torch.device) -> dict[str, Any]:
+    """The profiler's CPU total ("Self CPU time total", :func:`profile_ops`'s ``cpu_time_total_ms``) of ``calls``
+    warm calls of ``fn`` under ``torch.inference_mode()``, each profiled apart: ``profile_cpu_total_ms`` (ms, the
+    median), ``profile_cpu_total_ms_min`` / ``_max`` (their range) and ``profile_calls``; NaN where ``calls`` is 0.
+    Warm the callable first: the first calls of a built form (TorchScript, compiled code) do extra work."""
+    with torch.inference_mode():
+        totals = [profile_ops(fn, iterations=1, device=device, warmup=0).summary["cpu_time_total_ms"]
+                  for _ in range(calls)]
+    return {"profile_cpu_total_ms": float(np.median(totals)) if totals else math.nan,
+            "profile_cpu_total_ms_min": min(totals, default=math.nan),
+            "profile_cpu_total_ms_max": max(totals, default=math.nan), "profile_calls": len(totals)}
 
 
 def top_operators(prof: OpsProfile, by: str = "self_cpu_time_us", n: int | None = None) -> pd.DataFrame:

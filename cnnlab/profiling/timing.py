@@ -147,7 +147,7 @@ def median_seconds(fn: Callable[[], Any], *, device: str | torch.device = "cpu",
 
 
 def cold_start(model: torch.nn.Module, build: Callable[[torch.nn.Module], Any], first_pass: Callable[[Any], Any],
-               x: torch.Tensor, *, warmup: int, repeats: int, rounds: int = 1, profile_calls: int = 0) -> dict[str, Any]:
+               x: torch.Tensor, *, warmup: int, repeats: int, rounds: int = 1) -> dict[str, Any]:
     """How long a runnable form of ``model`` takes to build and to do its first work, and how fast it then is, on
     ``x``'s device, ``rounds`` times from a fresh copy of ``model`` in eval mode (``model`` itself is left as it is):
 
@@ -156,15 +156,12 @@ def cold_start(model: torch.nn.Module, build: Callable[[torch.nn.Module], Any], 
     - ``first_pass_s``: :func:`wall_time` of ``first_pass(runner)`` (s), its first call included, e.g. a pass over a
       test set: the median over the rounds, ``first_pass_s_min`` / ``_max`` their range, ``first_pass_rounds``;
     - ``latency_ms_median`` / ``_p10`` / ``_p90`` (ms per call on ``x``, warm), ``throughput_items_per_s``,
-      ``batch_size``, ``cpu_threads``, ``device_name``: :func:`benchmark` of the last round's runner afterwards;
-    - ``profile_cpu_total_ms`` (median, ``_min``, ``_max``): the profiler's CPU total ("Self CPU time total",
-      :func:`cnnlab.profiling.profile_ops`) of one warm call on ``x`` under ``torch.inference_mode()``, each of
-      ``profile_calls`` calls profiled apart (NaN when 0), and ``profile_calls``.
+      ``batch_size``, ``cpu_threads``, ``device_name``: :func:`benchmark` of the last round's runner afterwards.
+    Nothing here runs under the profiler (``cnnlab.profiling.ops.cpu_totals`` profiles calls, after the timings).
 
     Returns ``{"row": <those columns and "device">, "runner": the last round's runner, "first": the first round's
     first_pass result}``."""
     from cnnlab.claims import Spread
-    from cnnlab.profiling.ops import profile_ops
 
     dev = x.device
     firsts = []
@@ -178,15 +175,9 @@ def cold_start(model: torch.nn.Module, build: Callable[[torch.nn.Module], Any], 
             build_s, first_result = built.seconds, first.result
     runner = built.result
     m = benchmark(runner, x, device=dev, warmup=warmup, repeats=repeats, measure_memory=False)
-    with torch.inference_mode():
-        totals = [profile_ops(lambda: runner(x), iterations=1, device=dev, warmup=0).summary["cpu_time_total_ms"]
-                  for _ in range(profile_calls)]
-    passes, cpu_totals = Spread.of_samples(firsts), Spread.of_samples(totals) if totals else None
+    passes = Spread.of_samples(firsts)
     row = {"device": str(dev), "device_name": m.device_name, "build_s": build_s, "first_pass_s": passes.value,
            "first_pass_s_min": passes.low, "first_pass_s_max": passes.high, "first_pass_rounds": len(firsts),
-           **{f"profile_cpu_total_ms{suffix}": getattr(cpu_totals, attr) if cpu_totals else math.nan
-              for suffix, attr in (("", "value"), ("_min", "low"), ("_max", "high"))},
-           "profile_calls": len(totals),
            **{k: getattr(m, k) for k in ("latency_ms_median", "latency_ms_p10", "latency_ms_p90",
                                          "throughput_items_per_s", "batch_size", "cpu_threads")}}
     return {"row": row, "runner": runner, "first": first_result}

@@ -219,11 +219,12 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         batch_sizes=cfg.batch_sizes, num_workers=cfg.num_workers, pin_memory=[torch.device(cfg.device).type == "cuda"],
         fraction=cfg.sweep_fraction, device=cfg.device, store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv",
         settings=cfg.settings(**extra), progress=progress, rounds=cfg.timing_rounds)
+    sensitivity = pruning_sensitivity(model, cfg, test_set, store_dir, extra, progress)
+    final = final_comparison(model, cfg, train_set, test_set)
+    # the profiles last: a CUDA profile may slow the launches timed after it (cnnlab.profiling.cupti)
     profile, rounds = profile_rounds(model, cfg, train_set)
-    return studies.combine(
-        training=history, training_profile=profile, profile_rounds=rounds, loader_sweep=loaders,
-        sensitivity=pruning_sensitivity(model, cfg, test_set, store_dir, extra, progress),
-        final_models=final_comparison(model, cfg, train_set, test_set))
+    return studies.combine(training=history, training_profile=profile, profile_rounds=rounds, loader_sweep=loaders,
+                           sensitivity=sensitivity, final_models=final)
 
 
 def profile_training(model, cfg, train_set) -> pd.DataFrame:

@@ -35,7 +35,7 @@ from cnnlab import config, data, models, plotting, quantize, studies
 from cnnlab.claims import Claim, NOISE_RULE, Spread, all_of, any_of, joined, judge
 from cnnlab.profiling import benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, unit_seconds
-from cnnlab.profiling.ops import top_operators
+from cnnlab.profiling.ops import cpu_totals, top_operators
 from cnnlab.profiling.timing import cold_start
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train, train_step
@@ -236,7 +236,7 @@ def _build(method: str, net, x):
 
 
 def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor, reference: torch.Tensor, *,
-                   warmup: int, repeats: int, rounds: int = 1, profile_calls: int = 0) -> dict:
+                   warmup: int, repeats: int, rounds: int = 1) -> dict:
     """One method on ``x``'s device, from a fresh copy of ``model`` that has not been called yet (``model`` itself is
     left as it is), ``rounds`` times (each round a fresh copy, built and passed anew: ``profiling.timing.cold_start``):
 
@@ -246,15 +246,12 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
       paper's "test batch inference time"; the median over the rounds, ``first_pass_s_min``/``_max`` their range,
       ``first_pass_rounds``; ``first_pass_batches``, ``first_pass_items``, ``accuracy_pct`` (%) of the first round;
     - ``latency_ms_*``: time per batch of ``x`` after the last pass (ms, warm: ``benchmark``), throughput, batch size;
-    - ``profile_cpu_total_ms`` (median, ``_min``, ``_max``): the profiler's CPU total ("Self CPU time total") of one
-      warm call on ``x``, each of ``profile_calls`` calls profiled apart (NaN when 0: the paper's "CPU inference
-      time" is this quantity in its GPU run);
     - ``rel_error_vs_eager``: :func:`relative_error` of its logits on ``x`` against ``reference`` (eager's), and the
       ``output_tolerance`` that error must stay within.
     """
     dev = x.device
     got = cold_start(model, lambda net: _build(method, net, x), lambda runner: _predictions(runner, loader, dev), x,
-                     warmup=warmup, repeats=repeats, rounds=rounds, profile_calls=profile_calls)
+                     warmup=warmup, repeats=repeats, rounds=rounds)
     logits, labels = got["first"]
     with torch.inference_mode():  # the grad mode of the pass and of benchmark(): torch.compile does not compile again
         error = relative_error(got["runner"](x), reference)
@@ -265,16 +262,35 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
 
 def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, timing_rounds: int) -> dict:
     """:func:`time_inference` of one method on ``trained.net``: eager and TorchScript (:data:`TRACE_PAIR`) in
-    ``timing_rounds`` rounds from fresh copies, with the profiler's CPU total of as many warm calls on a GPU."""
+    ``timing_rounds`` rounds from fresh copies."""
     rounds = timing_rounds if method in TRACE_PAIR else 1
     return time_inference(method, trained.net, trained.test_loader, trained.x, trained.reference, warmup=warmup,
-                          repeats=repeats, rounds=rounds,
-                          profile_calls=rounds if trained.x.device.type == "cuda" and method in TRACE_PAIR else 0)
+                          repeats=repeats, rounds=rounds)
+
+
+def compiled_profile_point(method: str, *, trained: Trained, warmup: int, timing_rounds: int) -> dict:
+    """One point of experiment "compiled_profile", after every timing of :data:`COMPILED`: the profiler's CPU total
+    of ``timing_rounds`` warm calls of the method's built form on ``trained.x`` (``profiling.ops.cpu_totals``;
+    ``profile_cpu_total_ms``, ``_min``, ``_max``, ``profile_calls``): the paper's "CPU inference time" is this
+    quantity in its GPU run. Only eager and TorchScript (:data:`TRACE_PAIR`) on a GPU: elsewhere NaN, 0 calls."""
+    x = trained.x
+    calls = timing_rounds if x.device.type == "cuda" and method in TRACE_PAIR else 0
+    if not calls:
+        return cpu_totals(lambda: None, 0, device=x.device)
+    net = copy.deepcopy(trained.net).to(x.device).eval()
+    with torch.no_grad():
+        runner = _build(method, net, x)
+    with torch.inference_mode():
+        for _ in range(max(warmup, 2)):  # TorchScript's profiling executor optimises after its first calls
+            runner(x)
+    return cpu_totals(lambda: runner(x), calls, device=x.device)
 
 
 INT8 = Experiment("int8", int8_point, desc="int8")
 PROFILE = Experiment("inference_profile", profile_point, desc="inference_profile")
 COMPILED = Experiment("compiled_inference", compiled_point, axes={"method": "methods"}, desc="compiled_inference")
+COMPILED_PROFILE = Experiment("compiled_profile", compiled_profile_point, axes={"method": "methods"},
+                              desc="compiled_inference: profiles")
 
 
 def _train_epoch(net, loader, device) -> None:
@@ -363,7 +379,11 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
     precisions = dict(points=[{"precision": p} for p in PRECISIONS],
                       skip=lambda precision: int8_reason if precision == "int8" else None)
-    int8, ops, compiled = run(INT8, **precisions), run(PROFILE, **precisions), run(COMPILED)
+    # every timing before the first profile: a CUDA profile may slow the launches timed after it
+    # (cnnlab.profiling.cupti); the profiled CPU totals of the compiled forms are their own sweep, put beside
+    int8, compiled = run(INT8, **precisions), run(COMPILED)
+    ops, profiles = run(PROFILE, **precisions), run(COMPILED_PROFILE)
+    compiled = studies.beside(compiled, profiles, ["method"], "profile_", "profile pass")
     fp32, eager = {"precision": "fp32"}, {"method": "eager"}
     int8["size_ratio_vs_fp32"] = derived.against(int8, "export_size_mb", fp32)
     int8["speedup_vs_fp32"] = derived.against(int8, "latency_ms_median", fp32, how="speedup")
