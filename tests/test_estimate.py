@@ -95,3 +95,27 @@ def test_text_and_duration():
 def test_profiler_session_is_a_small_unit_after_the_first_profile():
     unit = estimate.profiler_session(torch.device("cpu"))
     assert estimate.unit_seconds(unit, "cpu") < 1.0
+
+
+def test_on_a_gpu_the_estimate_profiles_without_cuda_activity(monkeypatch):
+    """An estimate runs before the study's timings, and a CUDA profile may slow the launches timed after it
+    (cnnlab.profiling.cupti): on a GPU its profiled units record the CPU activity only; on a CPU they profile as
+    the studies do."""
+    from torch import profiler
+
+    from cnnlab.profiling import cupti
+
+    seen, real = [], profiler.profile
+
+    def recording(*args, activities=None, **kwargs):
+        seen.append(list(activities))
+        return real(*args, activities=[profiler.ProfilerActivity.CPU], **kwargs)
+
+    monkeypatch.setattr(profiler, "profile", recording)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(cupti, "_cuda_profiles", 0)
+    x = torch.ones(8)
+    estimate.under_profiler(lambda: x + 1, "cuda")
+    assert seen == [[profiler.ProfilerActivity.CPU]] and cupti.cuda_profiles() == 0
+    estimate.under_profiler(lambda: x + 1, "cpu")
+    assert seen[-1] == [profiler.ProfilerActivity.CPU]

@@ -142,14 +142,39 @@ def by_batch(label: str, calls: dict[int, float], unit_at: Callable[[int], Calla
 
 def profiler_session(device) -> Callable[[], Any]:
     """A unit for the fixed cost of one profile (starting and stopping the profiler around a tiny step, and
-    reading its events: :func:`cnnlab.profiling.profile_ops`) on ``device``."""
+    reading its events: :func:`cnnlab.profiling.profile_ops`) on ``device``; on a GPU without CUDA activity
+    (:func:`under_profiler` says why)."""
     import torch
 
     from cnnlab.profiling.ops import profile_ops
 
     x = torch.ones(8, device=device)
+    if torch.device(device).type == "cuda":
+        return lambda: under_profiler(lambda: x + 1, device)
     return lambda: profile_ops(lambda: x + 1, iterations=1, device=device, warmup=0, profile_memory=True)
 
 
+def under_profiler(step: Callable[[], Any], device) -> Any:
+    """One call of ``step`` under the profiler with its allocator events, the events read: a unit for what profiling
+    adds to a step. On a CPU as the studies profile it (:func:`cnnlab.profiling.memory_over_time`). On a GPU the
+    profiler records the CPU activity only, the step synchronised: an estimate runs before the study's timings, and
+    a CUDA profile may slow the launches timed after it (:mod:`cnnlab.profiling.cupti`), so CUPTI's own cost per
+    kernel launch is not in the estimate."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from cnnlab.profiling.memory import memory_over_time
+    from cnnlab.profiling.quiet import ONE_CYCLE, quiet_profiler
+    from cnnlab.profiling.timing import synchronize
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return memory_over_time(step, dev)
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, **ONE_CYCLE) as prof:
+        step()
+        synchronize(dev)
+    return len(prof.events())
+
+
 __all__ = ["Expectation", "Work", "by_batch", "duration", "expect", "interpolate", "profiler_session",
-           "unit_seconds"]
+           "under_profiler", "unit_seconds"]

@@ -25,12 +25,12 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, throughput_gain, trend
-from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory, memory_snapshot,
+from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.derived import per_item
 from cnnlab.profiling.ops import HOST_WAIT, STEP_COMPONENTS, step_components
-from cnnlab.profiling.estimate import Work, by_batch, profiler_session, unit_seconds
+from cnnlab.profiling.estimate import Work, by_batch, profiler_session, under_profiler, unit_seconds
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.studies import Experiment, Parameter
 
@@ -355,8 +355,8 @@ def plan(cfg) -> list[Work]:
         # what the profiler adds to a call: per operator, so the same at every batch size (7x a plain call for a
         # small model on a CPU), timed at the smallest batch
         small = batch(min(cfg.batch_sizes))
-        under_profiler = unit_seconds(lambda small=small: memory.memory_over_time(small, dev), dev)
-        overhead = max(under_profiler - unit_seconds(small, dev, warm=True), 0.0)
+        profiled_s = unit_seconds(lambda small=small: under_profiler(small, dev), dev)
+        overhead = max(profiled_s - unit_seconds(small, dev, warm=True), 0.0)
         works.append(Work("profiler overhead", len(cfg.batch_sizes) * profiled, overhead))
     points = len(cfg.models) * len(cfg.batch_sizes)
     sessions = points * (1 + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 1))

@@ -35,7 +35,7 @@ from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
-from cnnlab.profiling.estimate import Work, profiler_session
+from cnnlab.profiling.estimate import Work, profiler_session, under_profiler
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import Experiment, Parameter
@@ -271,7 +271,7 @@ def plan(cfg) -> list[Work]:
         # (warm: right after the plain pass); on a CPU, benchmark's memory pass is two more of them
         profiled = cfg.rounds * (AVG_MEM_REPEATS + (2 if dev.type == "cpu" else 0))
         works += [Work("tiles", cfg.rounds * (2 + cfg.warmup + cfg.repeats), step),  # + the memory pass's first
-                  Work("tiles", profiled, lambda step=step: memory.memory_over_time(step, dev), warm=True)]
+                  Work("tiles", profiled, lambda step=step: under_profiler(step, dev), warm=True)]
     if dev.type == "cuda":
         works.append(Work("utilisation windows", cfg.rounds * len(points), UTIL_MIN_RUN_TIME_S))
     if triton_conv.triton_check_device()[0] is not None:
