@@ -28,10 +28,13 @@ URLS = re.compile(r"Or copy and paste one of these URLs:\n((?:[ \t]+\S+\n)+)")
 
 
 def command(args: list[str], root: Path = ROOT) -> list[str]:
-    """The ``jupyter lab`` command line: ``root`` served, opened at :data:`START`; ``args`` come last (they override
-    any of these, e.g. ``--port=8890 --no-browser``)."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}",
-           f"--LabApp.default_url=/lab/tree/{START}", f"--ContentsManager.hide_globs={json.dumps(HIDDEN)}"]
+    """The ``jupyter lab`` command line: ``root`` served, opened at :data:`START`, then ``args`` (e.g. ``--port=8890
+    --no-browser``). An option of ``args`` replaces this one's of that name (JupyterLab refuses one given twice:
+    "root_dir only accepts one value")."""
+    ours = [f"--ServerApp.root_dir={root}", f"--LabApp.default_url=/lab/tree/{START}",
+            f"--ContentsManager.hide_globs={json.dumps(HIDDEN)}"]
+    given = {a.split("=", 1)[0] for a in args}
+    cmd = [sys.executable, "-m", "jupyterlab"] + [o for o in ours if o.split("=", 1)[0] not in given]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + list(args)

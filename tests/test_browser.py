@@ -11,6 +11,8 @@ It waits on conditions, never on fixed sleeps, with generous limits: it runs bes
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +30,8 @@ import psutil
 import pytest
 
 from test_explore import write_figures_tree
-from test_report import two_machines  # noqa: F401  (a fixture: two machines' results and an executed notebook)
+from test_report import png, two_machines  # noqa: F401  (two_machines: a fixture, two machines' results and an executed
+#                                            notebook; png: a real PNG's bytes)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
@@ -117,32 +120,29 @@ def _family(pid: int) -> list[psutil.Process]:
         return []
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """JupyterLab serving a copy of the explorer notebook, with CNNLAB_FIGURES_DIR on a small results tree and its
-    own config, settings and workspace folders (no user state, no news pop-up). Yields (base URL, token); stops
-    the server, its kernels and anything else it started."""
-    figures = write_figures_tree(tmp_path / "figures")
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)  # a copy: Lab saves outputs into what it opens
+@contextlib.contextmanager
+def jupyterlab(root: Path, tmp_path: Path, env: dict[str, str] | None = None):
+    """JupyterLab serving the folder ``root`` on 127.0.0.1 (a free port, a token), with its own config, settings and
+    workspace folders (no user state, no news pop-up) and ``env`` added to its environment. Yields (base URL,
+    token, a function noting the processes it started); stops the server, its kernels and anything else it
+    started."""
     settings = tmp_path / "lab-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}))
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "CNNLAB_FIGURES_DIR": str(figures), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+    env = {**os.environ, **(env or {}), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"), "OMP_NUM_THREADS": "1"}
     env.pop("MPLBACKEND", None)  # the kernel's own (inline) backend, as a person's JupyterLab has
     log = tmp_path / "jupyter.log"
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
                "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly"]
     if os.geteuid() == 0:
         command.append("--allow-root")  # CI and this machine run as root
     with open(log, "w") as out:
-        server = subprocess.Popen(command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
+        server = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     seen: dict[int, psutil.Process] = {}
@@ -158,13 +158,6 @@ def lab(tmp_path):
 
     try:
         wait_for(up, "JupyterLab to answer", log=log)
-        # The notebook's session and kernel started beforehand, as a notebook opened before would have them: Lab
-        # then attaches to it instead of asking, in a dialog, which kernel to start.
-        session = {"path": NOTEBOOK.name, "name": NOTEBOOK.name, "type": "notebook", "kernel": {"name": "python3"}}
-        request = urllib.request.Request(f"{url}/api/sessions", data=json.dumps(session).encode(), method="POST",
-                                         headers={"Authorization": f"token {token}",
-                                                  "Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=60).close()
         yield url, token, lambda: seen.update({p.pid: p for p in _family(server.pid)})
     finally:
         seen.update({p.pid: p for p in _family(server.pid)})  # the kernels are children of the server
@@ -184,15 +177,35 @@ def lab(tmp_path):
 
 
 @pytest.fixture
-def browser(tmp_path):
-    """Headless Chromium through the system's chromedriver (a browser cannot be downloaded here). Quits it and
-    stops chromedriver and every Chromium process at the end."""
+def lab(tmp_path):
+    """JupyterLab (:func:`jupyterlab`) serving a copy of the explorer notebook, with CNNLAB_FIGURES_DIR on a small
+    results tree, the notebook's kernel already started. Yields (base URL, token, note the processes)."""
+    figures = write_figures_tree(tmp_path / "figures")
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)  # a copy: Lab saves outputs into what it opens
+    with jupyterlab(work, tmp_path, {"CNNLAB_FIGURES_DIR": str(figures)}) as (url, token, note_processes):
+        # The notebook's session and kernel started beforehand, as a notebook opened before would have them: Lab
+        # then attaches to it instead of asking, in a dialog, which kernel to start.
+        session = {"path": NOTEBOOK.name, "name": NOTEBOOK.name, "type": "notebook", "kernel": {"name": "python3"}}
+        request = urllib.request.Request(f"{url}/api/sessions", data=json.dumps(session).encode(), method="POST",
+                                         headers={"Authorization": f"token {token}",
+                                                  "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=60).close()
+        note_processes()
+        yield url, token, note_processes
+
+
+@contextlib.contextmanager
+def chromium(tmp_path: Path, window: str = "1400,2200"):
+    """Headless Chromium through the system's chromedriver (a browser cannot be downloaded here), its profile and
+    logs in ``tmp_path``. Quits it and stops chromedriver and every Chromium process at the end."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--window-size=1400,2200", "--disable-gpu", "--disable-dev-shm-usage",
+    for arg in ("--headless=new", f"--window-size={window}", "--disable-gpu", "--disable-dev-shm-usage",
                 "--no-first-run", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(arg)
     if os.geteuid() == 0:
@@ -220,6 +233,13 @@ def browser(tmp_path):
         finally:
             survivors = stop_processes(family)
             assert not survivors, f"browser processes left running: {survivors}"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium (:func:`chromium`)."""
+    with chromium(tmp_path) as driver:
+        yield driver
 
 
 # JavaScript run in the page: the plot's pixels (the <img> drawn on a canvas), so that "the plot changed" means
@@ -357,3 +377,146 @@ def test_report_page_opens_with_the_summary_line_per_machine_and_paper(two_machi
     assert summary[0].location["y"] < first_heading.location["y"], "the summary stands above the first section"
     REPORT_SCREENSHOT.parent.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(REPORT_SCREENSHOT)) and REPORT_SCREENSHOT.stat().st_size > 10_000
+
+
+IMAGES_JS = "return Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])"
+
+
+def open_in_lab_html_viewer(driver, url: str, token: str, path: str) -> list[list]:
+    """Open the HTML file ``path`` (relative to the server's root) in JupyterLab's HTML viewer, as double-clicking it
+    in the file browser does, and switch ``driver`` into the viewer's frame once the page and its images have
+    loaded. Returns every image's [alt, complete, naturalWidth] (a broken one: complete, width 0)."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{url}/lab/tree/{path}?token={token}")
+    frame = wait_for(lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, ".jp-HTMLViewer iframe")), None),
+                     f"JupyterLab's HTML viewer to open {path}")
+
+    def loaded():
+        driver.switch_to.default_content()
+        driver.switch_to.frame(frame)
+        if not driver.execute_script("return document.readyState === 'complete' && !!document.querySelector('h1')"):
+            return None
+        images = driver.execute_script(IMAGES_JS)
+        return images if images and all(complete for _, complete, _ in images) else None
+
+    return wait_for(loaded, f"{path}'s page and its images to load inside JupyterLab")
+
+
+def test_report_opened_in_jupyterlab_shows_every_figure(two_machines, browser, tmp_path):  # noqa: F811
+    """figures/index.html opened in JupyterLab's file view (its HTML viewer, a sandboxed frame): every figure loads
+    (issue 34: they were links to the PNGs beside the page, which JupyterLab's server refused the frame, 403
+    "Blocking request from unknown origin", also after Trust HTML). So does an executed notebook's page."""
+    import nbformat
+
+    from cnnlab import report
+
+    # an executed notebook with a figure among its outputs: its rendered page (figures/notebooks/) holds it too
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plot()", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "image/png": base64.b64encode(png("a figure output", 60, 40)).decode(), "text/plain": "<Figure>"})]
+    nb.cells = [nbformat.v4.new_markdown_cell("# 02"), cell]
+    nbformat.write(nb, two_machines / "build" / "notebooks" / "02_fp16.ipynb")
+    report.write(two_machines / "figures", two_machines / "build" / "notebooks")
+    (tmp_path / "lab").mkdir()
+    with jupyterlab(two_machines, tmp_path / "lab") as (url, token, _):
+        images = open_in_lab_html_viewer(browser, url, token, "figures/index.html")
+        shown = [alt for alt, complete, width in images if complete and width > 0]
+        assert shown == ["01_time", "01_time", "02_fig3"], f"images not shown inside JupyterLab: {images}"
+        images = open_in_lab_html_viewer(browser, url, token, "figures/notebooks/02_fp16.html")
+        assert [width for _, _, width in images] == [60], f"the executed notebook's figure inside JupyterLab: {images}"
+
+
+@contextlib.contextmanager
+def make_lab(root: Path, tmp_path: Path):
+    """`make lab` as a person starts it (the Makefile's recipe; ``STAMP=`` skips its setup prerequisite), serving
+    the folder ``root`` (passed in LAB_ARGS) on a free port, with its own Jupyter config, settings and workspace
+    folders. Yields the URL of the line it prints under JupyterLab's URLs ("start with ...: <URL>"); stops the
+    server, its kernels and everything else it started."""
+    import queue
+    import re
+    import threading
+
+    settings = tmp_path / "lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"), "OMP_NUM_THREADS": "1",
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")}
+    args = f"--no-browser --port={_free_port()} --ServerApp.port_retries=0 --ServerApp.root_dir={root}"
+    proc = subprocess.Popen(["make", "--no-print-directory", "-C", str(ROOT), "lab", "STAMP=", f"LAB_ARGS={args}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    lines: queue.Queue = queue.Queue()  # read beside: a line that never comes fails at the deadline, not hangs
+    threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put("")], daemon=True).start()
+    seen: dict[int, psutil.Process] = {}
+    printed, url = [], None
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while url is None and time.monotonic() < deadline:
+            seen.update({p.pid: p for p in _family(proc.pid)})
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            assert line, "make lab ended:\n" + "".join(printed)
+            printed.append(line)
+            found = re.search(r"^ +start with \S+: (http://\S+)$", line)
+            url = found and found[1]
+        assert url, "make lab printed no start line:\n" + "".join(printed)
+        yield url
+    finally:
+        seen.update({p.pid: p for p in _family(proc.pid)})  # the kernels are the server's children
+        if url:
+            try:  # the server's own shutdown stops its kernels cleanly
+                base, token = re.match(r"(http://[^/]+)/.*[?&]token=(\w+)", url).groups()
+                request = urllib.request.Request(f"{base}/api/shutdown", method="POST",
+                                                 headers={"Authorization": f"token {token}"})
+                urllib.request.urlopen(request, timeout=10).close()
+                proc.wait(timeout=30)
+            except (OSError, AttributeError, subprocess.TimeoutExpired):
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        survivors = stop_processes(list(seen.values()))
+        proc.wait(timeout=30)
+        assert not survivors, f"processes left running: {survivors}"
+
+
+LANDING_JS = """
+const tab = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+const crumbs = document.querySelector('.jp-FileBrowser .jp-BreadCrumbs');
+const listed = Array.from(document.querySelectorAll('.jp-FileBrowser .jp-DirListing-itemText')).map(e => e.textContent);
+return [tab ? tab.textContent : null, crumbs ? crumbs.textContent : null, listed];
+"""
+
+
+def lands_on(driver, url: str, notebook: str) -> list:
+    """Open ``url`` and wait until JupyterLab shows ``notebook`` (a path under its root) as the current tab, with
+    the file browser in its folder; returns [current tab, the file browser's breadcrumbs, its listing]."""
+    folder, name = notebook.rsplit("/", 1)
+    driver.get(url)
+
+    def landed():
+        tab, crumbs, listed = driver.execute_script(LANDING_JS)
+        return [tab, crumbs, listed] if tab == name and crumbs and folder in crumbs and name in listed else None
+
+    try:
+        return wait_for(landed, f"JupyterLab to show {notebook}")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: it shows {driver.execute_script(LANDING_JS)}") from None
+
+
+def test_make_lab_printed_url_lands_on_the_quickstart_notebook(browser, tmp_path):
+    """The URL `make lab` prints opens notebooks/00_quickstart.ipynb, the file browser in notebooks/ (issue 34: it
+    opened the Launcher at the root)."""
+    root = tmp_path / "checkout"  # a copy: JupyterLab may save what it opens
+    (root / "build").mkdir(parents=True)
+    shutil.copytree(ROOT / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (tmp_path / "lab").mkdir()
+    with make_lab(root, tmp_path / "lab") as url:
+        assert "/lab/tree/notebooks/00_quickstart.ipynb?token=" in url, url
+        tab, crumbs, listed = lands_on(browser, url, "notebooks/00_quickstart.ipynb")
+    assert "explore.ipynb" in listed and "Launcher" not in browser.title
