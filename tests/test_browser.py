@@ -489,19 +489,22 @@ LANDING_JS = """
 const tab = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
 const crumbs = document.querySelector('.jp-FileBrowser .jp-BreadCrumbs');
 const listed = Array.from(document.querySelectorAll('.jp-FileBrowser .jp-DirListing-itemText')).map(e => e.textContent);
-return [tab ? tab.textContent : null, crumbs ? crumbs.textContent : null, listed];
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const cells = panel && !panel.querySelector('.jp-Spinner') ? panel.querySelectorAll('.jp-RenderedMarkdown').length : 0;
+return [tab ? tab.textContent : null, crumbs ? crumbs.textContent : null, listed, cells];
 """
 
 
 def lands_on(driver, url: str, notebook: str) -> list:
-    """Open ``url`` and wait until JupyterLab shows ``notebook`` (a path under its root) as the current tab, with
-    the file browser in its folder; returns [current tab, the file browser's breadcrumbs, its listing]."""
+    """Open ``url`` and wait until JupyterLab shows ``notebook`` (a path under its root) as the current tab, its
+    cells drawn, with the file browser in its folder; returns [current tab, the file browser's breadcrumbs, its
+    listing, the number of markdown cells drawn]."""
     folder, name = notebook.rsplit("/", 1)
     driver.get(url)
 
     def landed():
-        tab, crumbs, listed = driver.execute_script(LANDING_JS)
-        return [tab, crumbs, listed] if tab == name and crumbs and folder in crumbs and name in listed else None
+        tab, crumbs, listed, cells = shown = driver.execute_script(LANDING_JS)
+        return shown if tab == name and crumbs and folder in crumbs and name in listed and cells else None
 
     try:
         return wait_for(landed, f"JupyterLab to show {notebook}")
@@ -518,5 +521,5 @@ def test_make_lab_printed_url_lands_on_the_quickstart_notebook(browser, tmp_path
     (tmp_path / "lab").mkdir()
     with make_lab(root, tmp_path / "lab") as url:
         assert "/lab/tree/notebooks/00_quickstart.ipynb?token=" in url, url
-        tab, crumbs, listed = lands_on(browser, url, "notebooks/00_quickstart.ipynb")
+        tab, crumbs, listed, cells = lands_on(browser, url, "notebooks/00_quickstart.ipynb")
     assert "explore.ipynb" in listed and "Launcher" not in browser.title
