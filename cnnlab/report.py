@@ -118,12 +118,11 @@ class _Table:
     their unit and its reasons beside the status (:func:`cnnlab.tables.readable`; the CSVs keep every digit)."""
 
     def __init__(self, df: pd.DataFrame, line: str):
-        self.df, self.line = _tables.readable(df), line
+        self.measured, self.df, self.line = df, _tables.readable(df), line
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str:  # (text left-aligned, a reason in full: pandas cut it at 50 characters)
         note = f'<p style="text-align:left"><em>{html.escape(self.line)}</em></p>' if self.line else ""
-        with pd.option_context("display.max_colwidth", None):  # a reason in full (pandas cut it at 50 characters)
-            return self.df._repr_html_() + note
+        return _tables.to_html(self.measured) + note
 
     def __repr__(self) -> str:
         return repr(self.df) + (f"\n{self.line}" if self.line else "")

@@ -106,4 +106,23 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-__all__ = ["readable", "reasons_after_status", "rule", "significant", "format_column"]
+def to_html(df: pd.DataFrame, max_rows: int | None = None) -> str:
+    """``df`` as :func:`readable` shows it, as an HTML table: numbers right-aligned, text (a name, a reason) left,
+    every value and label escaped, each text in full (pandas' own HTML cut it at 50 characters), at most
+    ``max_rows`` rows (default: pandas' ``display.max_rows``)."""
+    shown = readable(df)
+    max_rows = max_rows or pd.get_option("display.max_rows")
+    if shown is df:  # (a pivot's two-level columns: as pandas shows them)
+        with pd.option_context("display.max_colwidth", None):
+            return df._repr_html_()
+    text = [c for c in shown.columns if pd.api.types.is_bool_dtype(df[c]) or not pd.api.types.is_numeric_dtype(df[c])]
+    try:
+        styler = (shown.style.format(escape="html").format_index(escape="html", axis=0)
+                  .format_index(escape="html", axis=1).set_properties(subset=text, **{"text-align": "left"}))
+        return styler.to_html(max_rows=max_rows)
+    except ImportError:  # no jinja2 (a bare install): pandas' own table, all right-aligned
+        with pd.option_context("display.max_colwidth", None):
+            return shown.to_html(max_rows=max_rows, notebook=True)
+
+
+__all__ = ["format_column", "readable", "reasons_after_status", "rule", "significant", "to_html"]

@@ -1,6 +1,7 @@
 """cnnlab.tables: numbers shown rounded by the unit in their column's name, reasons beside the status."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -54,8 +55,13 @@ def test_report_show_displays_rounded_numbers(capsys):
     assert header.index("error") == header.index("status") + 1
 
 
-def test_report_shows_a_long_reason_in_full_in_html():
+def test_report_shows_a_long_reason_in_full_left_aligned_beside_its_status():
     reason = "fp16 on a CPU is timed only at cpu_fp16_batch_sizes (slow emulation): batch 32 is not"
-    shown = report._Table(*report.compact(pd.DataFrame({"batch_size": [32], "status": ["skipped"],
-                                                         "error": [reason]})))
-    assert reason in shown._repr_html_()
+    df = pd.DataFrame({"batch_size": [8, 32], "status": ["ok", "skipped"], "latency_ms_median": [2.5, math.nan],
+                       "error": [None, reason]})
+    page = report._Table(*report.compact(df))._repr_html_()
+    assert reason in page  # pandas' own HTML cut it at 50 characters
+    style = page[: page.index("</style>")]
+    left = {int(col) for _, col in re.findall(r"_row(\d+)_col(\d+)", style.split("text-align: left")[0])}
+    assert left == {1, 2}  # status and error (text) left-aligned; batch size and latency (numbers) not
+    assert "&lt;script&gt;" in tables.to_html(pd.DataFrame({"status": ["<script>x</script>"]}))  # escaped
