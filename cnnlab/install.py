@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,23 +29,47 @@ except ImportError:  # a runtime without packaging still has pip's copy
     from pip._vendor.packaging.requirements import Requirement
     from pip._vendor.packaging.utils import canonicalize_name
 
-# Where the project is published. No public address is confirmed yet: replace it here and in the notebooks'
-# Colab badges when one is (or set CNNLAB_REPO to a fork, a wheel or a local path).
-REPOSITORY = "git+https://github.com/cnnlab/cnnlab"
+# Where the project is published: the one place that names it. No public address is confirmed yet: when one is,
+# change REPOSITORY_URL and run `python -m cnnlab.install --write-notebooks`, which writes it into every notebook's
+# install cell and Colab badge (tests/test_install.py fails while a notebook or the README names another address).
+# A reader sets CNNLAB_REPO to a fork, a wheel or a local path instead.
+REPOSITORY_URL = "https://github.com/cnnlab/cnnlab"
+REPOSITORY = f"git+{REPOSITORY_URL}"  # what pip installs
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 NEVER_INSTALLED = ("torch",)  # the runtime's own build: a wrong one costs gigabytes and breaks its CUDA stack
 # What each extra is for, said when it cannot be used as installed.
 EXTRA_USE = {"int8": "notebook 07's int8 quantization (torchao's PT2E flow, torchao.quantization.pt2e)"}
 
+# pip runs as a program, not as %pip: %pip says "you may need to restart the kernel" whatever it did, before
+# dependencies() says whether a restart is needed, and a failed %pip does not stop the cell (the next line then
+# failed with ModuleNotFoundError, and nothing named CNNLAB_REPO).
 CELL = '''# Colab, or a Jupyter without cnnlab: install cnnlab and only what this runtime lacks; nothing installed is replaced.
-import importlib.util, os
+import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("cnnlab") is None:
     repo = os.environ.get("CNNLAB_REPO", "{repository}")  # see cnnlab/install.py
-    %pip install --quiet --no-deps $repo
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--root-user-action=ignore",
+                          repo], capture_output=True, text=True)
+    if pip.returncode:
+        print(pip.stdout + pip.stderr, file=sys.stderr)
+        raise RuntimeError(f"pip could not install cnnlab from {{repo}} (its output is above). Set CNNLAB_REPO to "
+                           "where cnnlab is (a git URL, a wheel or a local path), e.g. os.environ['CNNLAB_REPO'] = "
+                           "'git+https://github.com/<you>/cnnlab', then run this cell again")
     import cnnlab.install; cnnlab.install.dependencies()'''.format(repository=REPOSITORY)
 
 
 # Notebooks whose first cell also says whether an optional part can run here.
 CELL_CHECKS = {"07_vgg_quantization": "int8"}
+
+
+def colab_url(notebook: str) -> str:
+    """Where Colab opens notebook ``notebook`` (its stem) from :data:`REPOSITORY_URL` (a GitHub address)."""
+    return f"https://colab.research.google.com/github/{REPOSITORY_URL.split('github.com/', 1)[1]}/blob/main/" \
+        f"notebooks/{notebook}.ipynb"
+
+
+def badge(notebook: str) -> str:
+    """The "Open in Colab" badge, as Markdown, that the first cell of notebook ``notebook`` (its stem) carries."""
+    return f"[![Open in Colab]({COLAB_BADGE})]({colab_url(notebook)})"
 
 
 def cell_for(notebook: str) -> str:
@@ -53,6 +78,40 @@ def cell_for(notebook: str) -> str:
     if extra is None:
         return CELL
     return CELL + f'\nimport cnnlab.install; cnnlab.install.check("{extra}")  # {EXTRA_USE[extra]}: runs here?'
+
+
+BADGE = re.compile(r"\[!\[Open in Colab\]\([^)]*\)\]\([^)]*\)")
+
+
+def notebook_text(text: str, notebook: str) -> str:
+    """The notebook JSON ``text`` of notebook ``notebook`` (its stem) with its first code cell :func:`cell_for` and
+    its Colab badge :func:`badge` (both from :data:`REPOSITORY_URL`); everything else as it was."""
+    nb = json.loads(text)
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["source"] = cell_for(notebook).splitlines(keepends=True)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = BADGE.sub(lambda _: badge(notebook), "".join(cell["source"])).splitlines(keepends=True)
+            break
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"  # nbformat's own layout
+
+
+def write_notebooks(folder: str | None = None) -> list[str]:
+    """Write :data:`REPOSITORY_URL` into every notebook of ``folder`` (default: the checkout's ``notebooks/``): its
+    install cell and its Colab badge (:func:`notebook_text`). Returns the notebooks it changed."""
+    folder = folder or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
+    changed = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".ipynb"):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            new = notebook_text(text, name[:-len(".ipynb")])
+            if new != text:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+                changed.append(path)
+    return changed
 
 
 @dataclass
@@ -218,3 +277,11 @@ def check(extra: str) -> bool:
     print(f"{use}: skipped here, {'; '.join(problems)}. To run it, upgrade knowingly with "
           f"cnnlab.install.dependencies(extras=('{extra}',), upgrade={names!r}) and restart the runtime")
     return False
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write-notebooks"]:
+        sys.exit("usage: python -m cnnlab.install --write-notebooks  (writes REPOSITORY_URL into every notebook's "
+                 "install cell and Colab badge)")
+    for path in write_notebooks():
+        print(f"wrote {path}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,6 +33,50 @@ def test_every_notebook_starts_with_the_shared_install_cell():
         assert "".join(first["source"]) == install.cell_for(path.stem), (
             f"{path.name}: its first code cell is not cnnlab.install.cell_for({path.stem!r}); paste that text")
     assert install.REPOSITORY in install.CELL and "--no-deps" in install.CELL
+
+
+def test_the_repository_address_is_named_in_one_place():
+    """cnnlab.install.REPOSITORY_URL is the one place: every notebook's badge and install cell, and every GitHub or
+    Colab address in the README, are that one (python -m cnnlab.install --write-notebooks writes the notebooks)."""
+    import re
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        text = path.read_text()
+        assert install.notebook_text(text, path.stem) == text, (
+            f"{path.name}: its badge or install cell names another address than cnnlab.install.REPOSITORY_URL; "
+            "run python -m cnnlab.install --write-notebooks")
+        assert install.badge(path.stem) in text
+    readme = (ROOT / "README.md").read_text()
+    name = install.REPOSITORY_URL.rsplit("/", 1)[1]  # this project's addresses: <owner>/cnnlab or <owner>/<its name>
+    repos = set(re.findall(rf"https?://github\.com/[\w.-]+/(?:cnnlab|{re.escape(name)})(?![\w.-])", readme))
+    assert repos <= {install.REPOSITORY_URL}, f"README names {repos}, cnnlab.install.REPOSITORY_URL is elsewhere"
+    owner_name = install.REPOSITORY_URL.split("github.com/")[1]
+    assert all(m.startswith(owner_name + "/") for m in re.findall(r"colab\.research\.google\.com/github/(\S+)", readme))
+    assert install.colab_url("00_quickstart") == \
+        f"https://colab.research.google.com/github/{owner_name}/blob/main/notebooks/00_quickstart.ipynb"
+
+
+def test_the_install_cell_stops_with_what_to_set_when_the_repository_cannot_be_installed(tmp_path):
+    """The first cell run where cnnlab is not importable and its repository cannot be installed (issue 34: Colab
+    showed a git error, then ModuleNotFoundError, nothing about CNNLAB_REPO): one error naming CNNLAB_REPO and how to
+    set it, after pip's own output; no ModuleNotFoundError, and nothing said about restarting. Run by IPython, as
+    Jupyter and Colab run it, in a Python that does not see this checkout's editable install (no site: IPython is
+    put on the path by hand)."""
+    import sysconfig
+
+    missing = tmp_path / "no-such-checkout"
+    script = (f"import sys; sys.path.append({sysconfig.get_paths()['purelib']!r})\n"
+              "from IPython.core.interactiveshell import InteractiveShell\n"
+              "import importlib.util; assert importlib.util.find_spec('cnnlab') is None\n"
+              f"result = InteractiveShell.instance().run_cell({install.cell_for('00_quickstart')!r})\n"
+              "print('cell ended with', repr(result.error_in_exec))\n")
+    run = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "CNNLAB_REPO": str(missing), "PYTHONPATH": ""}, timeout=120)
+    out = run.stdout + run.stderr
+    assert "cell ended with RuntimeError(\"pip could not install cnnlab from " + str(missing) in out, out
+    assert "Set CNNLAB_REPO to where cnnlab is" in out and "os.environ['CNNLAB_REPO'] = " in out
+    assert "ERROR" in run.stderr and str(missing) in run.stderr, "pip's own output is shown (on stderr)"
+    assert "ModuleNotFoundError" not in out and "restart" not in out, out
 
 
 def test_requirements_take_the_base_set_and_the_asked_extras_with_their_self_references():
