@@ -107,8 +107,9 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_html(df: pd.DataFrame, max_rows: int | None = None) -> str:
-    """``df`` as :func:`readable` shows it, as an HTML table: numbers right-aligned, text (a name, a reason) left,
-    every value and label escaped, each text in full (pandas' own HTML cut it at 50 characters), at most
+    """``df`` as :func:`readable` shows it, as an HTML table: numbers right-aligned, text (a name, a reason) left
+    with its heading, a reason at least 18 em wide (a squeezed table wrapped it a word a line), every value and
+    label escaped, each text in full (pandas' own HTML cut it at 50 characters), at most
     ``max_rows`` rows (default: pandas' ``display.max_rows``)."""
     shown = readable(df)
     max_rows = max_rows or pd.get_option("display.max_rows")
@@ -118,7 +119,10 @@ def to_html(df: pd.DataFrame, max_rows: int | None = None) -> str:
     text = [c for c in shown.columns if pd.api.types.is_bool_dtype(df[c]) or not pd.api.types.is_numeric_dtype(df[c])]
     try:
         styler = (shown.style.format(escape="html").format_index(escape="html", axis=0)
-                  .format_index(escape="html", axis=1).set_properties(subset=text, **{"text-align": "left"}))
+                  .format_index(escape="html", axis=1).set_properties(subset=text, **{"text-align": "left"})
+                  .set_properties(subset=[c for c in REASONS if c in shown], **{"min-width": "18em"})
+                  .set_table_styles({c: [{"selector": "th", "props": "text-align: left"}] for c in text},
+                                    overwrite=False))
         return styler.to_html(max_rows=max_rows)
     except ImportError:  # no jinja2 (a bare install): pandas' own table, all right-aligned
         with pd.option_context("display.max_colwidth", None):

@@ -62,6 +62,7 @@ def test_report_shows_a_long_reason_in_full_left_aligned_beside_its_status():
     page = report._Table(*report.compact(df))._repr_html_()
     assert reason in page  # pandas' own HTML cut it at 50 characters
     style = page[: page.index("</style>")]
-    left = {int(col) for _, col in re.findall(r"_row(\d+)_col(\d+)", style.split("text-align: left")[0])}
+    rules = re.findall(r"([^{}]+)\{([^}]*)\}", style.split(">", 1)[1])
+    left = {int(c) for sel, props in rules if "text-align: left" in props for c in re.findall(r"col(\d+)", sel)}
     assert left == {1, 2}  # status and error (text) left-aligned; batch size and latency (numbers) not
     assert "&lt;script&gt;" in tables.to_html(pd.DataFrame({"status": ["<script>x</script>"]}))  # escaped
