@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 START = "notebooks/00_quickstart.ipynb"  # where a newcomer starts
@@ -59,9 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C in the terminal reaches JupyterLab too (one process group): it asks, and a second Ctrl-C stops it. This
     # process only passes its output on, until it ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Passed on beside: JupyterLab's kernels write to the same pipe and may outlive it for a moment, so its end, not
+    # the pipe's, ends this process.
+    reader = threading.Thread(target=_pass_on, args=(proc.stdout.fileno(), sys.stdout.buffer), daemon=True)
+    reader.start()
+    status = proc.wait()
+    reader.join(timeout=2)  # what it wrote last
+    return status
+
+
+def _pass_on(fd: int, out) -> None:
+    """Copy what JupyterLab writes to ``fd`` to ``out`` as it comes, and :func:`start_line` once, under its URLs."""
     seen, told = "", False
-    out = sys.stdout.buffer
-    while chunk := os.read(proc.stdout.fileno(), 65536):
+    while chunk := os.read(fd, 65536):
         out.write(chunk)
         if not told:
             seen += chunk.decode(errors="replace")
@@ -70,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
                 out.write(f"{line}\n".encode())
                 told, seen = True, ""
         out.flush()
-    return proc.wait()
 
 
 if __name__ == "__main__":

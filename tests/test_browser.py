@@ -445,7 +445,9 @@ def make_lab(root: Path, tmp_path: Path):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"), "OMP_NUM_THREADS": "1",
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")}
-    args = f"--no-browser --port={_free_port()} --ServerApp.port_retries=0 --ServerApp.root_dir={root}"
+    # (the PyPI extension manager's request, offline here, held the server's shutdown for 50 s)
+    args = (f"--no-browser --port={_free_port()} --ServerApp.port_retries=0 --ServerApp.root_dir={root} "
+            "--LabApp.extension_manager=readonly")
     proc = subprocess.Popen(["make", "--no-print-directory", "-C", str(ROOT), "lab", "STAMP=", f"LAB_ARGS={args}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
