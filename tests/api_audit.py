@@ -2,7 +2,7 @@
 
 ``python tests/api_audit.py`` prints one JSON object {name: true/false} for the running environment (plus the
 versions under ``"_versions"``); ``--table A.json B.json ...`` turns several such files (one per environment) into
-the Markdown table kept in the README. tests/test_api_audit.py asserts that every name exists in the running
+the Markdown table kept in docs/api-audit.md. tests/test_api_audit.py asserts that every name exists in the running
 environment (the locked set in CI, the oldest in ``make test-oldest``) unless cnnlab guards it (:data:`GUARDED`).
 
 The names come from cnnlab's own source, read with ``ast``: every dotted name on a module imported from those

@@ -23,3 +23,16 @@ def test_every_name_cnnlab_uses_exists_here():
                and not api_audit.exists(name)]
     assert missing == []
     assert not api_audit.exists("torch.no_such_function") and not api_audit.exists("no_such_package.x")
+
+
+def test_the_audit_table_is_kept_in_docs():
+    """docs/api-audit.md holds the table that ``python tests/api_audit.py --table ...`` prints (issue 34, item 7:
+    it left the README), one row per name, yes/no/- per environment."""
+    import re
+
+    text = (api_audit.ROOT / "docs" / "api-audit.md").read_text()
+    head = next(line for line in text.splitlines() if line.startswith("| name | torch "))
+    columns = head.count(" | ")
+    rows = re.findall(r"^\| `([^`]+)`[^|]* \|((?: (?:yes|no|-) \|)+)$", text, re.MULTILINE)
+    assert len(rows) > 100 and all(marks.count("|") == columns for _, marks in rows)
+    assert "torch.profiler.profile" in {name for name, _ in rows}
