@@ -77,11 +77,13 @@ torch:
 
 # Unit tests, then every notebook through nbval with the quick preset, on $(JOBS) processes of one thread
 # each (two workers of two threads on two cores make every timing meaningless).
-# --dist loadfile keeps each notebook's cells in one worker (one kernel), in order.
+# --dist loadfile keeps each notebook's cells in one worker (one kernel), in order. $(REPORT) lists every skip with
+# its reason in the summary, besides failures and errors (-rs alone would drop those two, pytest's default -rfE).
+REPORT := -rfEs
 test: $(STAMP)
 	rm -rf build/test-figures
 	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR=$(CURDIR)/build/test-figures MPLBACKEND=Agg OMP_NUM_THREADS=1 \
-	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=15 \
+	$(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) --durations=15 \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks
 
 # The unit tests alone (no notebooks), e.g. on another CPU kernel path as .ci/run does:
@@ -89,7 +91,7 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	@$(PY) -c "import os, torch; print('CPU kernel path: ATen', torch.backends.cpu.get_cpu_capability(), \
 	  '| oneDNN ISA cap', os.environ.get('ONEDNN_MAX_CPU_ISA', 'none'))"
-	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile tests
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) tests
 
 # How close every CPU-dependent threshold in tests/ comes, on this CPU's default kernel path and on AVX2
 # (tests/margins.py): the unit tests run on both, then a table of the smallest margin per threshold.
