@@ -32,7 +32,8 @@ from cnnlab.studies import STUDIES  # noqa: E402  (the checkout's cnnlab, not an
 
 CPU = ROOT / "docs" / "findings" / "cpu-edf9ffa"
 GPU = ROOT / "docs" / "findings" / "h100-16352c7"
-VERDICT = {"yes": "held", "no": "did not hold", "inconclusive": "inconclusive", "n/a": "not measured", "": "not measured"}
+VERDICT = {"yes": "held", "no": "did not hold", "inconclusive": "inconclusive",
+           "n/a": "not measured", "": "not measured"}
 NOTEBOOKS = [f"{i:02d}_{s}" for i, s in enumerate(STUDIES)]
 
 

@@ -226,7 +226,7 @@ def _free_port() -> int:
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux): the check reads process state there")
 def test_two_torchrun_nodes_meet_at_a_c10d_rendezvous_and_train_one_model(tmp_path):
-    """The README's several-machine command, both "machines" on localhost: two torchrun agents (--nnodes 2, one
+    """docs/distributed.md's several-machine command, both "machines" on localhost: two torchrun agents (--nnodes 2, one
     Gloo process each, each with its own output folder) meet at a c10d rendezvous and train as one group."""
     port = _free_port()  # (another process could take it before the rendezvous binds it: a rare failure)
     path = [str(ddp.CHECKOUT) if ddp.CHECKOUT else None, os.environ.get("PYTHONPATH")]
