@@ -1,4 +1,5 @@
-# cnnlab: `make figures` runs every notebook and writes figures/; `make test` runs the tests and notebooks.
+# cnnlab: `make figures` runs every notebook and writes figures/; `make test` runs the tests and notebooks;
+# `make test-fast` only the unit tests not marked slow or gpu (no notebooks; about two minutes on two cores).
 # `make setup` installs the exact set in requirements.lock (a pip constraints file) and checks it; pyproject.toml
 # only declares the ranges cnnlab works with (so `pip install` beside a runtime's own torch keeps that torch).
 # TORCH=cpu (default) installs torch and torchvision 2.13.0+cpu / 0.28.0+cpu from PyTorch's CPU wheel index
@@ -29,7 +30,7 @@ endif
 CPU_PATH := $(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache/$(CPU_PATH)
 
-.PHONY: setup torch test test-unit test-oldest runtime-check margins lock-cuda-check figures estimate report gpu-check lab \
+.PHONY: setup torch test test-fast test-unit test-oldest runtime-check margins lock-cuda-check figures estimate report gpu-check lab \
 	clean clean-stores
 
 setup: $(STAMP)
@@ -92,6 +93,13 @@ test-unit: $(STAMP)
 	@$(PY) -c "import os, torch; print('CPU kernel path: ATen', torch.backends.cpu.get_cpu_capability(), \
 	  '| oneDNN ISA cap', os.environ.get('ONEDNN_MAX_CPU_ISA', 'none'))"
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) tests
+
+# The fast lane, for working on one module: the unit tests not marked slow (tests/slow.txt and @pytest.mark.slow:
+# those that train, measure, run a notebook or start a Python that imports torch) or gpu, without the notebooks;
+# about two minutes on two cores. `make test` and CI still run everything. Its slowest tests are printed.
+test-fast: $(STAMP)
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) -q \
+	  -m "not slow and not gpu" --durations=10 tests
 
 # How close every CPU-dependent threshold in tests/ comes, on this CPU's default kernel path and on AVX2
 # (tests/margins.py): the unit tests run on both, then a table of the smallest margin per threshold.

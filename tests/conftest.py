@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -36,3 +38,32 @@ def ran_interpreted_in_subprocess(request) -> bool:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return True
+
+
+SLOW_LIST = Path(__file__).with_name("slow.txt")
+
+
+def slow_entries(text: str) -> list[str]:
+    """The entries of tests/slow.txt: one a line, ``tests/test_x.py`` (every test of the module) or
+    ``tests/test_x.py::test_y`` (that test, every parametrization of it); ``#`` starts a comment."""
+    return [line for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()) if line]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m's deselection, which must see these marks
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests tests/slow.txt names (`make test-fast` leaves them out). An entry that names a test no
+    longer there fails the run where its whole module was collected, so that the list cannot quietly go stale."""
+    entries = set(slow_entries(SLOW_LIST.read_text())) if SLOW_LIST.is_file() else set()
+    used, files = set(), set()
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        files.add(module)
+        for name in (module, item.nodeid.split("[", 1)[0], item.nodeid):
+            if name in entries:
+                item.add_marker(pytest.mark.slow)
+                used.add(name)
+    if any("::" in arg for arg in config.args):
+        return  # single tests were asked for: the rest of their modules was not collected
+    stale = sorted(e for e in entries - used if e.split("::", 1)[0] in files)
+    if stale:
+        raise pytest.UsageError(f"{SLOW_LIST.name} names tests that no longer exist: {', '.join(stale)}")

@@ -77,7 +77,7 @@ def test_make_test_lists_every_skip_with_its_reason_and_keeps_failures_in_the_su
     makefile = (ROOT / "Makefile").read_text()
     report = re.search(r"^REPORT := (.*)$", makefile, re.MULTILINE)
     assert report and report[1].startswith("-r") and {"f", "E", "s"} <= set(report[1][2:]), report
-    for target in ("test", "test-unit"):
+    for target in ("test", "test-unit", "test-fast"):
         recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
         assert recipe, f"no {target} target"
         runs = [line for line in recipe[1].replace("\\\n", " ").splitlines() if "-m pytest" in line]
