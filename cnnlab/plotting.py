@@ -110,9 +110,10 @@ def missing_panel(ax, text: str) -> None:
 
 class LogTicks(mticker.LogLocator):
     """Major ticks of a base-10 log axis at 1, 2 and 5 of each decade (0.5, 1, 2, 5, 10, 20...); where the axis
-    spans under 1.5 decades, at every whole multiple (600, 700, 800, 900, 1000), as 1-2-5 would leave one label or
-    none (matplotlib's own locator labelled only 6x10^2 and 10^3 there); over more than 4 decades, at the decades
-    alone (1-2-5 would crowd them). Chosen at draw time, so a limit set later (a shared axis) gets its own."""
+    spans a decade or less, at 1, 2, 3 and 5, and within 0.7 decades at every whole multiple (600, 700, 800, 900,
+    1000), as 1-2-5 would leave one label or none (matplotlib's own locator labelled only 6x10^2 and 10^3 there);
+    over more than 4 decades, at the decades alone (1-2-5 would crowd them). Chosen at draw time, so a limit set
+    later (a shared axis) gets its own."""
 
     def __init__(self):
         super().__init__(base=10.0, subs=(1.0, 2.0, 5.0))
@@ -120,8 +121,8 @@ class LogTicks(mticker.LogLocator):
     def tick_values(self, vmin, vmax):
         if vmin > 0 and vmax > 0 and math.isfinite(vmin) and math.isfinite(vmax):
             decades = abs(math.log10(vmax / vmin))
-            self._set_subs((1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades > 1.5 else
-                           tuple(float(k) for k in range(1, 10)))
+            self._set_subs((1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades > 1 else
+                           (1.0, 2.0, 3.0, 5.0) if decades > 0.7 else tuple(float(k) for k in range(1, 10)))
         return super().tick_values(vmin, vmax)
 
 
