@@ -1,5 +1,5 @@
 # cnnlab: `make figures` runs every notebook and writes figures/; `make test` runs the tests and notebooks;
-# `make test-fast` only the unit tests not marked slow or gpu (no notebooks; about two minutes on two cores).
+# `make test-fast` only the unit tests not marked slow or gpu (no notebooks; about a minute on two cores).
 # `make setup` installs the exact set in requirements.lock (a pip constraints file) and checks it; pyproject.toml
 # only declares the ranges cnnlab works with (so `pip install` beside a runtime's own torch keeps that torch).
 # TORCH=cpu (default) installs torch and torchvision 2.13.0+cpu / 0.28.0+cpu from PyTorch's CPU wheel index
@@ -96,7 +96,7 @@ test-unit: $(STAMP)
 
 # The fast lane, for working on one module: the unit tests not marked slow (tests/slow.txt and @pytest.mark.slow:
 # those that train, measure, run a notebook or start a Python that imports torch) or gpu, without the notebooks;
-# about two minutes on two cores. `make test` and CI still run everything. Its slowest tests are printed.
+# about a minute on two cores. `make test` and CI still run everything. Its slowest tests are printed.
 test-fast: $(STAMP)
 	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) -q \
 	  -m "not slow and not gpu" --durations=10 tests
