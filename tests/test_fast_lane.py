@@ -50,6 +50,10 @@ def test_a_listed_test_that_no_longer_exists_fails_the_run(monkeypatch, tmp_path
     # that was not collected at all
     _mark(monkeypatch, tmp_path, listed, ["tests/test_b.py::test_new"], args=("tests/test_b.py::test_new",))
     _mark(monkeypatch, tmp_path, listed, ["tests/test_c.py::test_y"])
+    worker = _Config("tests")
+    worker.workerinput = {}
+    items = [_Item("tests/test_b.py::test_new")]
+    conftest.pytest_collection_modifyitems(worker, items)  # an xdist worker: tests/test_fast_lane.py's check instead
 
 
 def test_every_name_in_slow_txt_is_a_test_file_or_a_test_in_one():
@@ -58,8 +62,9 @@ def test_every_name_in_slow_txt_is_a_test_file_or_a_test_in_one():
     for entry in conftest.slow_entries(conftest.SLOW_LIST.read_text()):
         module, _, name = entry.partition("::")
         path = ROOT / module
-        assert path.is_file(), entry
-        assert not name or re.search(rf"^(async )?def {re.escape(name)}\(", path.read_text(), re.MULTILINE), entry
+        assert path.is_file(), f"tests/slow.txt names {entry}: no such file"
+        found = not name or re.search(rf"^(async )?def {re.escape(name)}\(", path.read_text(), re.MULTILINE)
+        assert found, f"tests/slow.txt names {entry}: no such test in {module} (renamed? rename it there too)"
 
 
 def test_test_fast_leaves_out_slow_and_gpu_and_the_notebooks():
