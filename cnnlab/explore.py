@@ -6,8 +6,10 @@ Two layers, so that the first is tested without widgets:
 - the pure part: :func:`find_tables` lists the tidy CSVs of every machine (this computer's
   ``figures/<NN_name>/`` and each ``figures/reference/<machine>/<NN_name>/``), :func:`load_table` reads one,
   :func:`metrics`, :func:`x_axes` and :func:`groupings` say which columns can be plotted how, :func:`first_view`
-  picks a first :class:`View`, :func:`select` keeps the rows and columns a view shows, :func:`plot` draws it (one
-  column of panels per machine, one row per facet value), :func:`render` does all of that for a view, and
+  picks a first :class:`View` (this computer beside a GPU reference where there is one, :func:`beside_default`),
+  :func:`select` keeps the rows and columns a view shows, :func:`plot` draws it (one column of panels per machine,
+  one row per facet value), :func:`ratios` divides the first machine's metric by the second's at the points both
+  measured, :func:`render` does all of that for a view, and
   :func:`environment_summary` says what each machine is (from an ``environment.json`` beside the CSVs, else the
   sweeps' ``*.env.json`` records in ``stores/``, else the CSVs' own ``device_name`` and version columns);
 - :class:`Explorer`: ipywidgets wired to :func:`render` (JupyterLab, Colab), and :func:`show`, which displays it,
@@ -218,14 +220,15 @@ def frames(index: pd.DataFrame, study: str, table: str, machines) -> dict[str, p
 
 
 def first_view(index: pd.DataFrame) -> View:
-    """The view a new explorer opens with: this computer (else the first reference) beside the first reference
+    """The view a new explorer opens with: this computer (else the first reference) beside :func:`beside_default`
     (if any), the first table that both have (else the first of the first machine) whose :func:`defaults` find a
     metric and an x axis, with those defaults (a log axis where the metric spans decades on the machines shown)."""
     if index.empty:
         raise ValueError("no result tables to show")
     names = list(dict.fromkeys(index["machine"]))
     first = THIS_COMPUTER if THIS_COMPUTER in names else names[0]
-    machines = (first,) + tuple(m for m in names if m != first)[:1]
+    second = beside_default(index, first)
+    machines = (first,) + ((second,) if second else ())
     rows = index[index["machine"] == first]
     last = index[index["machine"] == machines[-1]]
     everywhere = pd.Series(list(zip(rows["study"], rows["table"])), index=rows.index).isin(
@@ -241,6 +244,86 @@ def first_view(index: pd.DataFrame) -> View:
             choice["log"] = wide(pd.concat(shown.values(), ignore_index=True) if shown else df, choice["metric"])
             return View(row["study"], row["table"], machines=machines, **choice)
     raise ValueError("no result table has a numeric metric that varies along some column")
+
+
+def machine_environment(index: pd.DataFrame, machine: str) -> dict[str, str]:
+    """What ``machine`` measured on (:func:`environment_summary`), from the first of its studies that records a
+    device; ``{}`` when none does."""
+    for study in dict.fromkeys(index.loc[index["machine"] == machine, "study"]):
+        found = environment_summary(_machine_dir(index, machine, study))
+        if found.get("device_name"):
+            return found
+    return {}
+
+
+def is_gpu(environment: dict) -> bool:
+    """Whether an :func:`environment_summary` is a GPU's: it names the GPUs the run saw (``gpu_names``)."""
+    return bool(environment.get("gpu_names"))
+
+
+def beside_default(index: pd.DataFrame, first: str = THIS_COMPUTER) -> str | None:
+    """The machine a new view puts beside ``first``: the first other machine (by name) measured on a GPU whose device
+    is not ``first``'s own (a GPU beside this computer is what the papers were measured on), else the first other
+    machine; None when there is no other."""
+    others = [m for m in dict.fromkeys(index["machine"]) if m != first]
+    own = machine_environment(index, first).get("device_name")
+    gpus = [m for m in others if is_gpu(env := machine_environment(index, m)) and env.get("device_name") != own]
+    return (gpus or others or [None])[0]
+
+
+# Columns that say which machine measured a row, not where: never a key for putting two machines' points together.
+MACHINE_COLUMNS = {"device", "device_name", "machine"}
+
+
+def ratio_keys(this: pd.DataFrame, other: pd.DataFrame, metric: str, also=()) -> list[str]:
+    """The columns that say which point a row of ``this`` and of ``other`` is, in both tables: their
+    :func:`parameters` (a sweep's grid, before ``status``; in a table without one, its text columns less the
+    settings, :func:`settings`, which may differ between machines) and the columns of ``also`` (a view's x, hue and
+    facet), never ``metric`` or a column naming the machine (:data:`MACHINE_COLUMNS`)."""
+    grid = parameters(this) if "status" in this.columns else [c for c in parameters(this) if c not in settings()]
+    shared = [c for c in dict.fromkeys([*grid, *(c for c in also if c)]) if c in other.columns and c in this.columns]
+    return [c for c in shared if c != metric and c not in MACHINE_COLUMNS and not _is_note(c)]
+
+
+def ratio_label(metric: str, this: str, other: str) -> str:
+    """The name of a ratio column: "latency_ms_median: this computer / NVIDIA H100 80GB HBM3"."""
+    return f"{metric}: {this} / {other}"
+
+
+def ratios(this: pd.DataFrame, other: pd.DataFrame, metric: str, names: tuple[str, str], also=()) -> pd.DataFrame:
+    """``metric`` at each point both tables measured it (joined on :func:`ratio_keys`; a point measured several
+    times counts as its median): the keys, ``"<metric> (<machine>)"`` for each of ``names`` (this, other), and
+    their ratio, this / other, under :func:`ratio_label`. Empty where no point matches (no key column in common,
+    or no point measured on both)."""
+    label = ratio_label(metric, *names)
+    columns = [f"{metric} ({names[0]})", f"{metric} ({names[1]})", label]
+    keys = ratio_keys(this, other, metric, also)
+    if not keys or metric not in this.columns or metric not in other.columns or \
+            not (_is_number(this[metric]) and _is_number(other[metric])):
+        return pd.DataFrame(columns=keys + columns)
+    sides = []
+    for df, column in zip((this, other), columns):
+        measured = df[df[metric].notna()]
+        sides.append(measured.groupby(keys, dropna=False, sort=True)[metric].median().rename(column).reset_index())
+    try:
+        both = sides[0].merge(sides[1], on=keys, how="inner")
+    except (ValueError, TypeError):  # a key that is text on one machine and numbers on the other: nothing matches
+        return pd.DataFrame(columns=keys + columns)
+    both[label] = both[columns[0]] / both[columns[1]].where(both[columns[1]] != 0)
+    return both.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def ratio_summary(table: pd.DataFrame, metric: str, names: tuple[str, str]) -> str:
+    """One line for a :func:`ratios` table: "latency_ms_median, this computer / NVIDIA H100 80GB HBM3 at the 5
+    points both measured: 2.46x to 11.5x (median 5.07x)", or why there is no ratio."""
+    label = ratio_label(metric, *names)
+    values = table[label].dropna() if label in table else pd.Series(dtype=float)
+    if values.empty:
+        return f"{metric}: no point measured on both {names[0]} and {names[1]}, so no ratio"
+    low, mid, high = (tables.significant(v, 3) for v in (values.min(), values.median(), values.max()))
+    spread = f"{low}x" if len(values) == 1 else f"{low}x to {high}x (median {mid}x)"
+    return (f"{metric}, {names[0]} / {names[1]} at the {len(values)} point{'s' if len(values) > 1 else ''} both "
+            f"measured: {spread}")
 
 
 def select(df: pd.DataFrame, view: View) -> pd.DataFrame:
@@ -387,11 +470,14 @@ def png(fig: Figure, dpi: int = 90) -> bytes:
 
 @dataclass
 class Rendered:
-    """A view drawn: the figure, the table it plots (one row per point, a ``machine`` column), and a caption
-    saying what is shown and what is not (machines without the table, rows without the metric)."""
+    """A view drawn: the figure, the table it plots (one row per point, a ``machine`` column), a caption saying
+    what is shown and what is not (machines without the table, rows without the metric), and with two machines
+    the metric's ratio, the first machine's / the second's, at the points both measured, and its one line."""
     figure: Figure
     table: pd.DataFrame
     caption: str
+    ratios: pd.DataFrame | None = None  # with two machines: :func:`ratios` of the first to the second
+    ratio_line: str = ""  # :func:`ratio_summary` of it
 
 
 def render(view: View, index: pd.DataFrame) -> Rendered:
@@ -435,7 +521,13 @@ def render(view: View, index: pd.DataFrame) -> Rendered:
     spread = plotting.spread_columns(table, view.metric)
     if spread:
         caption += f" (whiskers: {spread[0]} to {spread[1]})"
-    return Rendered(figure, table, "; ".join([caption, *notes]))
+    compared, line = None, ""
+    if len(view.machines) == 2 and all(m in found and view.metric in found[m] for m in view.machines):
+        names = tuple(view.machines)
+        compared = ratios(found[names[0]], found[names[1]], view.metric, names, (view.x, view.hue, view.facet))
+        line = ratio_summary(compared, view.metric, names)
+        notes.append(line)
+    return Rendered(figure, table, "; ".join([caption, *notes]), compared, line)
 
 
 # --------------------------------------------------------------------------------------------------- environment
@@ -694,7 +786,7 @@ class Explorer:
         self.rendered = rendered
         self.image.value = image
         self.caption.value = f"<i>{_html(rendered.caption)}</i>"
-        self.table_html.value = _frame_html(rendered.table, "Points plotted")
+        self.table_html.value = _frame_html(rendered.table, "Points plotted") + _ratio_html(rendered)
         self.environment_html.value = (_frame_html(environment_table(self.index, view), "Environment", index=True)
                                        + _frame_html(claims_side_by_side(self.index, view), "Claims"))
 
@@ -745,6 +837,16 @@ def _frame_html(df: pd.DataFrame, title: str, index: bool = False, max_rows: int
             f"<div class='jp-RenderedHTMLCommon'>{table}</div></details>")
 
 
+def _ratio_html(rendered: Rendered) -> str:
+    """The ratio of the two machines shown (:func:`ratios`) as a table under its label, or its one line where no
+    point matches; "" with one machine."""
+    if rendered.ratios is None:
+        return ""
+    if rendered.ratios.empty:
+        return f"<p><i>{_html(rendered.ratio_line)}</i></p>"
+    return _frame_html(rendered.ratios, rendered.ratios.columns[-1]) + f"<p><i>{_html(rendered.ratio_line)}</i></p>"
+
+
 def static_view(root: str | Path | None = None) -> Rendered:
     """The explorer's first view drawn without widgets."""
     index = find_tables(root)
@@ -788,7 +890,9 @@ def show(root: str | Path | None = None) -> Explorer | None:
     return explorer
 
 
-__all__ = ["ENVIRONMENT_FIELDS", "Explorer", "NONE", "Rendered", "THIS_COMPUTER", "View", "claims_side_by_side",
-           "defaults", "environment_summary", "environment_table", "find_tables", "first_view", "frames",
-           "groupings", "load_table", "metrics", "old_widgets_note", "parameters", "plot", "png", "render", "select",
-           "show", "static_view", "study_paper", "summary", "widgets_available", "x_axes"]
+__all__ = ["ENVIRONMENT_FIELDS", "Explorer", "MACHINE_COLUMNS", "NONE", "Rendered", "THIS_COMPUTER", "View",
+           "beside_default", "claims_side_by_side", "defaults", "environment_summary", "environment_table",
+           "find_tables", "first_view", "frames", "groupings", "is_gpu", "load_table", "machine_environment",
+           "metrics", "old_widgets_note", "parameters", "plot", "png", "ratio_keys", "ratio_label", "ratio_summary",
+           "ratios", "render", "select", "show", "static_view", "study_paper", "summary", "widgets_available",
+           "x_axes"]

@@ -274,6 +274,51 @@ def test_first_view_puts_this_computer_beside_the_reference_on_a_table_both_have
     assert (view.metric, view.x, view.hue) == ("latency_ms_median", "batch_size", "model")
 
 
+def test_a_gpu_reference_is_beside_this_computer_by_default_with_the_ratio_at_the_points_both_measured(tree):
+    cpu = tree / "reference" / "a-cpu-box" / "01_batch_size"  # first by name, but measured on a CPU
+    cpu.mkdir(parents=True)
+    pd.read_csv(tree / "01_batch_size" / "batch_size_batch.csv").to_csv(cpu / "batch_size_batch.csv", index=False)
+    (cpu / "environment.json").write_text(json.dumps({"device_name": "Intel Xeon", "gpu_names": [], "gpu_count": 0}))
+    h100 = tree / "reference" / "h100" / "01_batch_size" / "batch_size_batch.csv"
+    ref = pd.read_csv(h100)
+    ref = ref[~((ref["model"] == "resnet20") & (ref["batch_size"] == 1))]  # measured here only: no ratio there
+    ref.loc[(ref["model"] == "resnet56") & (ref["batch_size"] == 2), "latency_ms_median"] /= 2  # 20x there
+    ref.to_csv(h100, index=False)
+    index = explore.find_tables(tree)
+    view = explore.first_view(index)
+    assert view.machines == (THIS_COMPUTER, "h100") and view.hue == "model"
+    assert explore.beside_default(index) == "h100"
+    rendered = explore.render(view, index)
+    label = "latency_ms_median: this computer / h100"
+    got = {(m, bs): r for m, bs, r in rendered.ratios[["model", "batch_size", label]].itertuples(index=False)}
+    # resnet20 at 2, 4, 8 and resnet56 at 1, 2, 4 (its 8 ran out of memory on both): ten times, twenty at one
+    assert got == pytest.approx({("resnet20", 2): 10.0, ("resnet20", 4): 10.0, ("resnet20", 8): 10.0,
+                                 ("resnet56", 1): 10.0, ("resnet56", 2): 20.0, ("resnet56", 4): 10.0})
+    assert rendered.ratios[f"latency_ms_median ({THIS_COMPUTER})"].tolist() == pytest.approx(
+        [latency(m, bs) for m, bs in got])
+    line = "latency_ms_median, this computer / h100 at the 6 points both measured: 10.0x to 20.0x (median 10.0x)"
+    assert rendered.ratio_line == line and line in rendered.caption
+    ex = explore.Explorer(tree)
+    assert ex.beside.value == "h100" and ex.machines == (THIS_COMPUTER, "h100")
+    assert f"<b>{label}</b> (6 rows)" in ex.table_html.value and line in ex.table_html.value
+    ex.beside.value = "a-cpu-box"  # the same table on another CPU: ratio 1 at every point both measured
+    assert ex.rendered.ratios["latency_ms_median: this computer / a-cpu-box"].tolist() == pytest.approx([1.0] * 7)
+    ex.beside.value = NONE
+    assert ex.rendered.ratios is None and "this computer /" not in ex.table_html.value
+
+
+def test_where_no_point_matches_one_line_says_so_instead_of_an_empty_table(tree):
+    h100 = tree / "reference" / "h100" / "01_batch_size" / "batch_size_batch.csv"
+    pd.read_csv(h100).assign(batch_size=lambda d: d["batch_size"] * 16).to_csv(h100, index=False)
+    ex = explore.Explorer(tree)
+    assert ex.rendered.ratios.empty
+    line = "latency_ms_median: no point measured on both this computer and h100, so no ratio"
+    assert ex.rendered.ratio_line == line and f"<p><i>{line}</i></p>" in ex.table_html.value
+    assert ex.table_html.value.count("<table") == 1  # the points plotted, and no empty table under them
+    assert explore.ratio_keys(pd.DataFrame({"device_name": ["a"], "warmup": [2], "x_ms": [1.0]}),
+                              pd.DataFrame({"device_name": ["b"], "warmup": [5], "x_ms": [2.0]}), "x_ms") == []
+
+
 def test_a_table_being_written_is_skipped(tree):
     (tree / "00_quickstart").mkdir()
     (tree / "00_quickstart" / "quickstart_batch.csv").write_text("")  # a notebook has just opened it
