@@ -7,7 +7,9 @@
   fails a cell that nbval runs in ``make test`` on any of them; the page below lists them for executed notebooks.
 - :func:`write` (``make report``, ``python -m cnnlab.report``): ``figures/index.html``, one static page with the
   claims matrix (each paper's claims down, machines across: held, did not hold, inconclusive, n/a), the environment of every
-  machine, and per notebook its main figure, its claims in full and links to its data and executed notebook.
+  machine (and a reference's ``PROVENANCE.md``, where it has one), and per notebook its main figure, its claims in
+  full, links to its data and executed notebook, and beside a GPU reference (:func:`gpu_reference`) this machine's
+  main metric over the GPU's at the points both measured (:func:`ratio`).
 
 Where the page reads from. This computer: ``figures/<NN_name>/`` (``make figures``). Another machine:
 ``figures/reference/<machine>/<NN_name>/``, laid out the same. Each folder holds the study's CSVs, its figures
@@ -528,6 +530,14 @@ def _environment_table(machines: list[Machine]) -> str:
     return f'<table class="env"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def _provenance_html(machines: list[Machine], base: Path) -> str:
+    """A link to each machine's ``PROVENANCE.md`` (where a reference's results came from), "" when none has one."""
+    found = [(m, m.root / "PROVENANCE.md") for m in machines if (m.root / "PROVENANCE.md").is_file()]
+    items = "".join(f'<li>{_e(m.name)}: where its results come from, <a href="{_link(p, base)}">PROVENANCE.md</a></li>'
+                    for m, p in found)
+    return f"<ul>{items}</ul>" if items else ""
+
+
 def _last_run_flag(nb: str, env: dict | None, problems: list[str], executed: Path | None) -> str:
     """What a reader must know before trusting this notebook's figures and claims: its last run failed (before its
     save: they are an earlier run's; after it: they are its own), or the linked executed notebook is not the run
@@ -559,7 +569,73 @@ def _when(recorded) -> str:
         return str(recorded or "")
 
 
-def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: dict[str, list[str]]) -> str:
+def gpu_reference(machines: list[Machine]) -> Machine | None:
+    """The machine the page compares this machine with: the first reference (by name) whose environment.json names
+    a GPU (``gpu_names``) that is not this machine's device, as :func:`cnnlab.explore.beside_default` picks it; None
+    without this machine's results or such a reference."""
+    from cnnlab.explore import is_gpu
+
+    here = next((m for m in machines if m.name == THIS_MACHINE), None)
+    if here is None:
+        return None
+    own = set(_device_of(here).split(", ")) - {""}
+    for m in machines:
+        envs = [e for nb in m.notebooks if (e := m.environment(nb))]
+        if m is not here and any(is_gpu(e) and e.get("device_name") not in own for e in envs):
+            return m
+    return None
+
+
+def ratio(nb: str, here: Machine, other: Machine) -> tuple[str, pd.DataFrame] | None:
+    """``nb``'s main metric on ``here`` over ``other`` at the points both measured: (the
+    :func:`cnnlab.explore.ratio_summary` line naming the table, the :func:`cnnlab.explore.ratios` table), from the
+    first table (by name) both machines have where the explorer's first metric for it
+    (:func:`cnnlab.explore.defaults`) was measured at a point in common; None where no table has one."""
+    from cnnlab import explore
+
+    if nb not in here.notebooks or nb not in other.notebooks:
+        return None
+    names = (here.name, other.name)
+    for path in sorted(here.folder(nb).glob("*.csv")):
+        theirs = other.folder(nb) / path.name
+        if path.name == "claims.csv" or not theirs.is_file() or path.with_name(path.name + ".env.json").exists():
+            continue
+        try:
+            mine, them = explore.load_table(path), explore.load_table(theirs)
+        except (OSError, ValueError):  # a table being written, or damaged: the next one
+            continue
+        picked = explore.defaults(mine)
+        if picked["metric"] is None or picked["metric"] not in them.columns:
+            continue
+        table = explore.ratios(mine, them, picked["metric"], names)  # at the grid's points (a sweep's parameters)
+        if len(table):
+            return f"{path.stem}: {explore.ratio_summary(table, picked['metric'], names)}", table
+    return None
+
+
+def _ratio_html(nb: str, here: Machine | None, other: Machine | None, max_rows: int = 12) -> str:
+    """This machine's main metric over the GPU reference's for ``nb`` (:func:`ratio`): one line and a small table
+    (at most ``max_rows`` rows), or one line saying no point was measured on both; "" without the two machines'
+    results for ``nb``."""
+    if here is None or other is None or nb not in here.notebooks or nb not in other.notebooks:
+        return ""
+    found = ratio(nb, here, other)
+    if found is None:
+        return (f'<p class="ratio">No table of {_e(nb)} has its main metric measured at the same points on '
+                f"{_e(here.name)} and {_e(other.name)}: no ratio.</p>")
+    line, table = found
+    shown = table.head(max_rows)
+    head = "".join(f"<th>{_e(c)}</th>" for c in shown.columns)
+    cells = {c: _tables.format_column(shown[c]) for c in shown.columns}
+    rows = "".join("<tr>" + "".join(f"<td>{_e(cells[c].iloc[i])}</td>" for c in shown.columns) + "</tr>"
+                   for i in range(len(shown)))
+    more = f"<p class=\"links\">{len(table) - max_rows} more rows not shown.</p>" if len(table) > max_rows else ""
+    return (f'<p class="ratio"><b>{_e(here.name)} / {_e(other.name)}</b>: {_e(line)}</p>'
+            f'<table class="ratios"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}')
+
+
+def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: dict[str, list[str]],
+                      gpu: Machine | None = None) -> str:
     number, title = _paper_of(nb)
     parts = [f'<section id="{_e(nb)}"><h3>{_e(nb)}</h3><p class="paper-of">Paper {_e(number)}: {_e(title)}</p>']
     figures = []
@@ -572,6 +648,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
                            f'<img src="{_data_uri(fig, base)}" alt="{_e(fig.stem)}">'
                            f"</a><figcaption>{_e(m.name)}: {_e(fig.stem)}</figcaption></figure>")
     parts.append(f'<div class="figures">{"".join(figures)}</div>' if figures else "<p>No figure saved.</p>")
+    parts.append(_ratio_html(nb, next((m for m in machines if m.name == THIS_MACHINE), None), gpu))
     for m in machines:
         if nb not in m.notebooks:
             continue
@@ -615,6 +692,7 @@ figure img { display: block; max-width: 100%; max-height: 85vh; width: auto; hei
 .summary span { padding: 1px 6px; border-radius: 3px; } .stale { background: #ffebe9; padding: 0.5em 1em; }
 figcaption, .paper-of, .links { color: #57606a; font-size: 0.9em; }
 .damaged { background: #ffebe9; padding: 0.5em 1em; }
+.ratio { background: #ddf4ff; padding: 0.5em 1em; } .ratios { width: auto; font-size: 0.9em; }
 .problems { background: #fff8c5; padding: 0.5em 1em; } section { border-top: 2px solid #d0d7de; margin-top: 2em; }
 """
 
@@ -648,15 +726,16 @@ def build_page(machines: list[Machine], base: Path, problems: dict[str, list[str
         body = "<p>No results yet: run <code>make figures</code>.</p>"
     else:
         toc = "".join(f'<li><a href="#{_e(nb)}">{_e(nb)}</a></li>' for nb in notebooks)
+        gpu = gpu_reference(machines)
         body = (
             _summary_html(machines, notebooks) +
             "<h2>Claims</h2><p>Each row is a claim of a paper, each column a machine: <b>held</b>, <b>did not hold</b>,"
             " <b>inconclusive: within noise</b> (the measurements compared overlap within their p10-p90 spread, shown"
             " in the cell) or <b>n/a</b> (does not apply on that device), with what we measured. Hover a cell for its"
             " criterion and note.</p>" + _claims_matrix(machines, notebooks) +
-            "<h2>Machines</h2>" + _environment_table(machines) +
+            "<h2>Machines</h2>" + _environment_table(machines) + _provenance_html(machines, base) +
             f"<h2>Notebooks</h2><ul>{toc}</ul>" +
-            "".join(_notebook_section(nb, machines, base, problems) for nb in notebooks))
+            "".join(_notebook_section(nb, machines, base, problems, gpu) for nb in notebooks))
         body = _damaged_html(machines, base) + body  # (after the rest: reading it names the damaged files)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>cnnlab report</title>'
             f"<style>{STYLE}</style></head><body><h1>cnnlab: three papers' claims, checked</h1>"

@@ -145,6 +145,34 @@ def test_report_page_holds_the_claims_matrix_of_both_machines(two_machines):
     assert "USDT lines" in text
 
 
+def test_beside_a_gpu_reference_each_notebook_shows_its_main_metric_as_a_ratio(two_machines):
+    figures = two_machines / "figures"
+    model = "<i>resnet20</i>"  # a value from a results folder is text, never markup
+
+    def sweep(latencies: dict[int, float | None]) -> pd.DataFrame:
+        return pd.DataFrame({"model": model, "batch_size": list(latencies), "status": "ok",
+                             "latency_ms_median": list(latencies.values())})
+
+    sweep({1: 8.0, 2: 10.0, 4: 16.0, 8: None}).to_csv(figures / "01_batch_size" / "batch_size_batch.csv", index=False)
+    sweep({1: 2.0, 2: 2.0, 8: 1.0}).to_csv(figures / "reference" / "h100" / "01_batch_size" / "batch_size_batch.csv",
+                                           index=False)
+    _results(figures / "reference" / "a-cpu" / "01_batch_size", [], {"device_name": "Intel Xeon", "gpu_names": []},
+             [])  # first by name, but no GPU: not the one compared with
+    sweep({1: 8.0, 2: 10.0}).to_csv(figures / "reference" / "a-cpu" / "01_batch_size" / "batch_size_batch.csv",
+                                    index=False)
+    text = report.write(figures, two_machines / "nothing").read_text()
+    section = text[text.index('<section id="01_batch_size">'):text.index('<section id="02_fp16">')]
+    # batch 1: 8 / 2, batch 2: 10 / 2; batch 4 was measured here only, batch 8 there only
+    assert ("<b>this machine / h100</b>: batch_size_batch: latency_ms_median, this machine / h100 at the 2 points "
+            "both measured: 4.00x to 5.00x (median 4.50x)") in section
+    ratio_table = section[section.index('<table class="ratios">'):]
+    assert "<th>latency_ms_median: this machine / h100</th>" in ratio_table
+    assert "<td>&lt;i&gt;resnet20&lt;/i&gt;</td><td>1</td><td>8</td><td>2</td><td>4</td>" in ratio_table
+    assert "<i>resnet20" not in text
+    assert report.gpu_reference(report.find_machines(figures)).name == "h100"
+    assert "02_fp16" not in section and 'class="ratio"' not in text[text.index('<section id="02_fp16">'):]
+
+
 def _png_shown(src: str, base: Path) -> str:
     """Which PNG under ``base`` an image's ``src`` holds (it must be a data: URI of a file's exact bytes)."""
     prefix = "data:image/png;base64,"
