@@ -7,8 +7,11 @@ tests/test_browser.py uses them, whose JupyterLab and Chromium helpers this reus
   figures/.
 - make-lab-landing.png: what the URL `make lab` prints opens (a copy of notebooks/ served, as `make lab` serves
   the checkout).
+- explorer-beside-gpu.png: notebooks/explore.ipynb run in JupyterLab over this machine's results (build/test-figures/
+  where they exist, else figures/; or the folder named by $SCREENSHOT_RESULTS) with figures/reference/ beside them:
+  the explorer opens with the GPU reference beside this machine, the plot, the points and their ratio.
 
-    .venv/bin/python docs/screenshots/make_screenshots.py [report] [lab]
+    .venv/bin/python docs/screenshots/make_screenshots.py [report] [lab] [explorer]
 
 Each is saved as a PNG of at most 256 colours (small enough to commit); the script says where and how large. To
 add one, write a function taking (driver, work folder) that returns the image's path, and list it in SHOTS.
@@ -16,9 +19,12 @@ add one, write a function taking (driver, work folder) that returns the image's 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +74,42 @@ def make_lab_landing(driver, work: Path) -> Path:
         return _small_png(driver.get_screenshot_as_png(), HERE / "make-lab-landing.png")
 
 
-SHOTS = {"report": report_in_jupyterlab, "lab": make_lab_landing}
+def explorer_beside_gpu(driver, work: Path) -> Path:
+    from selenium.webdriver.common.by import By
+
+    named = os.environ.get("SCREENSHOT_RESULTS")
+    results = Path(named) if named else next(p for p in (ROOT / "build" / "test-figures", ROOT / "figures")
+                                             if any(p.glob("[0-9][0-9]_*")))
+    figures = work / "figures"
+    shutil.copytree(results, figures, ignore=shutil.ignore_patterns("stores", "traces", "notebooks", "reference"))
+    shutil.copytree(ROOT / "figures" / "reference", figures / "reference")
+    (work / "nb").mkdir()
+    shutil.copy(tb.NOTEBOOK, work / "nb" / tb.NOTEBOOK.name)
+    (work / "lab").mkdir()
+    driver.set_window_size(1400, 1700)  # the dropdowns, the plot, the points and their ratio in one view
+    with tb.jupyterlab(work / "nb", work / "lab", {"CNNLAB_FIGURES_DIR": str(figures)}) as (url, token, _):
+        session = {"path": tb.NOTEBOOK.name, "name": tb.NOTEBOOK.name, "type": "notebook",
+                   "kernel": {"name": "python3"}}  # (started first: Lab attaches to it, no kernel dialog)
+        urllib.request.urlopen(urllib.request.Request(
+            f"{url}/api/sessions", data=json.dumps(session).encode(), method="POST",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"}), timeout=60).close()
+        driver.get(f"{url}/lab/tree/{tb.NOTEBOOK.name}?token={token}")
+        tb.wait_for(lambda: tb._kernel_ready(driver), "the notebook to open with an idle kernel")
+        tb.wait_for(lambda: next((e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
+                                  if e.text.strip() == "Run"), None), "the Run menu").click()
+        tb.wait_for(lambda: next((e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item .lm-Menu-itemLabel")
+                                  if e.text.strip() == "Run All Cells"), None), "Run All Cells").click()
+        tb.wait_for(lambda: tb._pixels(driver), "the explorer's plot")
+        caption = tb.wait_for(lambda: tb._caption(driver), "the explorer's caption")
+        beside = tb.wait_for(lambda: tb._dropdown(driver, "beside"), "the beside dropdown")
+        chosen = beside.find_element(By.CSS_SELECTOR, "option:checked").text
+        assert chosen in {p.name for p in (figures / "reference").iterdir()}, chosen
+        assert f"this computer / {chosen}" in caption, caption
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", tb._dropdown(driver, "machine"))
+        return _small_png(driver.get_screenshot_as_png(), HERE / "explorer-beside-gpu.png")
+
+
+SHOTS = {"report": report_in_jupyterlab, "lab": make_lab_landing, "explorer": explorer_beside_gpu}
 
 
 def main(names: list[str]) -> int:
