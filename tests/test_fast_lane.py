@@ -1,13 +1,24 @@
 """make test-fast: tests/slow.txt's tests are marked slow (tests/conftest.py) and left out; a stale name fails."""
 
+import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
-import conftest
-
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tests_conftest():
+    """tests/conftest.py as a module of its own: a plain ``import conftest`` gets notebooks/conftest.py where
+    ``make test`` collected the notebooks first in this worker (both register as ``conftest``)."""
+    spec = importlib.util.spec_from_file_location("cnnlab_tests_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+conftest = _tests_conftest()
 
 
 class _Item:
