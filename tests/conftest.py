@@ -40,6 +40,30 @@ def ran_interpreted_in_subprocess(request) -> bool:
     return True
 
 
+class CallOrder(list):
+    """The labels of the calls :meth:`wrap` watches, in the order they happened."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self._monkeypatch = monkeypatch
+
+    def wrap(self, owner, name: str, label: str) -> None:
+        """Replace ``owner.name`` by a wrapper that appends ``label`` here, then calls the original."""
+        real = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            self.append(label)
+            return real(*args, **kwargs)
+
+        self._monkeypatch.setattr(owner, name, wrapped)
+
+
+@pytest.fixture
+def call_order(monkeypatch) -> CallOrder:
+    """Which of the watched functions ran in which order (``call_order.wrap(module, "benchmark", "time")``)."""
+    return CallOrder(monkeypatch)
+
+
 SLOW_LIST = Path(__file__).with_name("slow.txt")
 
 

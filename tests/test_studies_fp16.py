@@ -267,21 +267,13 @@ def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_p
         pr.configure("quick", **bad)
 
 
-def test_every_point_is_timed_before_the_first_profile(monkeypatch):
+def test_every_point_is_timed_before_the_first_profile(monkeypatch, call_order):
     """The average-memory passes run under the profiler, which on a GPU may leave CUPTI attached and slow later
     launches (cnnlab.profiling.cupti): every point's timing comes before the first of them, not interleaved."""
-    order = []
-
-    def logged(name, fn):
-        def wrapped(*args, **kwargs):
-            order.append(name)
-            return fn(*args, **kwargs)
-        return wrapped
-
     monkeypatch.setattr(train, "train", fake_train)
-    monkeypatch.setattr(pr, "benchmark", logged("time", pr.benchmark))
-    monkeypatch.setattr(pr.memory, "average_memory", logged("profile", pr.memory.average_memory))
+    call_order.wrap(pr, "benchmark", "time")
+    call_order.wrap(pr.memory, "average_memory", "profile")
     df = pr.measure(_cfg(precisions=["fp32", "autocast"], batch_sizes=[2, 8]), None, progress=False)
-    assert order == ["time"] * 4 + ["profile"] * 4
+    assert call_order == ["time"] * 4 + ["profile"] * 4
     ok = studies.tables(df)["timing"].query("status == 'ok'")
     assert len(ok) == 4 and ok["avg_mem_mib"].notna().all() and not ok["after_cuda_profile"].any()

@@ -346,24 +346,16 @@ def test_configure_rejects_bools_non_finite_and_out_of_range_values_naming_the_p
         tiling.configure("quick", **bad)
 
 
-def test_every_point_and_round_is_timed_before_the_first_profile(tmp_path, monkeypatch):
+def test_every_point_and_round_is_timed_before_the_first_profile(tmp_path, call_order):
     """The average-memory passes run under the profiler, which on a GPU may leave CUPTI attached and slow later
     launches (cnnlab.profiling.cupti): every timing comes before the first of them; each row still gets its own."""
-    order = []
-
-    def logged(name, fn):
-        def wrapped(*args, **kwargs):
-            order.append(name)
-            return fn(*args, **kwargs)
-        return wrapped
-
-    monkeypatch.setattr(tiling, "benchmark", logged("time", tiling.benchmark))
-    monkeypatch.setattr(tiling.memory, "average_memory", logged("profile", tiling.memory.average_memory))
+    call_order.wrap(tiling, "benchmark", "time")
+    call_order.wrap(tiling.memory, "average_memory", "profile")
     cfg = tiling.configure("quick", image_size=64, batch_size=1, tile_sizes=[16, 32], methods=["spatial"],
                            warmup=0, repeats=2, rounds=2, check_size=8, device="cpu")
     tiles = _tiles(tiling.measure(cfg, tmp_path, progress=False))
     points = 2 * 3  # rounds x (untiled + two tiles)
-    assert order == ["time"] * points + ["profile"] * points
+    assert call_order == ["time"] * points + ["profile"] * points
     ok = tiles[tiles["status"] == "ok"]
     assert len(ok) == 3 and ok["avg_mem_mib"].notna().all() and ok["avg_mem_missing_reason"].isna().all()
     assert (ok["avg_mem_mib_low"] <= ok["avg_mem_mib_high"]).all() and not ok["after_cuda_profile"].any()
