@@ -315,13 +315,17 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
             sent["after_s"] = round(time.monotonic() - start, 1)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "SIGINT handler changed before this test"
+    # Ctrl-C as a user's Python gets it: KeyboardInterrupt in the main thread. A process started in the background
+    # by a non-interactive shell (a CI script run with &) inherits SIGINT ignored, and Python then keeps it ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
             ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=120, **TINY)
     except BaseException as failure:
         raise AssertionError(f"launch() was not interrupted; the interrupt: {sent or 'not sent'}") from failure
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert sent["processes"] >= 2, f"interrupted before torchrun and a worker ran: {sent}"
     assert _processes_mentioning(str(tmp_path)) == []  # launch() waited until every one was gone
 
