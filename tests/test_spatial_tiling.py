@@ -127,3 +127,59 @@ def test_spatial_tiling_errors(resnet20):
     train_mode = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3)], 8)  # modules default to train mode
     with pytest.raises(ValueError, match="eval mode"):
         train_mode(torch.randn(1, 3, 16, 16))
+
+
+def test_stream_tiling_through_the_global_pool_gives_the_same_logits(resnet20):
+    """The whole trunk and its global average pool streamed (the pool summed strip by strip): no full-size
+    activation, not even the trunk's output, and the same logits."""
+    x = torch.randn(2, 3, 100, 76)  # ragged last strips
+    tiled = tile_spatially(resnet20, 16, until="avgpool")
+    with torch.no_grad():
+        ref, y = resnet20(x), tiled(x)
+    assert y.shape == ref.shape == (2, 10)
+    check("test_stream_tiling_through_the_global_pool_gives_the_same_logits: relative error",
+          _rel_error(y, ref), "<", 1e-5)
+
+
+@pytest.mark.parametrize("stride,dilation,padding", [(1, 2, 2), (2, 1, 1), (2, 1, 2), (3, 2, 3)])
+def test_stream_tiling_at_the_border_with_strides_and_dilations(stride, dilation, padding):
+    """Every strip at the top or bottom border is padded by the convolution's own padding (a view of its output) or,
+    where the padding rows miss the stride's grid, by a padded copy: both agree with the untiled layers."""
+    torch.manual_seed(_seed())
+    prefix = nn.Sequential(nn.Conv2d(3, 5, 3, stride=stride, padding=padding, dilation=dilation), nn.ReLU(),
+                           nn.Conv2d(5, 4, 3, padding=1)).eval()
+    x = torch.randn(2, 3, random.randrange(31, 61), random.randrange(17, 40))
+    with torch.no_grad():
+        ref = prefix(x)
+        for tile in (stride, 4 * stride, 7 * stride):
+            y = SpatiallyTiled(list(prefix), tile)(x)
+            assert y.shape == ref.shape
+            check("test_stream_tiling_at_the_border_with_strides_and_dilations: relative error",
+                  _rel_error(y, ref), "<", 1e-5, detail=(stride, dilation, padding, tile, tuple(x.shape)))
+
+
+def test_stream_tiling_through_the_global_pool_cuts_peak_memory_further(resnet20):
+    """Streaming the pool too, the trunk's output is never stitched: the peak falls below the layer3 cut's."""
+    from cnnlab.profiling.memory import cpu_peak_bytes
+
+    x = torch.randn(1, 3, 128, 128)
+    with torch.no_grad():
+        peaks = {}
+        for until in ("layer3", "avgpool"):
+            model = tile_spatially(resnet20, 16, until=until)
+            peaks[until] = cpu_peak_bytes(lambda: model(x))  # noqa: B023 - called right here
+    # the layer3 cut stitches 64 x 32 x 32 float32 (256 KiB) that the pooled stream never holds
+    assert peaks["avgpool"] + 200 * 1024 < peaks["layer3"], peaks
+
+
+def test_global_pool_and_batch_statistics_errors():
+    pooled = [nn.Conv2d(3, 3, 3, padding=1), nn.AdaptiveAvgPool2d(1)]
+    with pytest.raises(ValueError, match="needs mode='stream'"):
+        SpatiallyTiled(pooled, 8, "recompute")
+    with pytest.raises(ValueError, match="only as the prefix's last operation"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.AdaptiveAvgPool2d(1), nn.ReLU()], 8)
+    with pytest.raises(ValueError, match="does not support module"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.AdaptiveAvgPool2d(2)], 8)
+    no_stats = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3, track_running_stats=False).eval()], 8)
+    with pytest.raises(ValueError, match="running statistics"):
+        no_stats(torch.randn(1, 3, 16, 16))

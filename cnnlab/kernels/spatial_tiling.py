@@ -90,7 +90,7 @@ _POINT = _Window(1, 1, 0)
 @dataclass
 class _Info:
     node: fx.Node
-    kind: str  # "input", "window", "subsample", "pointwise", "output"
+    kind: str  # "input", "window", "subsample", "pointwise", "global" (a final global average pool), "output"
     inputs: list  # tensor-valued input nodes
     window: tuple = (_POINT, _POINT)  # per axis (H, W)
     geometry: tuple = (Geometry(), Geometry())
@@ -152,8 +152,11 @@ def _describe(node: fx.Node, modules: dict[str, nn.Module]) -> _Info:
             return _Info(node, "window", tensors, _window_of_module(module, node.target), module=module)
         if isinstance(module, _POINTWISE_MODULES):
             return _Info(node, "pointwise", tensors, module=module)
+        if isinstance(module, nn.AdaptiveAvgPool2d) and _pair(module.output_size) == (1, 1):
+            return _Info(node, "global", tensors, module=module)
         raise ValueError(f"spatial tiling does not support module {node.target} ({type(module).__name__}); "
-                         "supported: Conv2d, MaxPool2d, AvgPool2d and element-wise modules")  # fmt: skip
+                         "supported: Conv2d, MaxPool2d, AvgPool2d, element-wise modules and a final "
+                         "AdaptiveAvgPool2d(1)")  # fmt: skip
     if node.op == "call_function":
         if node.target is operator.getitem:
             return _Info(node, "subsample", tensors, _slice_window(node.args[1], node.name))
@@ -200,7 +203,7 @@ def analyse(prefix) -> list[_Info]:
                 src[a].then_window(info.window[a].kernel, info.window[a].stride, info.window[a].padding)
                 for a in range(2)
             )
-        elif info.kind in ("pointwise", "output"):
+        elif info.kind in ("pointwise", "output", "global"):
             geoms = [infos[i].geometry for i in info.inputs]
             if not geoms:
                 raise ValueError(f"{node.name} has no tensor input")
@@ -211,6 +214,9 @@ def analyse(prefix) -> list[_Info]:
                 Geometry(geoms[0][a].stride, max(g[a].left for g in geoms), max(g[a].right for g in geoms))
                 for a in range(2)
             )
+        if any(infos[src].kind == "global" for src in info.inputs) and info.kind != "output":
+            raise ValueError(f"spatial tiling supports a global average pool only as the prefix's last operation; "
+                             f"{node.name} reads one")
         infos[node] = info
     return list(infos.values())
 
@@ -225,6 +231,8 @@ def _heights(infos: list[_Info], size: tuple[int, int]) -> dict[fx.Node, tuple[i
     for info in infos:
         if info.kind == "input":
             sizes[info.node] = size
+        elif info.kind == "global":
+            sizes[info.node] = (1, 1)
         elif info.kind in ("window", "subsample"):
             src = sizes[info.inputs[0]]
             if info.kind == "subsample":
@@ -249,6 +257,10 @@ def _check_eval(module: nn.Module) -> None:
         if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training:
             raise ValueError(f"spatial tiling needs eval mode: BatchNorm {name!r} is training and would normalise "
                              "each tile with its own batch statistics; call model.eval() first")  # fmt: skip
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is None:
+            raise ValueError(f"spatial tiling needs running statistics: BatchNorm {name!r} has "
+                             "track_running_stats=False, so even in eval mode it would normalise each tile with its "
+                             "own statistics")  # fmt: skip
 
 
 def _tile_pair(tile, geometry: tuple[Geometry, Geometry]) -> tuple[int, int]:
@@ -262,136 +274,241 @@ def _tile_pair(tile, geometry: tuple[Geometry, Geometry]) -> tuple[int, int]:
     return t
 
 
-class _Stream:
-    """Row-streaming executor: every node keeps the rows of its output that a consumer will still read.
+_COMPUTE, _KEEP, _DROP, _EMIT, _SUM = range(5)  # the instructions of a stream plan
 
-    A node's rows live in pieces (start_row, tensor); a read within one piece is a view, a read across pieces
-    (the halo kept from the previous strip plus the new strip) concatenates. Rows no consumer will read again are
-    dropped at once, and a kept halo is copied out of its strip so the strip's memory is freed.
+
+class _StreamPlan:
+    """Row streaming, planned once per input size: which rows every node computes when, and which it keeps.
+
+    The schedule is worked out on row numbers alone (no tensors): the prefix's output is produced ``tile`` input
+    rows at a time, top to bottom; a node computes the rows its consumers pull, at most ``tile`` input rows' worth at
+    a time (``tile / stride`` rows at a node of total stride ``stride``: the first strip, which must also fill every
+    layer's halo, is computed in such chunks too, so no strip is larger than the rest); after each computation the
+    rows no consumer will read again are dropped, and a kept halo is copied out of its strip so the strip's memory
+    is freed (the line buffer). A read within one kept piece is a view, a read across pieces (the halo kept from the
+    previous strip plus the new strip) concatenates.
+
+    Running the plan (:meth:`run`) is then one loop over its instructions, with no analysis left in it: per strip
+    and node one call of the layer, so the Python cost per call is small beside the convolution it launches. A
+    final global average pool (``nn.AdaptiveAvgPool2d(1)``) is summed strip by strip, so the prefix's full-size
+    output is never stitched either.
     """
 
-    def __init__(self, infos: list[_Info], x: torch.Tensor):
-        self.infos = {i.node: i for i in infos}
-        self.output = infos[-1]
-        self.sizes = _heights(infos, tuple(x.shape[-2:]))
-        self.users: dict[fx.Node, list[_Info]] = {i.node: [] for i in infos}
+    def __init__(self, infos: list[_Info], size: tuple[int, int], tile_rows: int):
+        self.sizes = _heights(infos, size)
+        by_node = {i.node: i for i in infos}
+        users: dict[fx.Node, list[_Info]] = {i.node: [] for i in infos}
         for info in infos:
             for src in info.inputs:
-                self.users[src].append(info)
-        self.pieces: dict[fx.Node, list[tuple[int, torch.Tensor]]] = {i.node: [] for i in infos}
-        self.done = {i.node: 0 for i in infos}
+                users[src].append(info)
+        last = by_node[infos[-1].inputs[0]]  # the node whose output the prefix returns
+        self.pooled = last.kind == "global"
+        target = last.inputs[0] if self.pooled else last.node  # the rows streamed out
+        self.target_size = self.sizes[target]
+        pieces: dict[fx.Node, list[tuple[int, int, int]]] = {i.node: [] for i in infos}  # (start, end, slot)
+        done = {i.node: 0 for i in infos}
+        program: list[tuple] = []
+        slots = iter(range(1, 1 << 62))
         inp = infos[0].node
-        self.pieces[inp], self.done[inp] = [(0, x)], x.shape[2]
+        pieces[inp], done[inp] = [(0, self.sizes[inp][0], 0)], self.sizes[inp][0]  # slot 0: the input
 
-    def rows(self, node: fx.Node, lo: int, hi: int) -> torch.Tensor:
-        parts = []
-        for start, t in self.pieces[node]:
-            a, b = max(lo, start), min(hi, start + t.shape[2])
-            if a < b:
-                parts.append(t.narrow(2, a - start, b - a))
-        got = sum(p.shape[2] for p in parts)
-        if got != hi - lo:
-            raise RuntimeError(f"{node.name}: rows [{lo}, {hi}) not buffered (have {got}); line buffer bug")
-        return parts[0] if len(parts) == 1 else torch.cat(parts, 2)
+        def chunk(node: fx.Node) -> int:
+            return max(1, tile_rows // by_node[node].geometry[0].stride)
 
-    def produce(self, node: fx.Node, upto: int) -> None:
-        """Compute rows [done, upto) of ``node``'s output, pulling exactly the input rows they need."""
-        if self.done[node] >= upto:
-            return
-        info, r0 = self.infos[node], self.done[node]
-        if info.kind == "window":
-            src = info.inputs[0]
-            lo, hi = info.window[0].needs(r0, upto)
-            h_in = self.sizes[src][0]
-            self.produce(src, min(hi, h_in))
-            x = self.rows(src, max(lo, 0), min(hi, h_in))
-            y = self._window(info, x, max(0, -lo), max(0, hi - h_in))
-        else:
-            args = {}
-            for src in info.inputs:
-                if info.kind == "subsample":
-                    s = info.window[0].stride
-                    lo, hi = r0 * s, (upto - 1) * s + 1
+        def fetch(node: fx.Node, lo: int, hi: int) -> tuple:
+            parts = tuple((slot, max(lo, start) - start, min(hi, end) - max(lo, start))
+                          for start, end, slot in pieces[node] if max(lo, start) < min(hi, end))
+            if sum(p[2] for p in parts) != hi - lo:
+                raise RuntimeError(f"{node.name}: rows [{lo}, {hi}) not buffered; line buffer bug")
+            return parts
+
+        def trim(node: fx.Node) -> None:
+            if by_node[node].kind == "input":
+                return  # the caller's input tensor: not ours to free
+            keep_from = done[node]
+            for user in users[node]:
+                if user.kind == "output":
+                    return
+                s = user.window[0].stride
+                pad = user.window[0].padding if user.kind == "window" else 0
+                keep_from = min(keep_from, max(0, done[user.node] * s - pad))
+            kept = []
+            for start, end, slot in pieces[node]:
+                if end <= keep_from:
+                    program.append((_DROP, slot))
+                    continue
+                if start < keep_from:
+                    new = next(slots)
+                    program.append((_KEEP, slot, new, keep_from - start, end - keep_from))
+                    start, slot = keep_from, new
+                kept.append((start, end, slot))
+            pieces[node] = kept
+
+        def produce(node: fx.Node, upto: int) -> None:
+            info = by_node[node]
+            while done[node] < upto:
+                r0 = done[node]
+                r1 = min(upto, r0 + chunk(node))
+                top = bottom = 0
+                if info.kind == "window":
+                    src = info.inputs[0]
+                    lo, hi = info.window[0].needs(r0, r1)
+                    h_in = self.sizes[src][0]
+                    produce(src, min(hi, h_in))
+                    reads = (fetch(src, max(lo, 0), min(hi, h_in)),)
+                    top, bottom = max(0, -lo), max(0, hi - h_in)
                 else:
-                    lo, hi = r0, upto
-                self.produce(src, hi)
-                args[src] = self.rows(src, lo, hi)
-            y = self._call(info, args)
-        if y.shape[2] != upto - r0:
-            raise RuntimeError(f"{node.name}: expected {upto - r0} rows, got {y.shape[2]} (geometry mismatch)")
-        self.pieces[node].append((r0, y))
-        self.done[node] = upto
-        for src in info.inputs:
-            self._trim(src)
+                    reads = []
+                    for src in info.inputs:
+                        if info.kind == "subsample":
+                            s = info.window[0].stride
+                            lo, hi = r0 * s, (r1 - 1) * s + 1
+                        else:
+                            lo, hi = r0, r1
+                        produce(src, hi)
+                        reads.append(fetch(src, lo, hi))
+                    reads = tuple(reads)
+                slot = next(slots)
+                pieces[node].append((r0, r1, slot))
+                done[node] = r1
+                # The inputs' rows no consumer reads again are released once read, before the call: where the
+                # read concatenated (halo plus strip) the strip is then freed before the output is allocated.
+                mark = len(program)
+                for src in info.inputs:
+                    trim(src)
+                release = tuple(program[mark:])
+                del program[mark:]
+                program.append((_COMPUTE, info, slot, reads, top, bottom, r1 - r0, release))
 
-    def _trim(self, node: fx.Node) -> None:
-        """Drop rows of ``node`` that no consumer will read again (the line buffer keeps only the halo)."""
-        if self.infos[node].kind == "input":
-            return  # the caller's input tensor: not ours to free
-        keep_from = self.done[node]
-        for user in self.users[node]:
-            if user.kind == "output":
-                return
-            s = user.window[0].stride
-            pad = user.window[0].padding if user.kind == "window" else 0
-            keep_from = min(keep_from, max(0, self.done[user.node] * s - pad))
-        kept = []
-        for start, t in self.pieces[node]:
-            end = start + t.shape[2]
-            if end <= keep_from:
-                continue
-            if start < keep_from:  # copy the halo out so the rest of the strip is freed
-                t, start = t.narrow(2, keep_from - start, end - keep_from).clone(), keep_from
-            kept.append((start, t))
-        self.pieces[node] = kept
+        total = self.target_size[0]
+        step = chunk(target)
+        for r0 in range(0, total, step):
+            r1 = min(total, r0 + step)
+            produce(target, r1)
+            program.append((_SUM if self.pooled else _EMIT, fetch(target, r0, r1), r0))
+            if self.pooled:
+                done[last.node] = r1
+                trim(target)
+            else:  # the stitched output holds these rows now
+                program += [(_DROP, slot) for _, _, slot in pieces[target]]
+                pieces[target] = []
+        self.program = program
+        self.calls = {info.node: _caller(info) for info in infos if info.kind not in ("input", "output", "global")}
 
-    def run(self, rows_per_step: int) -> torch.Tensor:
-        out_node = self.output.inputs[0]
-        total = self.sizes[out_node][0]
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        slots: dict[int, torch.Tensor] = {0: x}
         out = None
-        for r0 in range(0, total, rows_per_step):
-            r1 = min(total, r0 + rows_per_step)
-            self.produce(out_node, r1)
-            piece = self.rows(out_node, r0, r1)
-            if out is None:
-                shape = (piece.shape[0], piece.shape[1], total, piece.shape[3])
-                out = torch.empty(shape, dtype=piece.dtype, device=piece.device)
-            out[:, :, r0:r1] = piece
-            self.pieces[out_node] = []  # the stitched output holds these rows now
+        calls = self.calls
+        for ins in self.program:
+            op = ins[0]
+            if op == _COMPUTE:
+                _, info, slot, reads, top, bottom, rows, release = ins
+                tensors = [_gather(slots, r) for r in reads]
+                for old in release:
+                    if old[0] == _DROP:
+                        del slots[old[1]]
+                    else:
+                        slots[old[2]] = slots.pop(old[1]).narrow(2, old[3], old[4]).clone()
+                y = calls[info.node](tensors, top, bottom)
+                del tensors
+                if y.shape[2] != rows:
+                    raise RuntimeError(f"{info.node.name}: expected {rows} rows, got {y.shape[2]} (geometry mismatch)")
+                slots[slot] = y
+                del y  # the slot is its only holder: a later release frees it
+            elif op == _DROP:
+                del slots[ins[1]]
+            elif op == _KEEP:
+                _, old, new, offset, length = ins
+                slots[new] = slots.pop(old).narrow(2, offset, length).clone()
+            else:
+                piece = _gather(slots, ins[1])
+                if op == _SUM:  # in float32 at least: a sum of many rows in half precision would lose digits
+                    part = piece.sum((2, 3), keepdim=True, dtype=torch.promote_types(piece.dtype, torch.float32))
+                    out = part if out is None else out.add_(part)
+                    continue
+                if out is None:
+                    shape = (piece.shape[0], piece.shape[1], self.target_size[0], piece.shape[3])
+                    out = torch.empty(shape, dtype=piece.dtype, device=piece.device)
+                out[:, :, ins[2] : ins[2] + piece.shape[2]] = piece
+        if self.pooled:
+            out = out.div_(self.target_size[0] * self.target_size[1]).to(x.dtype)
         return out
 
-    def _window(self, info: _Info, x: torch.Tensor, top: int, bottom: int) -> torch.Tensor:
-        m, (wh, ww) = info.module, info.window
-        if isinstance(m, nn.Conv2d):
-            if top or bottom:  # zero padding at the true top/bottom border only
-                x = F.pad(x, (0, 0, top, bottom))
-            return F.conv2d(x, m.weight, m.bias, m.stride, (0, m.padding[1]), m.dilation, m.groups)
-        if isinstance(m, nn.MaxPool2d):
-            if top or bottom:
-                x = F.pad(x, (0, 0, top, bottom), value=-math.inf)
-            return F.max_pool2d(x, _pair(m.kernel_size), (wh.stride, ww.stride), (0, ww.padding), _pair(m.dilation))
-        if top or bottom:  # AvgPool2d with count_include_pad=True: padding counts as zeros
-            x = F.pad(x, (0, 0, top, bottom))
-        return F.avg_pool2d(x, _pair(m.kernel_size), (wh.stride, ww.stride), (0, ww.padding), False, True,
-                            m.divisor_override)  # fmt: skip
 
-    def _call(self, info: _Info, args: dict[fx.Node, torch.Tensor]) -> torch.Tensor:
-        node = info.node
-        if node.op == "call_module" and getattr(info.module, "inplace", False):
-            # An in-place op would write into another node's line buffer: run it on a copy instead.
-            args = {k: v.clone() for k, v in args.items()}
-        if node.kwargs.get("inplace"):
-            args = {k: v.clone() for k, v in args.items()}
-        fn_args = fx.node.map_arg(node.args, lambda n: args[n])
-        fn_kwargs = fx.node.map_arg(node.kwargs, lambda n: args[n])
-        if node.op == "call_module":
-            return info.module(*fn_args, **fn_kwargs)
-        if node.op == "call_function":
-            return node.target(*fn_args, **fn_kwargs)
-        self_arg, *rest = fn_args
-        if node.target.endswith("_"):
-            self_arg = self_arg.clone()
-        return getattr(self_arg, node.target)(*rest, **fn_kwargs)
+def _gather(slots: dict[int, torch.Tensor], parts: tuple) -> torch.Tensor:
+    """The rows ``parts`` ((slot, offset, length), ...) name, as a view of one piece or concatenated."""
+    if len(parts) == 1:
+        slot, offset, length = parts[0]
+        t = slots[slot]
+        return t if offset == 0 and length == t.shape[2] else t.narrow(2, offset, length)
+    return torch.cat([slots[s].narrow(2, o, n) for s, o, n in parts], 2)
+
+
+def _caller(info: _Info):
+    """``f(tensors, top, bottom)``: the node's operation on the rows read from each of its inputs (in
+    ``info.inputs`` order), a window op padded at the true top and bottom border only (``top``/``bottom`` rows)."""
+    node, m = info.node, info.module
+    if info.kind == "window":
+        wh, ww = info.window
+        if isinstance(m, nn.Conv2d):
+            weight, bias, stride, dilation, groups = m.weight, m.bias, m.stride, m.dilation, m.groups
+            pad_w = m.padding[1]
+
+            def conv(ts, top, bottom):
+                x = ts[0]
+                if not (top or bottom):
+                    return F.conv2d(x, weight, bias, stride, (0, pad_w), dilation, groups)
+                # At the true border: the convolution's own (symmetric) zero padding instead of a padded copy of
+                # the rows, then a view without the rows that the padding on the other side added.
+                pad = max(top, bottom)
+                skip, rem = divmod(pad - top, stride[0])
+                if rem:  # the padding's rows do not fall on the stride's grid: pad a copy
+                    return F.conv2d(F.pad(x, (0, 0, top, bottom)), weight, bias, stride, (0, pad_w), dilation, groups)
+                y = F.conv2d(x, weight, bias, stride, (pad, pad_w), dilation, groups)
+                rows = (x.shape[2] + top + bottom - dilation[0] * (weight.shape[2] - 1) - 1) // stride[0] + 1
+                return y.narrow(2, skip, rows)
+            return conv
+        if isinstance(m, nn.MaxPool2d):
+            def max_pool(ts, top, bottom):
+                x = F.pad(ts[0], (0, 0, top, bottom), value=-math.inf) if top or bottom else ts[0]
+                return F.max_pool2d(x, _pair(m.kernel_size), (wh.stride, ww.stride), (0, ww.padding),
+                                    _pair(m.dilation))
+            return max_pool
+
+        def avg_pool(ts, top, bottom):  # count_include_pad=True: padding counts as zeros
+            x = F.pad(ts[0], (0, 0, top, bottom)) if top or bottom else ts[0]
+            return F.avg_pool2d(x, _pair(m.kernel_size), (wh.stride, ww.stride), (0, ww.padding), False, True,
+                                m.divisor_override)
+        return avg_pool
+    if isinstance(m, nn.BatchNorm2d) and not m.training:  # eval mode (checked): its affine map, no module call
+        bn = (m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)
+        return lambda ts, top, bottom: F.batch_norm(ts[0], *bn)
+    index = {src: i for i, src in enumerate(info.inputs)}
+    copy_inputs = (node.op == "call_module" and getattr(m, "inplace", False)) or bool(node.kwargs.get("inplace")) \
+        or (node.op == "call_method" and node.target.endswith("_"))
+    # An in-place op would write into another node's line buffer: it runs on a copy instead.
+
+    def bind(ts):
+        if copy_inputs:
+            ts = [t.clone() for t in ts]
+        return (fx.node.map_arg(node.args, lambda n: ts[index[n]]), fx.node.map_arg(node.kwargs, lambda n: ts[index[n]]))
+
+    if node.op == "call_module":
+        return lambda ts, top, bottom: _call_module(m, bind(ts))
+    if node.op == "call_function":
+        def function(ts, top, bottom):
+            args, kwargs = bind(ts)
+            return node.target(*args, **kwargs)
+        return function
+
+    def method(ts, top, bottom):
+        (self_arg, *rest), kwargs = bind(ts)
+        return getattr(self_arg, node.target)(*rest, **kwargs)
+    return method
+
+
+def _call_module(module: nn.Module, bound: tuple) -> torch.Tensor:
+    return module(*bound[0], **bound[1])
 
 
 def _run_recompute(prefix: nn.Module, geometry, out_size, x: torch.Tensor, tile: tuple[int, int]) -> torch.Tensor:
@@ -427,7 +544,8 @@ class SpatiallyTiled(nn.Module):
     tile: input pixels per tile, an int or (h, w), a multiple of the prefix's total stride. mode: "stream" (strips
     of ``tile`` rows, halo rows kept in line buffers, nothing recomputed) or "recompute" (tile x tile squares, halo
     recomputed). forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
-    to floating-point rounding. Needs eval mode for BatchNorm.
+    to floating-point rounding. Needs eval mode for BatchNorm. In stream mode the prefix may end in a global average
+    pool (``nn.AdaptiveAvgPool2d(1)``), summed strip by strip.
     """
 
     def __init__(self, prefix, tile=32, mode: str = "stream") -> None:
@@ -439,6 +557,10 @@ class SpatiallyTiled(nn.Module):
         self.geometry = self.infos[-1].geometry
         self.tile = _tile_pair(tile, self.geometry)
         self.mode = mode
+        if mode == "recompute" and any(i.kind == "global" for i in self.infos):
+            raise ValueError("a prefix that ends in a global average pool needs mode='stream' (it sums the pool "
+                             "strip by strip); mode='recompute' would pool each tile on its own")
+        self._plans: dict[tuple[int, int], _StreamPlan] = {}  # stream mode: one plan per input size
 
     @property
     def halo(self) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -450,7 +572,10 @@ class SpatiallyTiled(nn.Module):
             raise ValueError(f"x must be a 4-D (N, C, H, W) tensor, got shape {tuple(x.shape)}")
         _check_eval(self.prefix)
         if self.mode == "stream":
-            return _Stream(self.infos, x).run(self.tile[0] // self.geometry[0].stride)
+            size = tuple(x.shape[-2:])
+            if size not in self._plans:
+                self._plans[size] = _StreamPlan(self.infos, size, self.tile[0])
+            return self._plans[size].run(x)
         out_size = _heights(self.infos, tuple(x.shape[-2:]))[self.infos[-1].node]
         return _run_recompute(self.prefix, self.geometry, out_size, x, self.tile)
 
