@@ -307,7 +307,7 @@ def test_figure_has_four_labelled_panels(measured):
     ("methods", ["spatial", "winograd"], "methods='winograd' is not valid; valid: spatial, triton"),
     ("methods", [], "methods is empty"),
     ("model", "vgg11", "model='vgg11' is not valid; valid: resnet20"),
-    ("until", "layer4", "until='layer4' is not valid; valid: layer1, layer2, layer3"),
+    ("until", "layer4", "until='layer4' is not valid; valid: layer1, layer2, layer3, avgpool"),
     ("spatial_mode", "squares", "spatial_mode='squares' is not valid; valid: stream, recompute"),
     ("batch_size", 0, "batch_size=0"),
     ("image_size", 16, "image_size=16"),
@@ -319,6 +319,13 @@ def test_configure_names_the_parameter(name, value, needle):
     with pytest.raises(ValueError) as err:
         tiling.configure("quick", **{name: value})
     assert needle in str(err.value)
+
+
+def test_the_pooled_trunk_needs_stream_mode_naming_the_choices():
+    assert tiling.configure("quick").until == "avgpool"  # by default the trunk and its pool run tiled
+    with pytest.raises(ValueError, match="until='avgpool' needs spatial_mode='stream'.*layer1, layer2, layer3"):
+        tiling.configure("quick", spatial_mode="recompute")
+    assert tiling.configure("quick", spatial_mode="recompute", until="layer3").until == "layer3"
 
 
 def test_presets_follow_the_paper_where_it_speaks():

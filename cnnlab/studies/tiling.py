@@ -44,7 +44,8 @@ TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, a
 PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
 PAPER_BATCH_SIZE = 8
 PAPER_IMAGE_SIZE = 224  # Mini-ImageNet, 3x224x224 (Sec. III-B)
-UNTILS = ("layer1", "layer2", "layer3")  # how much of the CIFAR ResNet runs spatially tiled
+UNTILS = ("layer1", "layer2", "layer3", "avgpool")  # how much of the CIFAR ResNet runs spatially tiled (avgpool:
+# the whole trunk and its global average pool, summed strip by strip: not even the trunk's output is stitched)
 DATA_SOURCE = "synthetic"
 # ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
 # channels: a partly masked channel block), a stage convolution, and a stride-2 downsampling convolution.
@@ -73,7 +74,7 @@ PAPER_UNTILED = ('"This proved very effective at reducing latency and boosting G
                  'dealing with larger input images like those in ImageNet" (Sec. V, on memory tiling)')
 
 
-def _resnet(value, parameter: str) -> str:  # the models whose trunk tile_spatially splits at layer1-3
+def _resnet(value, parameter: str) -> str:  # the models tile_spatially splits at layer1-3 or avgpool
     return config.one_of(value, [n for n in models.names() if models.spec(n).family == "resnet_cifar"],
                          parameter=parameter)
 
@@ -88,9 +89,17 @@ def _tile_sizes(value, parameter: str) -> list[int]:
     return tiles
 
 
+def _check(cfg) -> None:
+    """The global pool is summed strip by strip only in stream mode: refuse the one combination that cannot run."""
+    if cfg.until == "avgpool" and cfg.spatial_mode == "recompute":
+        raise ValueError("until='avgpool' needs spatial_mode='stream' (the pool is summed strip by strip); with "
+                         f"spatial_mode='recompute' choose until from {', '.join(u for u in UNTILS if u != 'avgpool')}")
+
+
 # quick: a CPU smoke run, batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
 # (see config.threads), Triton checked on small inputs and not timed; standard and paper: one GPU, the paper's setting.
 PARAMETERS = studies.Parameters(
+    check=_check,
     model=Parameter("resnet20", check=_resnet, doc="a CIFAR ResNet (its trunk is tiled)"),
     image_size=Parameter(PAPER_IMAGE_SIZE, check=config.image_size, doc="input pixels a side"),
     batch_size=Parameter(2, PAPER_BATCH_SIZE, check=config.batch_size, doc="images per batch"),
@@ -98,7 +107,8 @@ PARAMETERS = studies.Parameters(
     methods=Parameter(["spatial", "triton"], axis=True,
                       check=partial(config.names_list, valid=TILED_METHODS, hint="(untiled is always measured)"),
                       doc=f"tilings from {', '.join(TILED_METHODS)} (untiled is always measured)"),
-    until=Parameter("layer3", check=partial(config.one_of, valid=UNTILS), doc="how much of the trunk is tiled"),
+    until=Parameter("avgpool", check=partial(config.one_of, valid=UNTILS),
+                    doc="how much of the model is tiled (avgpool: the trunk and its global pool)"),
     spatial_mode=Parameter("stream", check=partial(config.one_of, valid=spatial_tiling.MODES),
                            doc=" | ".join(spatial_tiling.MODES)),
     check_size=Parameter(18, 34, 66, check=partial(config.image_size, minimum=8),
