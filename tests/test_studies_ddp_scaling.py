@@ -412,6 +412,17 @@ def test_claims_name_the_grid_points_they_were_not_judged_on():
     assert "missing" not in "".join(c.ours for c in judged(paper_like()).values())  # a full grid says nothing
 
 
+def test_notebook_states_no_threshold_of_the_claims():
+    # the bound of "relatively unaffected" is CPU_MEMORY_SPREAD, written once: the notebook points to the criterion
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "05_ddp_scaling.ipynb").read_text())
+    markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for literal in (f"{ddp_scaling.CPU_MEMORY_SPREAD:.3g}", f"{ddp_scaling.CPU_MEMORY_SPREAD:.2f}", "25%", "5%"):
+        assert literal not in markdown, literal
+
+
 def test_scaling_efficiency_says_when_it_is_below_its_noise():
     def point(w, thr, low, high, f=1.0):
         return dict(model="m", dataset="d", device="cpu", epochs=3, data_fraction=f, batch_size_per_rank=32,
