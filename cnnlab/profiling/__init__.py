@@ -16,6 +16,8 @@
   :func:`code_digest`; the store keeps its environment record and attempts beside it (``store.py``)
 - :func:`combine_rounds`, :func:`time_spread`: a grid timed in rounds, one row per point, and the time a claim
   judges: the median of the rounds within their least and most (``rounds.py``)
+- :mod:`paired <cnnlab.profiling.paired>`: variants timed side by side in rounds and each one's ratio to a baseline
+  round by round, so a drift of the machine's load cancels (``paired.py``)
 - :func:`loader_sweep`: epoch times per DataLoader batch size x workers x pinning (``loaders.py``)
 - :mod:`derived <cnnlab.profiling.derived>`: metrics derived from measured ones (ratios, speed-ups, changes in
   percent, time per item, throughput, scaling efficiency; :func:`derived.against` sets rows beside a baseline)
@@ -27,7 +29,7 @@
   (Perfetto, TensorBoard), CUDA allocator history for pytorch.org/memory_viz (``traces.py``)
 """
 
-from cnnlab.profiling import cupti, derived
+from cnnlab.profiling import cupti, derived, paired
 from cnnlab.profiling.cost import achieved, cost_model, device_peaks, roofline_point
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
