@@ -223,12 +223,21 @@ GOAL_CPU_SPATIAL = dict(time_at_most=1.0, memory_cut_at_least=6.0)  # spatial ti
 GOAL_TRITON_VS_CUDNN = 1.1  # the Triton kernel's time over cuDNN's, per ResNet-20 layer
 
 
-def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], until: str) -> dict[str, object]:
-    """Label -> the model to time, or the reason it is not timed here: untiled, spatial stream tiling at every tile
-    (the model up to and including ``until``), and every Conv2d a Triton TiledConv2d at every tile."""
+def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], until: str, batched_until: str,
+                     image_size: int) -> dict[str, object]:
+    """Label -> the model to time, or the reason it is not timed here: untiled; spatial stream tiling at every tile
+    (the model up to and including ``until``); batched spatial tiling (square tiles stacked along the batch
+    dimension, one call per layer for each row of tiles, up to ``batched_until``: its halo is recomputed, so it
+    pays only on a shallow prefix); and every Conv2d a Triton TiledConv2d at every tile."""
     variants: dict[str, object] = {"untiled": model}
     for t in tiles:
         variants[f"spatial@{t}"] = spatial_tiling.tile_spatially(model, t, until=until, mode="stream")
+    for t in tiles if batched_until else ():
+        prefix, _ = spatial_tiling.split_model(model, batched_until)
+        per_row = -(-spatial_tiling.output_size(prefix, (image_size, image_size))[1] // (
+            t // spatial_tiling.receptive_field(prefix)[1].stride))  # tiles across the image
+        variants[f"batched@{t}"] = spatial_tiling.tile_spatially(model, t, until=batched_until, mode="batched",
+                                                                 tiles_per_launch=per_row)
     untimed = triton_conv.triton_untimed_reason(device.type)
     for t in tiles:
         variants[f"triton@{t}"] = untimed[1] if untimed else triton_conv.tile_model(model, t).eval()
@@ -244,7 +253,7 @@ def spatial_part(args, device) -> pd.DataFrame:
     model = models.get("resnet20").eval().to(device)
     x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
     tiles = [int(t) for t in args.tiles.split(",")]
-    variants = spatial_variants(model, device, tiles, args.until)
+    variants = spatial_variants(model, device, tiles, args.until, args.batched_until, args.image_size)
     timed = {k: v for k, v in variants.items() if not isinstance(v, str)}
     with torch.inference_mode():
         ref = model(x)
@@ -262,7 +271,8 @@ def spatial_part(args, device) -> pd.DataFrame:
     rows = []
     for name, v in variants.items():
         method, _, tile = name.partition("@")
-        row = dict(network="resnet20", batch=batch, image=args.image_size, until=args.until if method == "spatial" else None,
+        until = {"spatial": args.until, "batched": args.batched_until}.get(method)
+        row = dict(network="resnet20", batch=batch, image=args.image_size, until=until,
                    method=method, tile=int(tile) if tile else None, device=device.type, rounds=args.rounds,
                    skipped=v if isinstance(v, str) else None)  # fmt: skip
         if not isinstance(v, str):  # after every timing: memory is deterministic, one pass each
@@ -298,14 +308,14 @@ def _verdict(low: float, high: float, bound: float) -> str:
 
 def report_goals(df: pd.DataFrame, device: torch.device) -> None:
     """Prints, per tile, whether each goal of the tiling work is met on this device, by the time ratio's interval."""
-    spatial = df[df["method"] == "spatial"]
+    spatial = df[df["method"].isin(["spatial", "batched"])]
     goal = GOAL_GPU_SPATIAL if device.type == "cuda" else GOAL_CPU_SPATIAL
     print(f"\nGoal, spatial tiling on {device.type}: at most {goal['time_at_most']}x the untiled time (the ratio's "
           f"whole interval) with at least {goal['memory_cut_at_least']}x less peak memory")  # fmt: skip
     for r in spatial.itertuples():
         time = _verdict(r.time_ratio_low, r.time_ratio_high, goal["time_at_most"])
         mem = "met" if r.memory_cut >= goal["memory_cut_at_least"] else "not met"
-        print(f"  tile {int(r.tile):3d}: time {r.time_ratio:.2f}x ({r.time_ratio_low:.2f}-{r.time_ratio_high:.2f}) {time}; "
+        print(f"  {r.method} tile {int(r.tile):3d}: time {r.time_ratio:.2f}x ({r.time_ratio_low:.2f}-{r.time_ratio_high:.2f}) {time}; "
               f"memory {r.memory_cut:.2f}x less {mem}")  # fmt: skip
     triton = df[(df["method"] == "triton") & df["skipped"].isna()]
     if len(triton):
@@ -330,6 +340,9 @@ def main() -> None:
                         help="CPU threads (default: torch's choice); 1 gives steadier ratios on a shared machine")
     parser.add_argument("--until", default="avgpool", choices=["layer1", "layer2", "layer3", "avgpool"],
                         help="how much of ResNet-20 spatial tiling covers (avgpool: the trunk and its global pool)")
+    parser.add_argument("--batched-until", default="layer1", choices=["layer1", "layer2", "layer3", ""],
+                        help="how much of ResNet-20 batched tiling covers (its halo is recomputed: 7 pixels a side "
+                             "up to layer1, 40 up to layer3); '' leaves batched tiling out")
     parser.add_argument("--image-size", type=int, default=224, help="part 2's input pixels a side (the paper's 224)")
     parser.add_argument("--skip-layers", action="store_true")
     parser.add_argument("--skip-spatial", action="store_true")

@@ -25,11 +25,12 @@ def conv_kernels():
 
 
 def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, capsys):
-    args = argparse.Namespace(tiles="8,16", rounds=2, repeats=1, until="avgpool", batch={"resnet20": 1},
-                              image_size=64)
+    args = argparse.Namespace(tiles="8,16", rounds=2, repeats=1, until="avgpool", batched_until="layer1",
+                              batch={"resnet20": 1}, image_size=64)
     df = conv_kernels.spatial_part(args, torch.device("cpu"))
     assert list(zip(df["method"], df["tile"].fillna(0).astype(int))) == [
-        ("untiled", 0), ("spatial", 8), ("spatial", 16), ("triton", 8), ("triton", 16)]
+        ("untiled", 0), ("spatial", 8), ("spatial", 16), ("batched", 8), ("batched", 16), ("triton", 8),
+        ("triton", 16)]
     untiled = df.iloc[0]
     assert (untiled.time_ratio, untiled.time_ratio_low, untiled.time_ratio_high, untiled.memory_cut) == (1, 1, 1, 1)
     spatial = df[df["method"] == "spatial"]
@@ -37,10 +38,12 @@ def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, 
     assert ((spatial.time_ratio_low <= spatial.time_ratio) & (spatial.time_ratio <= spatial.time_ratio_high)).all()
     assert (spatial["memory_cut"] > 1).all() and (spatial["peak_mib"] < untiled.peak_mib).all()
     assert (spatial["until"] == "avgpool").all()
+    batched = df[df["method"] == "batched"]
+    assert (batched["until"] == "layer1").all() and batched["latency_ms"].notna().all()
     triton = df[df["method"] == "triton"]  # never timed on a CPU: the reason, no number
     assert triton["skipped"].str.contains("only on a GPU").all() and triton["latency_ms"].isna().all()
     out = capsys.readouterr().out
-    assert "Goal, spatial tiling on cpu: at most 1.0x the untiled time" in out and "tile   8: time" in out
+    assert "Goal, spatial tiling on cpu: at most 1.0x the untiled time" in out and "spatial tile   8: time" in out
     assert "not timed: triton@8, triton@16" in out
 
 

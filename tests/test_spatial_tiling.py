@@ -1,5 +1,5 @@
 """Tests for cnnlab.kernels.spatial_tiling (the model rewrite that runs a network's first layers tile by tile; the
-tiling study compares it with the Triton kernel): receptive fields, exact activations and logits in both modes,
+tiling study compares it with the Triton kernel): receptive fields, exact activations and logits in every mode,
 peak memory falling with the tile, errors naming what is not supported.
 
 Inputs and weights are fresh random tensors every run.
@@ -9,6 +9,7 @@ import random
 
 import pytest
 import torch
+import torch.utils._python_dispatch  # noqa: F401  (TorchDispatchMode: counts convolution calls)
 from torch import nn
 
 import cnnlab  # noqa: F401
@@ -183,3 +184,41 @@ def test_global_pool_and_batch_statistics_errors():
     no_stats = SpatiallyTiled([nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3, track_running_stats=False).eval()], 8)
     with pytest.raises(ValueError, match="running statistics"):
         no_stats(torch.randn(1, 3, 16, 16))
+
+
+class _CountConvolutions(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func in (torch.ops.aten.convolution.default, torch.ops.aten.mkldnn_convolution.default)
+        return func(*args, **(kwargs or {}))
+
+
+def test_batched_tiles_run_each_layer_in_one_call_and_agree_with_stream_and_untiled(resnet20):
+    """Batched mode stacks the tiles along the batch dimension: ResNet-20's trunk (19 convolutions) is 19 calls
+    whatever the number of tiles (49 at 32 pixels on 224x224), or 19 per group of ``tiles_per_launch`` tiles."""
+    x = torch.randn(2, 3, 224, 224)
+    prefix, _ = split_model(resnet20, "layer3")
+    with torch.no_grad():
+        ref = prefix(x)
+        for per_launch, calls in ((None, 19), (25, 38)):
+            tiled = SpatiallyTiled(prefix, 32, "batched", tiles_per_launch=per_launch)
+            with _CountConvolutions() as count:
+                y = tiled(x)
+            assert count.calls == calls, (per_launch, count.calls)
+            check("test_batched_tiles_run_each_layer_in_one_call: relative error", _rel_error(y, ref), "<", 1e-5,
+                  detail=per_launch)
+        with _CountConvolutions() as count:
+            SpatiallyTiled(prefix, 32, "stream")(x)
+        assert count.calls > 19 * 5  # one call per strip and layer
+
+
+def test_tiles_per_launch_is_for_batched_mode_only():
+    with pytest.raises(ValueError, match="tiles_per_launch=4: a positive int, with mode='batched' only"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3, padding=1)], 8, "stream", tiles_per_launch=4)
+    with pytest.raises(ValueError, match="tiles_per_launch=0"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3, padding=1)], 8, "batched", tiles_per_launch=0)
+    with pytest.raises(ValueError, match="needs mode='stream'"):
+        SpatiallyTiled([nn.Conv2d(3, 3, 3, padding=1), nn.AdaptiveAvgPool2d(1)], 8, "batched")

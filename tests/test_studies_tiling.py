@@ -308,7 +308,7 @@ def test_figure_has_four_labelled_panels(measured):
     ("methods", [], "methods is empty"),
     ("model", "vgg11", "model='vgg11' is not valid; valid: resnet20"),
     ("until", "layer4", "until='layer4' is not valid; valid: layer1, layer2, layer3, avgpool"),
-    ("spatial_mode", "squares", "spatial_mode='squares' is not valid; valid: stream, recompute"),
+    ("spatial_mode", "squares", "spatial_mode='squares' is not valid; valid: stream, recompute, batched"),
     ("batch_size", 0, "batch_size=0"),
     ("image_size", 16, "image_size=16"),
     ("threads", 0, "threads=0"),
@@ -326,6 +326,8 @@ def test_the_pooled_trunk_needs_stream_mode_naming_the_choices():
     with pytest.raises(ValueError, match="until='avgpool' needs spatial_mode='stream'.*layer1, layer2, layer3"):
         tiling.configure("quick", spatial_mode="recompute")
     assert tiling.configure("quick", spatial_mode="recompute", until="layer3").until == "layer3"
+    with pytest.raises(ValueError, match="with spatial_mode='batched' choose until"):
+        tiling.configure("quick", spatial_mode="batched")
 
 
 def test_presets_follow_the_paper_where_it_speaks():

@@ -13,6 +13,12 @@ layers' kernel, stride and padding, and the tiles' outputs are stitched into the
 
 - ``mode="recompute"``: square tiles of ``tile x tile`` input pixels; every tile recomputes its halo. Simple and
   works for any prefix, but the halo is recomputed: ``((tile + 2 * halo) / tile) ** 2`` more work.
+- ``mode="batched"``: the square tiles of recompute mode, all cut from the image at once and stacked along the
+  batch dimension, so every layer runs as one call over all tiles (``tiles_per_launch`` bounds how many: fewer
+  tiles per call, less memory, more calls). For a GPU, where one launch per tile per layer leaves it waiting on
+  Python. Equal-sized tiles need the image padded beyond its border; before every convolution and pooling the
+  positions outside the true image are set to the value its padding would have (0, or -inf for max pooling), so
+  the tiles see exactly the borders the untiled layers see.
 - ``mode="stream"`` (default): strips of ``tile`` input rows, full width, processed top to bottom; each layer
   keeps the last rows the next strip needs (a line buffer), so nothing is computed twice.
 
@@ -37,7 +43,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-MODES = ("stream", "recompute")
+MODES = ("stream", "recompute", "batched")
 
 _POINTWISE_MODULES = (
     nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Sigmoid, nn.Tanh, nn.Hardswish,
@@ -481,12 +487,15 @@ def _caller(info: _Info):
                                 m.divisor_override)
         return avg_pool
     if isinstance(m, nn.BatchNorm2d) and not m.training:  # eval mode (checked): its affine map, no module call
-        bn = (m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)
-        return lambda ts, top, bottom: F.batch_norm(ts[0], *bn)
+        bn = (m.weight, m.bias, m.running_mean, m.running_var, False, 0.0, m.eps, torch.backends.cudnn.enabled)
+        return lambda ts, top, bottom: torch.batch_norm(ts[0], *bn)  # what F.batch_norm calls, without its checks
     index = {src: i for i, src in enumerate(info.inputs)}
     copy_inputs = (node.op == "call_module" and getattr(m, "inplace", False)) or bool(node.kwargs.get("inplace")) \
         or (node.op == "call_method" and node.target.endswith("_"))
     # An in-place op would write into another node's line buffer: it runs on a copy instead.
+    direct = _DIRECT.get(node.target) if node.op == "call_function" else None
+    if direct is not None and not node.kwargs and list(node.args) == list(info.inputs):  # f(a) or f(a, b)
+        return lambda ts, top, bottom: direct(*ts)  # the common case without binding arguments per call
 
     def bind(ts):
         if copy_inputs:
@@ -507,8 +516,100 @@ def _caller(info: _Info):
     return method
 
 
+# Functions a stream plan calls with its tensors as they are, when those are the node's only arguments.
+_DIRECT = {operator.add: operator.add, operator.mul: operator.mul, torch.add: torch.add, torch.mul: torch.mul,
+           F.relu: torch.relu, torch.relu: torch.relu}
+
+
 def _call_module(module: nn.Module, bound: tuple) -> torch.Tensor:
     return module(*bound[0], **bound[1])
+
+
+def _run_batched(infos: list[_Info], geometry, x: torch.Tensor, tile: tuple[int, int],
+                 tiles_per_launch: int | None) -> torch.Tensor:
+    """Square tiles with their halo stacked along the batch dimension, every layer one call per group of tiles.
+
+    A tile's crop starts on a multiple of the total stride, so at every layer its local position ``i`` is the
+    image's position ``crop_start / stride + i``: positions outside the image are masked before each window op, and
+    the tile's outputs between its halos are exact (their receptive field lies inside the crop)."""
+    size = tuple(x.shape[-2:])
+    sizes = _heights(infos, size)
+    out_size = sizes[infos[-1].node]
+    stride = [g.stride for g in geometry]
+    left = [math.ceil(g.left / g.stride) * g.stride for g in geometry]  # halos on the stride's grid
+    right = [math.ceil(g.right / g.stride) * g.stride for g in geometry]
+    t_out = [tile[a] // stride[a] for a in range(2)]
+    counts = [math.ceil(out_size[a] / t_out[a]) for a in range(2)]
+    step = [t_out[a] * stride[a] for a in range(2)]
+    crop = [step[a] + left[a] + right[a] for a in range(2)]
+    extent = [counts[a] * step[a] + left[a] + right[a] for a in range(2)]  # the padded image the tiles cover
+    padded = F.pad(x, (left[1], extent[1] - left[1] - size[1], left[0], extent[0] - left[0] - size[0]))
+    local = _heights(infos, tuple(crop))  # every tile's size at every node
+    n = x.shape[0]
+    origins = [(i * step[0] - left[0], j * step[1] - left[1]) for i in range(counts[0]) for j in range(counts[1])]
+    per_launch = len(origins) if tiles_per_launch is None else tiles_per_launch
+    by_node = {i.node: i for i in infos}
+    users = {i.node: 0 for i in infos}
+    for info in infos:
+        for src in info.inputs:
+            users[src] += 1
+    out = None
+    keep = [left[a] // stride[a] for a in range(2)]
+    for g0 in range(0, len(origins), per_launch):
+        group = origins[g0 : g0 + per_launch]
+        tiles = torch.stack([padded[:, :, r + left[0] : r + left[0] + crop[0], c + left[1] : c + left[1] + crop[1]]
+                             for r, c in group])  # (tiles, N, C, crop, crop)
+        env = {infos[0].node: tiles.flatten(0, 1)}
+        remaining = dict(users)
+        for info in infos[1:]:
+            node = info.node
+            if info.kind == "output":
+                y = env[info.inputs[0]]
+                break
+            values = env
+            if info.kind == "window":
+                src = info.inputs[0]
+                fill = -math.inf if isinstance(info.module, nn.MaxPool2d) else 0.0
+                values = {**env, src: _mask_outside(env[src], group, n, [g.stride for g in by_node[src].geometry],
+                                                     sizes[src], local[src], fill)}  # fmt: skip
+            env[node] = _eval(info, values)
+            for src in info.inputs:
+                remaining[src] -= 1
+                if remaining[src] == 0 and src is not infos[0].node:
+                    del env[src]
+        y = y.unflatten(0, (len(group), n))[:, :, :, keep[0] : keep[0] + t_out[0], keep[1] : keep[1] + t_out[1]]
+        if out is None:
+            out = torch.empty((n, y.shape[2], counts[0] * t_out[0], counts[1] * t_out[1]), dtype=y.dtype,
+                              device=y.device)  # fmt: skip
+        for k, (r, c) in enumerate(group):
+            i, j = (r + left[0]) // step[0], (c + left[1]) // step[1]
+            out[:, :, i * t_out[0] : (i + 1) * t_out[0], j * t_out[1] : (j + 1) * t_out[1]] = y[k]
+    return out[:, :, : out_size[0], : out_size[1]].contiguous()
+
+
+def _mask_outside(t: torch.Tensor, group, n: int, stride, true_size, local_size, fill: float) -> torch.Tensor:
+    """``t`` (tiles x N, C, h, w) with the positions outside the image at this resolution set to ``fill``."""
+    rows = torch.stack([torch.arange(local_size[0]) + r // stride[0] for r, _ in group])
+    cols = torch.stack([torch.arange(local_size[1]) + c // stride[1] for _, c in group])
+    inside_r, inside_c = (rows >= 0) & (rows < true_size[0]), (cols >= 0) & (cols < true_size[1])
+    if bool(inside_r.all()) and bool(inside_c.all()):
+        return t
+    outside = ~(inside_r[:, :, None] & inside_c[:, None, :])  # (tiles, h, w)
+    outside = outside.repeat_interleave(n, 0)[:, None].to(t.device)
+    return t.masked_fill(outside, fill)
+
+
+def _eval(info: _Info, env: dict) -> torch.Tensor:
+    """The node's own operation (its module, function or method) on the values of its inputs."""
+    node = info.node
+    args = fx.node.map_arg(node.args, lambda a: env[a])
+    kwargs = fx.node.map_arg(node.kwargs, lambda a: env[a])
+    if node.op == "call_module":
+        return info.module(*args, **kwargs)
+    if node.op == "call_function":
+        return node.target(*args, **kwargs)
+    self_arg, *rest = args
+    return getattr(self_arg, node.target)(*rest, **kwargs)
 
 
 def _run_recompute(prefix: nn.Module, geometry, out_size, x: torch.Tensor, tile: tuple[int, int]) -> torch.Tensor:
@@ -542,13 +643,14 @@ class SpatiallyTiled(nn.Module):
     """Runs ``prefix`` (a module or a list of layers, applied in order) over tiles of its input and stitches them.
 
     tile: input pixels per tile, an int or (h, w), a multiple of the prefix's total stride. mode: "stream" (strips
-    of ``tile`` rows, halo rows kept in line buffers, nothing recomputed) or "recompute" (tile x tile squares, halo
-    recomputed). forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
+    of ``tile`` rows, halo rows kept in line buffers, nothing recomputed), "recompute" (tile x tile squares, halo
+    recomputed, one call per tile and layer) or "batched" (the same squares stacked along the batch dimension:
+    one call per layer for every ``tiles_per_launch`` tiles, None: all). forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
     to floating-point rounding. Needs eval mode for BatchNorm. In stream mode the prefix may end in a global average
     pool (``nn.AdaptiveAvgPool2d(1)``), summed strip by strip.
     """
 
-    def __init__(self, prefix, tile=32, mode: str = "stream") -> None:
+    def __init__(self, prefix, tile=32, mode: str = "stream", *, tiles_per_launch: int | None = None) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -557,9 +659,14 @@ class SpatiallyTiled(nn.Module):
         self.geometry = self.infos[-1].geometry
         self.tile = _tile_pair(tile, self.geometry)
         self.mode = mode
-        if mode == "recompute" and any(i.kind == "global" for i in self.infos):
-            raise ValueError("a prefix that ends in a global average pool needs mode='stream' (it sums the pool "
-                             "strip by strip); mode='recompute' would pool each tile on its own")
+        if mode != "stream" and any(i.kind == "global" for i in self.infos):
+            raise ValueError(f"a prefix that ends in a global average pool needs mode='stream' (it sums the pool "
+                             f"strip by strip); mode={mode!r} would pool each tile on its own")
+        if tiles_per_launch is not None and (mode != "batched" or isinstance(tiles_per_launch, bool)
+                                             or not isinstance(tiles_per_launch, int) or tiles_per_launch < 1):
+            raise ValueError(f"tiles_per_launch={tiles_per_launch!r}: a positive int, with mode='batched' only "
+                             "(None: every tile in one call per layer)")
+        self.tiles_per_launch = tiles_per_launch
         self._plans: dict[tuple[int, int], _StreamPlan] = {}  # stream mode: one plan per input size
 
     @property
@@ -576,11 +683,14 @@ class SpatiallyTiled(nn.Module):
             if size not in self._plans:
                 self._plans[size] = _StreamPlan(self.infos, size, self.tile[0])
             return self._plans[size].run(x)
+        if self.mode == "batched":
+            return _run_batched(self.infos, self.geometry, x, self.tile, self.tiles_per_launch)
         out_size = _heights(self.infos, tuple(x.shape[-2:]))[self.infos[-1].node]
         return _run_recompute(self.prefix, self.geometry, out_size, x, self.tile)
 
     def extra_repr(self) -> str:
-        return f"tile={self.tile}, mode={self.mode!r}, halo={self.halo}, stride={self.geometry[0].stride}"
+        per_launch = f", tiles_per_launch={self.tiles_per_launch}" if self.mode == "batched" else ""
+        return f"tile={self.tile}, mode={self.mode!r}, halo={self.halo}, stride={self.geometry[0].stride}{per_launch}"
 
 
 def _module_paths(node: fx.Node) -> list[str]:
@@ -630,7 +740,8 @@ class TiledModel(nn.Module):
         return self.rest(self.tiled_prefix(x))
 
 
-def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream") -> TiledModel:
+def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream",
+                   tiles_per_launch: int | None = None) -> TiledModel:
     """A copy of ``model`` (in eval mode) whose layers up to and including submodule ``until`` run spatially tiled.
 
     E.g. ``tile_spatially(resnet20, 32, until="layer3")`` tiles the whole convolutional trunk of ResNet-20 in
@@ -639,7 +750,7 @@ def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream
     """
     model = copy.deepcopy(model).eval()
     prefix, rest = split_model(model, until)
-    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode), rest).eval()
+    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode, tiles_per_launch=tiles_per_launch), rest).eval()
     for attr in ("input_shape", "num_classes"):
         if hasattr(model, attr):
             setattr(tiled, attr, getattr(model, attr))

@@ -91,9 +91,10 @@ def _tile_sizes(value, parameter: str) -> list[int]:
 
 def _check(cfg) -> None:
     """The global pool is summed strip by strip only in stream mode: refuse the one combination that cannot run."""
-    if cfg.until == "avgpool" and cfg.spatial_mode == "recompute":
+    if cfg.until == "avgpool" and cfg.spatial_mode != "stream":
         raise ValueError("until='avgpool' needs spatial_mode='stream' (the pool is summed strip by strip); with "
-                         f"spatial_mode='recompute' choose until from {', '.join(u for u in UNTILS if u != 'avgpool')}")
+                         f"spatial_mode={cfg.spatial_mode!r} choose until from "
+                         f"{', '.join(u for u in UNTILS if u != 'avgpool')}")
 
 
 # quick: a CPU smoke run, batch 2 instead of 8 (a batch of 8 takes ~1.3 s per pass on one core), one intra-op thread
