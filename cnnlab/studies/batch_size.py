@@ -522,7 +522,8 @@ def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
             continue
         verdicts.append(named(m, any_of(*(judge(r, ">", THROUGHPUT_GAIN, unit="x") for r in gains.values()))))
         best, *rest = sorted(gains, key=lambda i: -gains[i].value)
-        tie = [int(g.loc[i, "batch_size"]) for i in rest if gains[i].high >= gains[best].low]
+        rate = {i: throughput.throughput(g.loc[i]) for i in gains}  # the best's own interval against the others'
+        tie = [int(g.loc[i, "batch_size"]) for i in rest if rate[i].high >= rate[best].low]
         ours.append(f"{m} {gains[best].text('.3g', 'x')} at batch {int(g.loc[best, 'batch_size'])}"
                     + (f" (the best within noise of batch {', '.join(map(str, tie))})" if tie else ""))
     return _judged(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
