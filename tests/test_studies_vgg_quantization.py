@@ -184,6 +184,15 @@ def test_the_first_pass_is_timed_from_a_fresh_model_over_every_batch():
     traced = vq.time_inference("torchscript_trace", model, loader, x, reference, warmup=1, repeats=3)
     assert traced["build_s"] >= FIRST_CALL_S and traced["first_pass_s"] < FIRST_CALL_S
     assert traced["first_pass_items"] == 10 and traced["rel_error_vs_eager"] < vq.output_tolerance("cpu")
+    assert math.isnan(traced["correct_only_here"]) and traced["discordant_missing_reason"]  # no eager predictions
+    # with eager's per-image correctness the discordant images are counted: the same network disagrees on none
+    kept = {}
+    vq.time_inference("eager", model, loader, x, reference, warmup=1, repeats=3, keep=kept)
+    paired = vq.time_inference("torchscript_trace", model, loader, x, reference, warmup=1, repeats=3,
+                               eager_right=kept["right"])
+    assert paired["correct"] == int(kept["right"].sum()) == round(paired["accuracy_pct"] / 10)
+    assert paired["correct_only_here"] == paired["correct_only_eager"] == 0
+    assert paired["discordant_missing_reason"] is None
 
 
 def test_relative_error_and_its_tolerance_per_device():
@@ -202,12 +211,13 @@ def test_figures(parts):
 
 def _claims_frame(*, sizes=(37.4, 9.8), accuracy=(97.8, 98.1), latency=(100.0, 40.0), first_pass=(2.0, 1.9),
                   warm=(10.0, 9.5), traced_accuracy=65.0, train=(2.0, 1.0, 1.5), test=(1.0, 1.2, 1.4), spread=0.02,
-                  rounds=3, cpu_total=(None, None), items=10_000_000, discordant=None):
+                  rounds=3, cpu_total=(None, None), items=10_000_000, discordant=None, traced_discordant=None):
     """A hand-built result: loader sweep (0, 1, 2 workers, each epoch time within +- ``spread`` (relative) over
     ``rounds`` rounds), fp32 and int8 rows (latency p10-p90 within +- ``spread``), eager and traced rows (first pass
     within +- ``spread`` over ``rounds`` rounds; ``cpu_total``: profiler CPU total of a call, ms, as on a GPU); every
     accuracy on ``items`` test images (ten million by default: intervals of a few hundredths of a point, so that the
-    accuracy claims are decided), int8's ``discordant`` (right only in int8, right only in fp32) where given."""
+    accuracy claims are decided), int8's ``discordant`` (right only in int8, right only in fp32) and the traced
+    model's ``traced_discordant`` (right only traced, right only eager) where given."""
     offsets = [0.0] if rounds == 1 else [(2 * r / (rounds - 1) - 1) * spread for r in range(rounds)]
     loaders = pd.DataFrame([{"experiment": "loader_sweep", "status": "ok", "num_workers": w, "pin_memory": False,
                              "round": r, "train_epoch_s": a * (1 + o), "test_epoch_s": b * (1 + o),
@@ -231,6 +241,9 @@ def _claims_frame(*, sizes=(37.4, 9.8), accuracy=(97.8, 98.1), latency=(100.0, 4
                              "batch_size": 32, "profile_calls": rounds if cpu_total[0] else 0,
                              **{f"profile_cpu_total_ms{k}": [float("nan") if t is None else t * f for t in cpu_total]
                                 for k, f in (("", 1.0), ("_min", 1 - spread), ("_max", 1 + spread))}})
+    if traced_discordant is not None:
+        compiled["correct_only_here"] = [float("nan"), traced_discordant[0]]
+        compiled["correct_only_eager"] = [float("nan"), traced_discordant[1]]
     return pd.concat([loaders, int8, compiled], ignore_index=True)
 
 
@@ -359,6 +372,12 @@ def test_accuracy_claims_carry_the_test_sets_interval():
     # identical first-pass accuracies on 360 images cannot show a difference under 0.1 pp: inconclusive
     traced = vq.check_claims(_claims_frame(items=360, accuracy=(97.5, 97.5)), "cpu")[6]
     assert traced.held == INCONCLUSIVE and "unpaired" in traced.note
+    # on 10,000 images the unpaired interval (about +-1.3 pp) cannot show 0.1 pp; paired on no disagreement it can
+    assert vq.check_claims(_claims_frame(items=10_000), "cpu")[6].held == INCONCLUSIVE
+    paired = vq.check_claims(_claims_frame(items=10_000, traced_discordant=(0, 0)), "cpu")[6]
+    assert paired.held is True and "paired on the 0 image(s)" in paired.note
+    # 30 images each way: the same totals, but the disagreements leave the difference undecided
+    assert vq.check_claims(_claims_frame(items=10_000, traced_discordant=(30, 30)), "cpu")[6].held == INCONCLUSIVE
 
 
 def test_the_papers_accuracies_are_where_its_log_puts_them():

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -154,6 +155,7 @@ class Trained:
         with torch.inference_mode():
             self.reference = self.net(self.x)
         self._int8 = None
+        self.eager_right = None  # eager's per-image correctness in its first pass, once its point ran in this process
 
     def int8(self, calibration_batches: int, latency_batch_size: int) -> SimpleNamespace:
         """int8 PT2E static quantization of ``fp32`` (on the CPU) calibrated on ``calibration_batches`` training
@@ -241,7 +243,8 @@ def _build(method: str, net, x):
 
 
 def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor, reference: torch.Tensor, *,
-                   warmup: int, repeats: int, rounds: int = 1) -> dict:
+                   warmup: int, repeats: int, rounds: int = 1, eager_right: torch.Tensor | None = None,
+                   keep: dict | None = None) -> dict:
     """One method on ``x``'s device, from a fresh copy of ``model`` that has not been called yet (``model`` itself is
     left as it is), ``rounds`` times (each round a fresh copy, built and passed anew: ``profiling.timing.cold_start``):
 
@@ -252,7 +255,10 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
       ``first_pass_rounds``; ``first_pass_batches``, ``first_pass_items``, ``accuracy_pct`` (%) of the first round;
     - ``latency_ms_*``: time per batch of ``x`` after the last pass (ms, warm: ``benchmark``), throughput, batch size;
     - ``rel_error_vs_eager``: :func:`relative_error` of its logits on ``x`` against ``reference`` (eager's), and the
-      ``output_tolerance`` that error must stay within.
+      ``output_tolerance`` that error must stay within;
+    - ``correct`` images in the first pass and, against ``eager_right`` (eager's per-image correctness over the same
+      loader), ``correct_only_here`` / ``correct_only_eager``: the counts of a paired accuracy interval (NaN with
+      ``discordant_missing_reason`` without it). ``keep``, where given, receives this pass's ``right`` per image.
     """
     dev = x.device
     got = cold_start(model, lambda net: _build(method, net, x), lambda runner: _predictions(runner, loader, dev), x,
@@ -260,17 +266,31 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
     logits, labels = got["first"]
     with torch.inference_mode():  # the grad mode of the pass and of benchmark(): torch.compile does not compile again
         error = relative_error(got["runner"](x), reference)
+    right = logits.argmax(1) == labels
+    if keep is not None:
+        keep["right"] = right
+    paired = eager_right is not None and eager_right.shape == right.shape
     return {**got["row"], "first_pass_batches": len(loader), "first_pass_items": len(labels),
-            "accuracy_pct": 100.0 * (logits.argmax(1) == labels).float().mean().item(),
+            "accuracy_pct": 100.0 * right.float().mean().item(), "correct": int(right.sum()),
+            "correct_only_here": int((right & ~eager_right).sum()) if paired else math.nan,
+            "correct_only_eager": int((eager_right & ~right).sum()) if paired else math.nan,
+            "discordant_missing_reason": None if paired else "eager's per-image predictions were not at hand (its "
+                                                             "point was read from the store, or this is eager)",
             "rel_error_vs_eager": error, "output_tolerance": output_tolerance(dev), "note": NOTES[method]}
 
 
 def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, timing_rounds: int) -> dict:
     """:func:`time_inference` of one method on ``trained.net``: eager and TorchScript (:data:`TRACE_PAIR`) in
-    ``timing_rounds`` rounds from fresh copies."""
+    ``timing_rounds`` rounds from fresh copies; eager's per-image correctness is kept on ``trained`` so that the
+    methods after it count the images only one of the two gets right (a paired accuracy interval)."""
     rounds = timing_rounds if method in TRACE_PAIR else 1
-    return time_inference(method, trained.net, trained.test_loader, trained.x, trained.reference, warmup=warmup,
-                          repeats=repeats, rounds=rounds)
+    keep = {}
+    row = time_inference(method, trained.net, trained.test_loader, trained.x, trained.reference, warmup=warmup,
+                         repeats=repeats, rounds=rounds, keep=keep,
+                         eager_right=None if method == "eager" else trained.eager_right)
+    if method == "eager":
+        trained.eager_right = keep["right"]
+    return row
 
 
 def compiled_profile_point(method: str, *, trained: Trained, warmup: int, timing_rounds: int) -> dict:
@@ -519,11 +539,14 @@ def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
     held, note, change = None, "no eager or traced row", None
     if traced is not None:
         n = int(traced["first_pass_items"])
+        paired = {} if pd.isna(traced.get("correct_only_here")) else dict(
+            only_a=int(traced["correct_only_here"]), only_b=int(traced["correct_only_eager"]))
         change = accuracy.difference(accuracy.correct_count(traced["accuracy_pct"], n),
-                                     accuracy.correct_count(methods.loc["eager", "accuracy_pct"], n), n)
+                                     accuracy.correct_count(methods.loc["eager", "accuracy_pct"], n), n, **paired)
         held, note = all_of(judge(change, "<", TRACE_ACCURACY_PP, fmt=".2f", unit=" pp"),
                             judge(change, ">", -TRACE_ACCURACY_PP, fmt=".2f", unit=" pp"))
-        note = joined(note, "unpaired interval: only each method's count of correct images is recorded")
+        note = joined(note, f"paired on the {paired['only_a'] + paired['only_b']} image(s) the two disagree on"
+                      if paired else "unpaired interval (wider): eager's per-image predictions were not at hand")
     checks.append(Claim("TorchScript tracing leaves test accuracy unchanged",
                         f"{PAPER['gpu_parallel_acc']:.2f}% eager and traced (the GPU DataParallel model)",
                         "not run" if traced is None else f"eager {methods.loc['eager', 'accuracy_pct']:.2f}%, traced "
