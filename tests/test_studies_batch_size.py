@@ -330,7 +330,8 @@ def test_batch_1_is_never_compared_with_itself_and_a_best_picked_within_noise_do
     # the best by median straddles 2x, the runner-up is clear of it: held (one larger batch clearly > 2x)
     wide = _frame([1.0, 2.0, 3.0], lat=[1.0, 0.8, 1.3], spread=0.02)
     wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [0.9, 2.5]
-    assert _claims(wide)[GAIN].held is True
+    held = _claims(wide)[GAIN]
+    assert held.held is True and "clear of the threshold at batch 2" in held.ours  # the batch that decided it
     # two models: one clearly above, one within noise -> inconclusive, naming the model
     two = pd.concat([_frame([1.0, 2.0, 3.0], lat=[1.0, 0.6, 1.0]),
                      _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 2.0], spread=0.2, model="lenet5")])

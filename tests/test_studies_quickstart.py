@@ -91,7 +91,8 @@ def test_a_best_batch_picked_within_noise_does_not_decide_the_verdict():
     # the best by median (batch 16, 2.7x) straddles 2x, the runner-up (2.5x) is clear: held on the runner-up
     wide = _frame([10.0, 32.0, 60.0], spread=0.05, batch_sizes=(1, 8, 16))
     wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [40.0, 90.0]
-    assert quickstart.check_claims(wide, "cpu")[0].held is True
+    held = quickstart.check_claims(wide, "cpu")[0]
+    assert held.held is True and "clear of the threshold at batch 8" in held.ours  # the batch that decided it
     # every larger batch straddles 2x: inconclusive, naming each
     both = quickstart.check_claims(_frame([10.0, 32.0, 64.0], spread=0.3, batch_sizes=(1, 8, 16)), "cpu")[0]
     assert both.held == INCONCLUSIVE and both.note.count("spans the threshold 2x") == 2

@@ -524,8 +524,10 @@ def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
         best, *rest = sorted(gains, key=lambda i: -gains[i].value)
         rate = {i: throughput.throughput(g.loc[i]) for i in gains}  # the best's own interval against the others'
         tie = [int(g.loc[i, "batch_size"]) for i in rest if rate[i].high >= rate[best].low]
+        clear = [int(g.loc[i, "batch_size"]) for i in gains if gains[i].low > THROUGHPUT_GAIN]
         ours.append(f"{m} {gains[best].text('.3g', 'x')} at batch {int(g.loc[best, 'batch_size'])}"
-                    + (f" (the best within noise of batch {', '.join(map(str, tie))})" if tie else ""))
+                    + (f" (the best within noise of batch {', '.join(map(str, tie))})" if tie else "")
+                    + (f", clear of the threshold at batch {', '.join(map(str, clear))}" if clear else ""))
     return _judged(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
                    "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
                    f"images/s at some larger batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model ("

@@ -149,7 +149,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         note = (f"{note}; " if note else "") + (
             f"the best batch is picked within noise: batch {size[best]} {rates[best].text('.0f')} and batch "
             f"{size[rest[0]]} {rates[rest[0]].text('.0f')} images/s overlap (the verdict does not depend on which)")
-    threads = f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else ""
+    clear = [str(int(ok.loc[i, "batch_size"])) for i in gains if gains[i].low > THROUGHPUT_GAIN]
+    threads = (f", clear of the threshold at batch {', '.join(clear)}" if clear else "") + \
+        (f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else "")
     return [Claim(claim, paper,
                   ours=f"{gains[best].text('.3g', 'x')}: {rates[first_i].text('.0f')} images/s at batch "
                        f"{size[first_i]}, {rates[best].text('.0f')} at batch {size[best]} (best by median){threads}",
