@@ -52,9 +52,18 @@ def test_total_time_is_for_the_same_images_at_every_batch_size(measured):
     assert (batch["repeats"] == np.maximum(np.ceil(24 / batch["batch_size"]), 2)).all()
     assert (batch["images_timed"] == batch["repeats"] * batch["batch_size"]).all()
     assert (batch["images_timed"] >= 24).all()
-    # time per image: every timed batch's time over the images they inferred; total: 24 images at that rate
-    assert np.allclose(batch["time_per_image_ms"], batch["latency_ms_mean"] / batch["batch_size"], rtol=1e-9)
+    # one throughput (cnnlab.profiling.throughput): batch size / median time per batch, in the table, the figure
+    # and the claims; time per image is its inverse and the total 24 images at that rate, with the same interval
+    assert np.allclose(batch["throughput_items_per_s"], 1e3 * batch["batch_size"] / batch["latency_ms_median"])
+    assert np.allclose(batch["throughput_items_per_s_low"], 1e3 * batch["batch_size"] / batch["latency_ms_p90"])
+    assert np.allclose(batch["time_per_image_ms"], batch["latency_ms_median"] / batch["batch_size"], rtol=1e-9)
     assert np.allclose(batch["total_time_s"] * 1e3, 24 * batch["time_per_image_ms"], rtol=1e-9)
+    for q, col in (("p10", "total_time_s_low"), ("p90", "total_time_s_high")):
+        assert np.allclose(batch[col] * 1e3, 24 * batch[f"latency_ms_{q}"] / batch["batch_size"], rtol=1e-9)
+    for _, row in batch.iterrows():  # the claims' total time is the table's
+        total = bs._total_time(row)
+        assert (total.value, total.low, total.high) == pytest.approx(
+            (row["total_time_s"], row["total_time_s_low"], row["total_time_s_high"]))
 
 
 def test_gpu_utilisation_is_nan_with_a_reason_on_cpu(measured):
@@ -309,6 +318,25 @@ def test_differences_within_noise_are_inconclusive_and_clear_ones_decided():
     # throughput 2.2x batch 1's, each time +-20%: 1.47-3.3x straddles 2x
     gain = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 4 / 2.2], spread=0.2))[GAIN]
     assert gain.held == INCONCLUSIVE and "spans the threshold 2x" in gain.note
+
+
+def test_batch_1_is_never_compared_with_itself_and_a_best_picked_within_noise_does_not_decide():
+    # batch 1 the fastest per image: judged on the larger batches (0.5x, 0.4x), never batch 1 over itself (1x)
+    slow = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 4.0, 10.0]))[GAIN]
+    assert slow.held is False and "0.5x (0.48-0.52x) at batch 2" in slow.ours
+    # batch 2 and 4 both ~3x batch 1, their intervals overlap: the best is within noise, the claim held either way
+    tie = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 0.66, 1.3], spread=0.05))[GAIN]
+    assert tie.held is True and "within noise of batch" in tie.ours
+    # the best by median straddles 2x, the runner-up is clear of it: held (one larger batch clearly > 2x)
+    wide = _frame([1.0, 2.0, 3.0], lat=[1.0, 0.8, 1.3], spread=0.02)
+    wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [0.9, 2.5]
+    held = _claims(wide)[GAIN]
+    assert held.held is True and "clear of the threshold at batch 2" in held.ours  # the batch that decided it
+    # two models: one clearly above, one within noise -> inconclusive, naming the model
+    two = pd.concat([_frame([1.0, 2.0, 3.0], lat=[1.0, 0.6, 1.0]),
+                     _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 2.0], spread=0.2, model="lenet5")])
+    mixed = _claims(two)[GAIN]
+    assert mixed.held == INCONCLUSIVE and mixed.note.startswith("lenet5: within noise")
 
 
 def test_time_per_batch_rises_with_batch_size_and_model_work():

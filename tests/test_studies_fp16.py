@@ -108,10 +108,11 @@ def test_accuracy_per_precision_on_the_digits_test_set(measured):
 
 
 def _frame(fp32_ms, auto_ms, fp32_mib, auto_mib, changes, *, loss=2.0, auto_loss=2.02, time_spread=0.02,
-           mem_spread=0.02):
+           mem_spread=0.02, images=1_000_000):
     """Timing at batch 1 and 64 (medians ``fp32_ms`` / ``auto_ms`` at batch 1 within +-``time_spread``) and average
     memory at batch 64 (``fp32_mib`` / ``auto_mib`` within +-``mem_spread``); accuracy changes ``changes`` (pp) and
-    test losses ``loss`` (fp32) and ``auto_loss`` (every reduced precision)."""
+    test losses ``loss`` (fp32) and ``auto_loss`` (every reduced precision), on ``images`` test images (a million by
+    default: accuracy intervals of about +-0.1 pp, so that changes of a few tenths are decided)."""
     lat = pd.Series([fp32_ms, 5.0, auto_ms, 4.0])
     mem = pd.Series([10.0, fp32_mib, 9.0, auto_mib])
     times = pd.DataFrame({"precision": ["fp32", "fp32", "autocast-fp16", "autocast-fp16"], "batch_size": [1, 64] * 2,
@@ -123,7 +124,7 @@ def _frame(fp32_ms, auto_ms, fp32_mib, auto_mib, changes, *, loss=2.0, auto_loss
     acc = [{"precision": "fp32", "accuracy_pct": 90.0, "accuracy_change_pp": 0.0, "loss": loss, "loss_change": 0.0}]
     acc += [{"precision": p, "accuracy_pct": 90 + c, "accuracy_change_pp": c, "loss": auto_loss,
              "loss_change": auto_loss - loss} for p, c in changes.items()]
-    acc = pd.DataFrame(acc).assign(status="ok", dataset="digits", data_source="real", num_examples=360,
+    acc = pd.DataFrame(acc).assign(status="ok", dataset="digits", data_source="real", num_examples=images,
                                    experiment="accuracy")
     return pd.concat([times, acc], ignore_index=True)
 
@@ -161,6 +162,20 @@ def test_every_claim_names_its_noise_rule_and_quotes_the_paper():
     assert "average memory" in memory.paper and "average memory" in memory.criterion  # not the peak
     loss = pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[LOSS]
     assert "increase in test loss" in loss.paper
+
+
+def test_an_accuracy_change_is_judged_on_the_test_sets_interval():
+    # one image of 360 (-0.28 pp) is within a bound of 0.5 pp by its value, but the interval of a difference on 360
+    # images is several pp wide: inconclusive, never "held"
+    small = pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": -100 / 360}, images=360), "cpu")[ACC]
+    assert small.held == INCONCLUSIVE and "autocast-fp16: within noise" in small.note
+    assert "95%" in small.ours and "Wilson" in small.criterion and "noise" in small.criterion
+    # the same change on a million images is decided both ways
+    assert pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": -0.3}), "cpu")[ACC].held is True
+    assert pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": 0.8}), "cpu")[ACC].held is False
+    # a change whose interval straddles the bound: inconclusive (0.45 pp on 100,000 images: about +-0.26 pp)
+    edge = pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": -0.45}, images=100_000), "cpu")[ACC]
+    assert edge.held == INCONCLUSIVE and "spans the threshold -0.5" in edge.note
 
 
 def test_differences_within_noise_are_inconclusive_and_clear_ones_decided():

@@ -100,11 +100,12 @@ def test_final_comparison_shrinks_only_the_unit_pruned_model(cfg, parts):
 
 def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45)),
                   accuracy=(80.0, 78.0, 50.0), masked=(2.4, 1.2, 11.0), units=(0.8, 0.3, 6.0), spread=0.05,
-                  rounds=3, kernel_share=(float("nan"),) * 3):
+                  rounds=3, kernel_share=(float("nan"),) * 3, test_items=10_000_000):
     """A hand-built result. lstm_share: the LSTM's share (%) in each profile round; epochs: (train epoch s in round 0,
     round 1) at batch 32 with 0 and 1 workers, then batch 128; accuracy at ratios 0.1, 0.5, 0.9 (chosen: 0.5; dense
     80.5%); masked / units: median (train epoch s, test pass s, step peak MiB) of the pruned variants against dense
-    (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over ``rounds`` rounds."""
+    (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over ``rounds`` rounds. Accuracies on
+    ``test_items`` items (ten million by default: intervals of a few hundredths of a point, so the claim is decided)."""
     profile = pd.DataFrame({"round": range(len(lstm_share)), "lstm_share_pct": lstm_share,
                             "kernel_share_pct": kernel_share[:len(lstm_share)], "time_kind": "self CPU time",
                             "iterations": 3})
@@ -114,7 +115,7 @@ def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.
                             for r, t in enumerate(times)])
     sens = pd.DataFrame({"scope": "all_layers", "method": ["ln_structured"] * 3 + ["l1_unstructured"] * 3,
                          "status": "ok", "ratio": [0.1, 0.5, 0.9] * 2, "accuracy_pct": [*accuracy, 80.0, 79.5, 70.0],
-                         "dense_accuracy_pct": 80.5})
+                         "dense_accuracy_pct": 80.5, "test_items": test_items})
     final = pd.DataFrame({"variant": ["dense", "masked_rows", "unit_pruned"], "ratio": [0.0, 0.5, 0.5],
                           "train_epoch_s": [2.0, masked[0], units[0]], "test_epoch_s": [1.0, masked[1], units[1]],
                           "train_step_peak_mem_mib": [10.0, masked[2], units[2]],
@@ -147,6 +148,16 @@ def _held(df, device="cpu"):
     assert all(c.criterion for c in checks), "every claim states the rule that decided it"
     assert all("noise" in c.criterion for c in checks), "every criterion names its noise rule"
     return [c.held for c in checks]
+
+
+def test_the_sensitivity_claim_is_judged_on_the_test_sets_interval():
+    name = "accuracy is insensitive to the structured pruning ratio up to 0.5"
+    # a 2.5-point drop on 400 items: its interval (about +-5.5 points) spans the 3-point bound: inconclusive
+    small = {c.claim: c for c in lp.check_claims(_claims_frame(test_items=400), "cpu")}[name]
+    assert small.held == INCONCLUSIVE and "ratio 0.5: within noise" in small.note and "95%" in small.ours
+    assert "Wilson" in small.criterion and "noise" in small.criterion
+    # every ratio up to the chosen one counts, not only the lowest accuracy: a clear 4-point drop at 0.1 fails
+    assert _held(_claims_frame(accuracy=(76.5, 78.0, 50.0)))[I[name]] is False
 
 
 def test_claims_hold_and_fail_with_the_numbers():

@@ -7,6 +7,7 @@ import torch
 
 from cnnlab import models, studies
 from cnnlab.claims import INCONCLUSIVE
+from cnnlab.profiling import throughput
 from cnnlab.studies import quickstart
 
 
@@ -37,6 +38,12 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path, monkeypat
     again = studies.tables(quickstart.measure(small, tmp_path, progress=False))["batch"]
     assert calls == []  # the same settings: resumed from the store
     pd.testing.assert_frame_equal(again, first)
+    # one throughput: the table's column is the rate the claim judges (batch size / median time per batch)
+    for _, row in first.iterrows():
+        rate = throughput.throughput(row)
+        assert (row["throughput_items_per_s"], row["throughput_items_per_s_low"],
+                row["throughput_items_per_s_high"]) == pytest.approx((rate.value, rate.low, rate.high))
+        assert rate.value == pytest.approx(1e3 * row["batch_size"] / row["latency_ms_median"])
 
 
 def _frame(latencies, spread=0.05, batch_sizes=(1, 8)):
@@ -67,6 +74,28 @@ def test_a_gain_within_the_noise_of_2x_is_inconclusive_and_a_clear_one_is_decide
     # the same spread, far from 2x: decided both ways
     assert quickstart.check_claims(_frame([10.0, 8.0], spread=0.25), "cpu")[0].held is True  # 10x
     assert quickstart.check_claims(_frame([10.0, 80.0], spread=0.25), "cpu")[0].held is False  # 1x
+
+
+def test_the_smallest_batch_is_never_compared_with_itself_and_one_batch_is_not_judged():
+    # batch 1 fastest per image: the gain is of the best other batch (0.8x), not batch 1 over itself (1x)
+    claim = quickstart.check_claims(_frame([10.0, 100.0]), "cpu")[0]
+    assert claim.held is False and claim.ours.startswith("0.8x") and "at batch 8" in claim.ours
+    one = quickstart.check_claims(_frame([10.0], batch_sizes=(1,)), "cpu")[0]
+    assert one.held is None and "two batch sizes" in one.note
+
+
+def test_a_best_batch_picked_within_noise_does_not_decide_the_verdict():
+    # batch 1: 100 images/s; batch 8 and 16 both ~2.5x, their intervals overlap: which is best is noise
+    tied = quickstart.check_claims(_frame([10.0, 32.0, 63.0], spread=0.05, batch_sizes=(1, 8, 16)), "cpu")[0]
+    assert tied.held is True and "picked within noise" in tied.note  # both clear of 2x: held whichever is best
+    # the best by median (batch 16, 2.7x) straddles 2x, the runner-up (2.5x) is clear: held on the runner-up
+    wide = _frame([10.0, 32.0, 60.0], spread=0.05, batch_sizes=(1, 8, 16))
+    wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [40.0, 90.0]
+    held = quickstart.check_claims(wide, "cpu")[0]
+    assert held.held is True and "clear of the threshold at batch 8" in held.ours  # the batch that decided it
+    # every larger batch straddles 2x: inconclusive, naming each
+    both = quickstart.check_claims(_frame([10.0, 32.0, 64.0], spread=0.3, batch_sizes=(1, 8, 16)), "cpu")[0]
+    assert both.held == INCONCLUSIVE and both.note.count("spans the threshold 2x") == 2
 
 
 def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path):

@@ -15,8 +15,8 @@ import torch
 
 from cnnlab import config, models, plotting, studies
 from cnnlab.studies import Experiment, Parameter
-from cnnlab.claims import NOISE_RULE, Claim, judge, throughput_gain
-from cnnlab.profiling import benchmark, free_memory, profile_ops, trace_file, trace_folder
+from cnnlab.claims import NOISE_RULE, Claim, any_of, judge
+from cnnlab.profiling import benchmark, free_memory, profile_ops, throughput, trace_file, trace_folder
 from cnnlab.profiling.estimate import Work, by_batch, profiler_session
 
 
@@ -38,16 +38,22 @@ PARAMETERS = studies.Parameters(
 )
 configure = PARAMETERS.configure
 PROFILE_ITERATIONS = 2
-THROUGHPUT_GAIN = 2.0  # the claim holds when the best batch gives more than this many times batch 1's images/s
+# "far above": a larger batch gives more than this many times the smallest batch's images/s. 01 states the same
+# bound for its models; a study imports no other (tests/test_studies.py), so it is written here too, until the claims
+# engine holds it once
+THROUGHPUT_GAIN = 2.0
 
 
 def batch_point(batch_size: int, *, model_name: str, device: str, repeats: int, warmup: int) -> dict:
-    """One point of experiment "batch": ``cnnlab.profiling.benchmark``'s row for ``model_name`` at ``batch_size``."""
+    """One point of experiment "batch": ``cnnlab.profiling.benchmark``'s row for ``model_name`` at ``batch_size``,
+    its throughput (``throughput_items_per_s`` and ``_low``/``_high``) by ``cnnlab.profiling.throughput``'s one
+    definition (the median rate: table, figure and claim)."""
     dev = torch.device(device)
     net = models.get(model_name).to(dev).eval()
     x = models.example_input(net, batch_size).to(dev)
     m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats)
-    return {**m.as_row(), "model": model_name, "data_source": "synthetic"}
+    row = m.as_row()
+    return {**row, **throughput.columns(row), "model": model_name, "data_source": "synthetic"}
 
 
 BATCH = Experiment("batch", batch_point, axes={"batch_size": "batch_sizes"}, desc="quickstart: time per batch")
@@ -120,38 +126,50 @@ def _no_operators(cfg, size: int | None, reason: str) -> pd.DataFrame:
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Paper 001, Sec. IV-A: throughput at the best batch size is more than ``THROUGHPUT_GAIN`` x batch 1's, by the
-    noise rule (:func:`cnnlab.claims.judge` on the ratio's interval from both points' p10-p90 time per batch)."""
+    """Paper 001, Sec. IV-A: some larger batch gives more than ``THROUGHPUT_GAIN`` x the smallest batch's
+    throughput (``cnnlab.profiling.throughput``), by the noise rule: held when one larger batch's ratio is clear of
+    the threshold, did not hold when every one is clearly under it, else inconclusive. So the verdict does not hang
+    on which batch the noise made the best, and the smallest batch is never compared with itself."""
     ok = df[(df["experiment"] == "batch") & (df["status"] == "ok")]
     claim, paper = ("throughput at the best batch size is far above batch 1",
                     "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
                     "(up to around 64) ... we're better utilizing the GPU's parallel processing capabilities\" "
                     "(Fig. 1)")
-    criterion = (f"images/s at the best batch size / at the smallest > {THROUGHPUT_GAIN:g} (images/s = batch size / "
-                 f"time per batch; the ratio's interval from both points' p10-p90; {NOISE_RULE})")
-    if ok.empty:
+    criterion = (f"images/s at some larger batch size / at the smallest > {THROUGHPUT_GAIN:g} "
+                 f"({throughput.DEFINITION}; each ratio's interval from the two rates' ends; held when one larger "
+                 f"batch is clear of the threshold, did not hold when every one is clearly under it; {NOISE_RULE})")
+    if len(ok) < 2:
         return [Claim(claim, paper, "not measured", None, str(device), criterion=criterion,
-                      note="no batch size was measured")]
+                      note="the claim needs two batch sizes measured; measured: "
+                           f"{', '.join(str(int(b)) for b in ok['batch_size']) or 'none'}")]
     first_i = ok["batch_size"].idxmin()
-    gain, rates, best_i = throughput_gain(ok, first_i)
-    best, first = ok.loc[best_i], ok.loc[first_i]
-    held, note = judge(gain, ">", THROUGHPUT_GAIN, fmt=".3g", unit="x")
-    threads = f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else ""
+    gains = throughput.gains(ok, first_i)
+    held, note = any_of(*(judge(g, ">", THROUGHPUT_GAIN, unit="x") for g in gains.values()))
+    best, *rest = sorted(gains, key=lambda i: -gains[i].value)
+    rates = {i: throughput.throughput(ok.loc[i]) for i in (first_i, best, *rest[:1])}
+    size = {i: int(ok.loc[i, "batch_size"]) for i in rates}
+    if rest and rates[rest[0]].high >= rates[best].low:
+        note = (f"{note}; " if note else "") + (
+            f"the best batch is picked within noise: batch {size[best]} {rates[best].text('.0f')} and batch "
+            f"{size[rest[0]]} {rates[rest[0]].text('.0f')} images/s overlap (the verdict does not depend on which)")
+    clear = [str(int(ok.loc[i, "batch_size"])) for i in gains if gains[i].low > THROUGHPUT_GAIN]
+    threads = (f", clear of the threshold at batch {', '.join(clear)}" if clear else "") + \
+        (f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else "")
     return [Claim(claim, paper,
-                  ours=f"{gain.text('.3g', 'x')}: {rates[first_i].text('.0f')} images/s at batch "
-                       f"{int(first['batch_size'])}, {rates[best_i].text('.0f')} at batch {int(best['batch_size'])}"
-                       f"{threads}",
+                  ours=f"{gains[best].text('.3g', 'x')}: {rates[first_i].text('.0f')} images/s at batch "
+                       f"{size[first_i]}, {rates[best].text('.0f')} at batch {size[best]} (best by median){threads}",
                   held=held, device=str(device), criterion=criterion, note=note)]
 
 
 def figures(df: pd.DataFrame) -> dict:
-    """``quickstart_latency_throughput``: time per batch (median, p10-p90) and throughput against batch size; where no
+    """``quickstart_latency_throughput``: time per batch (median, p10-p90) and throughput (the claim's: batch size /
+    that time, so the same interval) against batch size; where no
     batch size was measured (none fit in memory), both panels say so, with each batch size's status."""
     batch = df[df["experiment"] == "batch"]
     ok = batch[batch["status"] == "ok"]
     fig, axes = plotting.plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     axes[0].set_title("Time per batch (median, p10-p90)")
-    axes[1].set_title("Throughput")
+    axes[1].set_title("Throughput (batch size / time per batch)")
     if ok.empty:
         statuses = ", ".join(f"{int(b)} {s}" for b, s in zip(batch["batch_size"], batch["status"]))
         for ax in axes:
@@ -161,7 +179,9 @@ def figures(df: pd.DataFrame) -> dict:
                      yerr=[ok["latency_ms_median"] - ok["latency_ms_p10"],
                            ok["latency_ms_p90"] - ok["latency_ms_median"]], marker="o", capsize=3)
     axes[0].set_ylabel(plotting.label_for("latency_ms_median"))
-    axes[1].plot(ok["batch_size"], ok["throughput_items_per_s"], marker="o")
+    axes[1].errorbar(ok["batch_size"], ok["throughput_items_per_s"],
+                     yerr=[ok["throughput_items_per_s"] - ok["throughput_items_per_s_low"],
+                           ok["throughput_items_per_s_high"] - ok["throughput_items_per_s"]], marker="o", capsize=3)
     axes[1].set_ylabel("Throughput (images/s)")
     for ax in axes:
         ax.set_yscale("log")
