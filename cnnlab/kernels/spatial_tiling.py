@@ -27,8 +27,14 @@ Both are exact: a tile takes its real neighbours as halo and zero padding applie
 receptive field reaches a padded crop edge). BatchNorm must be in eval mode (it then acts per pixel).
 
 The prefix is analysed with torch.fx; supported operations: Conv2d, MaxPool2d and AvgPool2d (no ceil_mode),
-element-wise modules and functions (BatchNorm, ReLU and friends, add, mul), channel padding, and strided slicing
-of the spatial axes (the option-A shortcut of CIFAR ResNets). Anything else raises ValueError naming the op.
+element-wise modules and functions (BatchNorm, ReLU and friends, add, mul), channel padding, strided slicing of
+the spatial axes (the option-A shortcut of CIFAR ResNets), and, in stream mode, a final global average pool
+(``nn.AdaptiveAvgPool2d(1)``, summed strip by strip: ``until="avgpool"`` tiles a CIFAR ResNet's whole trunk
+without ever stitching its output). Anything else raises ValueError naming the op.
+
+Stream mode works out its schedule once per input size (:class:`_StreamPlan`) and then runs it as one loop: per
+strip and layer one call, the rows a layer no longer needs released before the next call allocates, so peak
+memory is a few strips plus every layer's halo rows.
 """
 
 from __future__ import annotations
