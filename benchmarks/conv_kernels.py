@@ -228,7 +228,8 @@ def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], u
     """Label -> the model to time, or the reason it is not timed here: untiled; spatial stream tiling at every tile
     (the model up to and including ``until``); batched spatial tiling (square tiles stacked along the batch
     dimension, one call per layer for each row of tiles, up to ``batched_until``: its halo is recomputed, so it
-    pays only on a shallow prefix); and every Conv2d a Triton TiledConv2d at every tile."""
+    pays only on a shallow prefix); every Conv2d a Triton TiledConv2d at every tile; and spatial stream tiling
+    whose strips' convolutions are the Triton kernel."""
     variants: dict[str, object] = {"untiled": model}
     for t in tiles:
         variants[f"spatial@{t}"] = spatial_tiling.tile_spatially(model, t, until=until, mode="stream")
@@ -241,6 +242,9 @@ def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], u
     untimed = triton_conv.triton_untimed_reason(device.type)
     for t in tiles:
         variants[f"triton@{t}"] = untimed[1] if untimed else triton_conv.tile_model(model, t).eval()
+    for t in tiles:  # the Triton kernel computing spatial tiling's strips: no full-size activation on this path
+        variants[f"spatial_triton@{t}"] = untimed[1] if untimed else spatial_tiling.tile_spatially(
+            model, t, until=until, mode="stream", conv2d=triton_conv.conv2d_function(t))
     return variants
 
 
@@ -271,7 +275,7 @@ def spatial_part(args, device) -> pd.DataFrame:
     rows = []
     for name, v in variants.items():
         method, _, tile = name.partition("@")
-        until = {"spatial": args.until, "batched": args.batched_until}.get(method)
+        until = {"spatial": args.until, "spatial_triton": args.until, "batched": args.batched_until}.get(method)
         row = dict(network="resnet20", batch=batch, image=args.image_size, until=until,
                    method=method, tile=int(tile) if tile else None, device=device.type, rounds=args.rounds,
                    skipped=v if isinstance(v, str) else None)  # fmt: skip
@@ -317,12 +321,12 @@ def report_goals(df: pd.DataFrame, device: torch.device) -> None:
         mem = "met" if r.memory_cut >= goal["memory_cut_at_least"] else "not met"
         print(f"  {r.method} tile {int(r.tile):3d}: time {r.time_ratio:.2f}x ({r.time_ratio_low:.2f}-{r.time_ratio_high:.2f}) {time}; "
               f"memory {r.memory_cut:.2f}x less {mem}")  # fmt: skip
-    triton = df[(df["method"] == "triton") & df["skipped"].isna()]
+    triton = df[df["method"].isin(["triton", "spatial_triton"]) & df["skipped"].isna()]
     if len(triton):
         print(f"Goal, Triton path: peak activation memory at least {GOAL_GPU_TRITON_ACTIVATIONS}x below untiled")
         for r in triton.itertuples():
             ok = "met" if r.activation_cut >= GOAL_GPU_TRITON_ACTIVATIONS else "not met"
-            print(f"  tile {int(r.tile):3d}: {r.activation_cut:.2f}x {ok}; time {r.time_ratio:.2f}x "
+            print(f"  {r.method} tile {int(r.tile):3d}: {r.activation_cut:.2f}x {ok}; time {r.time_ratio:.2f}x "
                   f"({r.time_ratio_low:.2f}-{r.time_ratio_high:.2f})")  # fmt: skip
 
 

@@ -222,3 +222,29 @@ def test_tiles_per_launch_is_for_batched_mode_only():
         SpatiallyTiled([nn.Conv2d(3, 3, 3, padding=1)], 8, "batched", tiles_per_launch=0)
     with pytest.raises(ValueError, match="needs mode='stream'"):
         SpatiallyTiled([nn.Conv2d(3, 3, 3, padding=1), nn.AdaptiveAvgPool2d(1)], 8, "batched")
+
+
+def test_stream_tiling_with_the_triton_kernel_as_its_convolution(resnet20, monkeypatch):
+    """The Triton kernel (interpreted on a CPU) computing every strip's convolution: the same activations, and the
+    kernel really is what ran (its calls counted)."""
+    from cnnlab.kernels import triton_conv
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if triton_conv.triton_check_device()[0] is None:
+        pytest.skip("Triton cannot run here: " + str(triton_conv.triton_check_device()[1]))
+    prefix, _ = split_model(resnet20, "layer1")
+    x = torch.randn(1, 3, 19, 13)  # small: interpreted Triton is slow; odd sizes: ragged strips
+    conv, calls = triton_conv.conv2d_function(8), []
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape)
+        return conv(*args, **kwargs)
+
+    with torch.no_grad():
+        ref = prefix(x)
+        y = SpatiallyTiled(prefix, 8, conv2d=counted)(x.to(triton_conv.triton_check_device()[0])).cpu()
+    check("test_stream_tiling_with_the_triton_kernel_as_its_convolution: relative error", _rel_error(y, ref), "<",
+          1e-5)
+    assert len(calls) >= 7 * 3  # 7 convolutions, each over at least 3 strips of 8 of the 19 rows
+    with pytest.raises(ValueError, match="with mode='stream' only"):
+        SpatiallyTiled(prefix, 8, "batched", conv2d=counted)

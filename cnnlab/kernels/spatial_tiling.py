@@ -306,7 +306,7 @@ class _StreamPlan:
     output is never stitched either.
     """
 
-    def __init__(self, infos: list[_Info], size: tuple[int, int], tile_rows: int):
+    def __init__(self, infos: list[_Info], size: tuple[int, int], tile_rows: int, conv2d=F.conv2d):
         self.sizes = _heights(infos, size)
         by_node = {i.node: i for i in infos}
         users: dict[fx.Node, list[_Info]] = {i.node: [] for i in infos}
@@ -405,7 +405,8 @@ class _StreamPlan:
                 program += [(_DROP, slot) for _, _, slot in pieces[target]]
                 pieces[target] = []
         self.program = program
-        self.calls = {info.node: _caller(info) for info in infos if info.kind not in ("input", "output", "global")}
+        self.calls = {info.node: _caller(info, conv2d) for info in infos
+                      if info.kind not in ("input", "output", "global")}
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
         slots: dict[int, torch.Tensor] = {0: x}
@@ -456,9 +457,10 @@ def _gather(slots: dict[int, torch.Tensor], parts: tuple) -> torch.Tensor:
     return torch.cat([slots[s].narrow(2, o, n) for s, o, n in parts], 2)
 
 
-def _caller(info: _Info):
+def _caller(info: _Info, conv2d=F.conv2d):
     """``f(tensors, top, bottom)``: the node's operation on the rows read from each of its inputs (in
-    ``info.inputs`` order), a window op padded at the true top and bottom border only (``top``/``bottom`` rows)."""
+    ``info.inputs`` order), a window op padded at the true top and bottom border only (``top``/``bottom`` rows);
+    convolutions by ``conv2d`` (F.conv2d's signature)."""
     node, m = info.node, info.module
     if info.kind == "window":
         wh, ww = info.window
@@ -469,14 +471,14 @@ def _caller(info: _Info):
             def conv(ts, top, bottom):
                 x = ts[0]
                 if not (top or bottom):
-                    return F.conv2d(x, weight, bias, stride, (0, pad_w), dilation, groups)
+                    return conv2d(x, weight, bias, stride, (0, pad_w), dilation, groups)
                 # At the true border: the convolution's own (symmetric) zero padding instead of a padded copy of
                 # the rows, then a view without the rows that the padding on the other side added.
                 pad = max(top, bottom)
                 skip, rem = divmod(pad - top, stride[0])
                 if rem:  # the padding's rows do not fall on the stride's grid: pad a copy
-                    return F.conv2d(F.pad(x, (0, 0, top, bottom)), weight, bias, stride, (0, pad_w), dilation, groups)
-                y = F.conv2d(x, weight, bias, stride, (pad, pad_w), dilation, groups)
+                    return conv2d(F.pad(x, (0, 0, top, bottom)), weight, bias, stride, (0, pad_w), dilation, groups)
+                y = conv2d(x, weight, bias, stride, (pad, pad_w), dilation, groups)
                 rows = (x.shape[2] + top + bottom - dilation[0] * (weight.shape[2] - 1) - 1) // stride[0] + 1
                 return y.narrow(2, skip, rows)
             return conv
@@ -651,12 +653,14 @@ class SpatiallyTiled(nn.Module):
     tile: input pixels per tile, an int or (h, w), a multiple of the prefix's total stride. mode: "stream" (strips
     of ``tile`` rows, halo rows kept in line buffers, nothing recomputed), "recompute" (tile x tile squares, halo
     recomputed, one call per tile and layer) or "batched" (the same squares stacked along the batch dimension:
-    one call per layer for every ``tiles_per_launch`` tiles, None: all). forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
+    one call per layer for every ``tiles_per_launch`` tiles, None: all). conv2d (stream mode): the function the
+    strips' convolutions call, F.conv2d's signature (None: F.conv2d), e.g. a Triton kernel. forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
     to floating-point rounding. Needs eval mode for BatchNorm. In stream mode the prefix may end in a global average
     pool (``nn.AdaptiveAvgPool2d(1)``), summed strip by strip.
     """
 
-    def __init__(self, prefix, tile=32, mode: str = "stream", *, tiles_per_launch: int | None = None) -> None:
+    def __init__(self, prefix, tile=32, mode: str = "stream", *, tiles_per_launch: int | None = None,
+                 conv2d=None) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -673,6 +677,10 @@ class SpatiallyTiled(nn.Module):
             raise ValueError(f"tiles_per_launch={tiles_per_launch!r}: a positive int, with mode='batched' only "
                              "(None: every tile in one call per layer)")
         self.tiles_per_launch = tiles_per_launch
+        if conv2d is not None and (mode != "stream" or not callable(conv2d)):
+            raise ValueError(f"conv2d={conv2d!r}: a function with F.conv2d's signature, with mode='stream' only (the "
+                             "other modes call the prefix's own modules)")
+        self.conv2d = conv2d
         self._plans: dict[tuple[int, int], _StreamPlan] = {}  # stream mode: one plan per input size
 
     @property
@@ -687,7 +695,7 @@ class SpatiallyTiled(nn.Module):
         if self.mode == "stream":
             size = tuple(x.shape[-2:])
             if size not in self._plans:
-                self._plans[size] = _StreamPlan(self.infos, size, self.tile[0])
+                self._plans[size] = _StreamPlan(self.infos, size, self.tile[0], self.conv2d or F.conv2d)
             return self._plans[size].run(x)
         if self.mode == "batched":
             return _run_batched(self.infos, self.geometry, x, self.tile, self.tiles_per_launch)
@@ -747,7 +755,7 @@ class TiledModel(nn.Module):
 
 
 def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream",
-                   tiles_per_launch: int | None = None) -> TiledModel:
+                   tiles_per_launch: int | None = None, conv2d=None) -> TiledModel:
     """A copy of ``model`` (in eval mode) whose layers up to and including submodule ``until`` run spatially tiled.
 
     E.g. ``tile_spatially(resnet20, 32, until="layer3")`` tiles the whole convolutional trunk of ResNet-20 in
@@ -756,7 +764,8 @@ def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream
     """
     model = copy.deepcopy(model).eval()
     prefix, rest = split_model(model, until)
-    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode, tiles_per_launch=tiles_per_launch), rest).eval()
+    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode, tiles_per_launch=tiles_per_launch, conv2d=conv2d),
+                       rest).eval()
     for attr in ("input_shape", "num_classes"):
         if hasattr(model, attr):
             setattr(tiled, attr, getattr(model, attr))

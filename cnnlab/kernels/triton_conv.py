@@ -541,6 +541,23 @@ def tile_model(model: nn.Module, tile=(16, 16), **options) -> nn.Module:
     return tiled
 
 
+def conv2d_function(tile=(16, 16), **options):
+    """A function with ``F.conv2d``'s signature that computes with :func:`tiled_conv2d` at ``tile``: what spatial
+    tiling's stream mode calls per strip (``spatial_tiling.tile_spatially(..., conv2d=conv2d_function(16))``), so
+    the Triton path never holds a full-size activation either. Each weight is packed once and kept while it is
+    unchanged (the same key as :class:`TiledConv2d`'s cache)."""
+    packed: dict = {}
+
+    def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        key = (weight.data_ptr(), -1 if weight.is_inference() else weight._version, weight.dtype, weight.device)
+        if key not in packed:
+            packed[key] = pack_weight(weight.detach())
+        return tiled_conv2d(x, weight, bias, stride, padding, tile, dilation=dilation, groups=groups,
+                            packed_weight=packed[key], **options)  # fmt: skip
+
+    return conv2d
+
+
 def _compile_for_cuda(source_fn=None, signature=None, constants=None, *, arch: int = 90, num_warps: int = 4) -> dict:
     """Compile ``source_fn`` (a ``triton.jit`` function) ahead of time for an NVIDIA GPU of compute capability
     ``arch``, no GPU needed, and read its resource usage: {"registers_per_thread", "spill_bytes" (local memory per
