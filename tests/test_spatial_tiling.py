@@ -248,3 +248,33 @@ def test_stream_tiling_with_the_triton_kernel_as_its_convolution(resnet20, monke
     assert len(calls) >= 7 * 3  # 7 convolutions, each over at least 3 strips of 8 of the 19 rows
     with pytest.raises(ValueError, match="with mode='stream' only"):
         SpatiallyTiled(prefix, 8, "batched", conv2d=counted)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_every_tiled_path_on_a_gpu_agrees_and_the_streamed_ones_cut_peak_memory(resnet20):
+    """On a GPU (make gpu-check): stream mode through the global pool, stream mode with the Triton kernel and
+    batched mode give the untiled logits (TF32 off, so only summation order differs), and the two stream paths hold
+    far less than the untiled model at their peak (torch.cuda.max_memory_allocated above what was resident)."""
+    from cnnlab import config
+    from cnnlab.kernels import triton_conv
+
+    model = resnet20.cuda().eval()
+    x = torch.randn(8, 3, 224, 224, device="cuda")
+    paths = {"untiled": model, "stream": tile_spatially(model, 16, until="avgpool"),
+             "stream_triton": tile_spatially(model, 16, until="avgpool", conv2d=triton_conv.conv2d_function(16)),
+             "batched": tile_spatially(model, 56, until="layer1", mode="batched", tiles_per_launch=4)}
+    peaks, outputs = {}, {}
+    with torch.inference_mode(), config.tf32(False):
+        for name, net in paths.items():
+            net(x)  # compiles (Triton) and warms up
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            outputs[name] = net(x)
+            torch.cuda.synchronize()
+            peaks[name] = torch.cuda.max_memory_allocated() - before
+    for name in ("stream", "stream_triton", "batched"):
+        check("test_every_tiled_path_on_a_gpu_agrees: relative error", _rel_error(outputs[name], outputs["untiled"]),
+              "<", 1e-4, detail=name)
+    assert peaks["stream"] * 3 < peaks["untiled"] and peaks["stream_triton"] * 3 < peaks["untiled"], peaks
