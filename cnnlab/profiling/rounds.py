@@ -3,7 +3,7 @@
 One point's own batches (their p10-p90) do not show the load of a shared machine drifting between points, which is
 what moves one point against another. So studies that compare points time the whole grid ``rounds`` times over (a
 ``round`` grid parameter of :func:`cnnlab.profiling.sweep`), and a point's time is the median of its rounds'
-medians within their least and most (``cnnlab.claims.Spread``): the interval the claims judge.
+medians within their least and most (``cnnlab.profiling.Spread``): the interval the claims judge.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from cnnlab.claims import Spread
+from cnnlab.profiling.spread import Spread
 
 
 def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[str] = ()) -> pd.DataFrame:
