@@ -6,12 +6,12 @@ GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule 
 numbers ("fp16 / fp32 time per batch < 0.9"), and names its noise rule, so that a reader can see the check could
 have come out the other way.
 
-The noise rule, the same for every claim (:func:`judge`, :func:`trend`): a measured quantity is a
-:class:`Spread`, its value with the interval its noise allows (the p10-p90 of the repeated batches of
-``cnnlab.profiling.benchmark``, the range of repeated timings, or an exact count). A claim holds only when the
-whole interval clears the threshold, fails only when the whole interval is on the other side, and is otherwise
-"inconclusive: within noise", with the interval shown. So a re-run can move a verdict only to or from
-inconclusive, never from held to not held.
+The noise rule, the same for every claim (:func:`judge`, :func:`trend`; :data:`NOISE_RULE` words it in every
+criterion): a measured quantity is a :class:`Spread`, its value within the interval its noise allows. A claim holds
+only when the whole interval clears the threshold, fails only when the whole interval is on the other side, and is
+otherwise "inconclusive: within noise", with the interval shown. A time's interval is built so that the same work
+timed twice, in two rounds or two processes, comes out inconclusive (an A/A test, ``tests/test_rounds.py``): see
+:data:`NOISE_RULE` and ``cnnlab.profiling.spread.TIME_NOISE`` for why and with what numbers.
 
 A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in
 Jupyter and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
@@ -27,16 +27,20 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from cnnlab.profiling.spread import Spread  # noqa: F401  (a measurement; re-exported: cnnlab.claims.Spread)
+from cnnlab.profiling.spread import TIME_NOISE, Spread  # noqa: F401  (a measurement; re-exported here)
 
 INCONCLUSIVE = "inconclusive"
-NOISE_RULE = ("noise: decided only when the whole interval (p10-p90 of the batches, or the range of repeated "
-              "rounds) is on one side, else inconclusive")
+NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else inconclusive; a time's interval: "
+              f"the least to the most of its rounds' medians (the p10-p90 of its batches where it has one round), "
+              f"never narrower than its median /{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same "
+              f"work can be that far off); a ratio's: between the extremes; other quantities: the range of repeated "
+              f"measurements, or exact")
 
 
 def throughput(row: Mapping) -> Spread:
     """Images per second of one ``cnnlab.profiling.benchmark`` row from its time per batch: ``batch_size`` / median
-    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches)."""
+    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches, never
+    narrower than the noise floor of a time: ``Spread.of``)."""
     return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
 
 

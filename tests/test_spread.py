@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import cnnlab
-from cnnlab.profiling.spread import Spread
+from cnnlab.profiling.spread import TIME_NOISE, Spread
 
 
 def _imported(node: ast.AST, package: str) -> list[str]:
@@ -65,3 +65,14 @@ def test_a_product_of_spreads_multiplies_the_ends_and_a_range_reads_min_max_or_l
         Spread.of_range(row, "m", required=True)
     with pytest.raises(ValueError, match="finite"):
         Spread.of_range({"t": float("nan"), "t_min": 1.0, "t_max": 2.0}, "t")
+
+
+def test_a_time_is_never_known_closer_than_the_noise_floor():
+    narrow = Spread.timed(10.0, 9.9, 10.2)  # a few percent between rounds: widened to the floor
+    assert (narrow.value, narrow.low, narrow.high) == (10.0, 10.0 / TIME_NOISE, 10.0 * TIME_NOISE)
+    assert Spread.timed(10.0, 5.0, 30.0) == Spread(10.0, 5.0, 30.0)  # wider rounds keep their own range
+    row = {"latency_ms_median": 4.0, "latency_ms_p10": 3.9, "latency_ms_p90": 9.0}
+    assert Spread.of(row, "latency_ms") == Spread(4.0, 4.0 / TIME_NOISE, 9.0)
+    # two identical-looking times a little apart overlap; apart by more than TIME_NOISE squared they do not
+    assert (Spread.timed(1.0, 1.0, 1.0) / Spread.timed(1.5, 1.5, 1.5)).high > 1
+    assert (Spread.timed(1.0, 1.0, 1.0) / Spread.timed(1.6, 1.6, 1.6)).high < 1

@@ -12,6 +12,20 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+# A time is known only within a factor TIME_NOISE of its median, or within its measured interval where that is wider
+# (Spread.timed). Why: the same work timed in another process, or in another round, lands further from this time than
+# its own batches and rounds show (memory placement, the core it runs on, a shared machine's other jobs), and a claim
+# must not call identical work different (the A/A test in tests/test_rounds.py). Measured on this project's 2-core
+# shared AMD EPYC, 2026-11-27, a 256x256 matmul (0.6 ms) timed in 2 rounds of 5 batches, 20 trials a process: one
+# process's time over another's was 0.77-1.30x with the machine otherwise idle (four processes) and 0.68-1.42x beside
+# a running notebook, between two rounds of one process 0.85-1.22x, while one time's own rounds were often a few
+# percent apart. So the range of the rounds alone called the same work different in 10-19 of 20 trials between
+# processes (idle; 10-12 of 20 under load) and 4-6 of 20 between rounds. The factor a trial needed to overlap was
+# above 1.20 in one of 220 trials (under load); 1.25 passed 20 of 20 each time: two times floored at x/1.25 overlap
+# unless they are more than 1.56x apart.
+# The price: a claim on a ratio of times is decided only beyond 1.56x from its threshold, more where rounds spread.
+TIME_NOISE = 1.25
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -35,10 +49,18 @@ class Spread:
         return cls(value, value, value)
 
     @classmethod
+    def timed(cls, value: float, low: float, high: float) -> "Spread":
+        """A time (``value``, e.g. a median, within its measured ``low``-``high``) with the noise floor every time
+        carries: the interval widened to at least ``value`` / :data:`TIME_NOISE` - ``value`` * :data:`TIME_NOISE`
+        (a time measured in one process is not known closer than that, see :data:`TIME_NOISE`)."""
+        value = float(value)
+        return cls(value, min(float(low), value / TIME_NOISE), max(float(high), value * TIME_NOISE))
+
+    @classmethod
     def of(cls, row: Mapping, metric: str) -> "Spread":
-        """``row``'s ``<metric>_median`` within ``<metric>_p10``-``<metric>_p90`` (``cnnlab.profiling.benchmark``'s
-        columns, e.g. ``latency_ms``)."""
-        return cls(*(float(row[f"{metric}_{q}"]) for q in ("median", "p10", "p90")))
+        """``row``'s timed ``<metric>_median`` within ``<metric>_p10``-``<metric>_p90`` (the columns of
+        ``cnnlab.profiling.benchmark``: ``latency_ms``), widened to the noise floor of a time (:meth:`timed`)."""
+        return cls.timed(*(float(row[f"{metric}_{q}"]) for q in ("median", "p10", "p90")))
 
     @classmethod
     def of_samples(cls, values: Iterable[float]) -> "Spread":

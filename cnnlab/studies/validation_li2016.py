@@ -401,8 +401,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     missing = sorted(set(runs.loc[runs["status"] != "ok", "strategy"]))
     left_out = f"not measured here: {', '.join(missing)}" if missing else ""
     singles = [s for s in SINGLE_KERNELS if s in measured]
-    rule_of = (f"({claims.NOISE_RULE}; the interval of each time: the least and most of its rounds' medians, the "
-               "p10-p90 of its timed batches where it has one round; a ratio's interval between the extremes)")
+    rule_of = f"({claims.NOISE_RULE})"
     checks = []
 
     def add(claim, paper, ours, verdict, criterion, note=""):
