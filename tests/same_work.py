@@ -3,7 +3,7 @@ configurations "A" and "B" in ``rounds`` interleaved rounds (A, B, A, B, as a st
 times over, with ``cnnlab.profiling.benchmark``; prints the rows (trial, round, config and benchmark's latency
 columns) as JSON on stdout.
 
-    python tests/same_work.py TRIALS ROUNDS
+    python tests/same_work.py TRIALS ROUNDS [REPEATS]   (timed batches per round; default 5)
 """
 
 import json
@@ -16,18 +16,18 @@ from cnnlab.profiling import benchmark
 COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "repeats")
 
 
-def main(trials: int, rounds: int) -> list[dict]:
+def main(trials: int, rounds: int, repeats: int = 5) -> list[dict]:
     torch.set_num_threads(1)
     a, b = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)), torch.randn(256, 256)
     rows = []
     for trial in range(trials):
         for r in range(rounds):
             for config in "AB":
-                m = benchmark(torch.mm, (a, b), device="cpu", warmup=1, repeats=int(sys.argv[3]) if len(sys.argv) > 3 else 5, measure_memory=False).as_row()
+                m = benchmark(torch.mm, (a, b), device="cpu", warmup=1, repeats=repeats, measure_memory=False).as_row()
                 rows.append({"trial": trial, "round": r, "config": config, "status": "ok",
                              **{k: m[k] for k in COLUMNS}})
     return rows
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*(int(a) for a in sys.argv[1:3]))))
+    print(json.dumps(main(*(int(a) for a in sys.argv[1:4]))))
