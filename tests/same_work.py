@@ -3,7 +3,7 @@ configurations "A" and "B" in ``rounds`` interleaved rounds (A, B, A, B, as a st
 times over, with ``cnnlab.profiling.benchmark``; prints the rows (trial, round, config and benchmark's latency
 columns) as JSON on stdout.
 
-    python tests/same_work.py TRIALS ROUNDS [REPEATS]   (timed batches per round; default 5)
+    python tests/same_work.py TRIALS ROUNDS [REPEATS]   (timed batches per round; default 20)
 """
 
 import json
@@ -16,7 +16,7 @@ from cnnlab.profiling import benchmark
 COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "repeats")
 
 
-def main(trials: int, rounds: int, repeats: int = 5) -> list[dict]:
+def main(trials: int, rounds: int, repeats: int = 20) -> list[dict]:
     torch.set_num_threads(1)
     a, b = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)), torch.randn(256, 256)
     rows = []
