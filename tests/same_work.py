@@ -3,7 +3,7 @@ configurations "A" and "B" in ``rounds`` interleaved rounds (A, B, A, B, as a st
 times over, with ``cnnlab.profiling.benchmark``; prints the rows (trial, round, config and benchmark's latency
 columns) as JSON on stdout.
 
-    python tests/same_work.py TRIALS ROUNDS [REPEATS]   (timed batches per round; default 20)
+    python tests/same_work.py TRIALS ROUNDS [REPEATS]   (timed batches per round, at least; default 20)
 """
 
 import json
@@ -14,6 +14,7 @@ import torch
 from cnnlab.profiling import benchmark
 
 COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "repeats")
+ROUND_S = 0.012  # seconds of timed batches a round, at least (20 batches of 0.6 ms on the 2-core AMD EPYC)
 
 
 def main(trials: int, rounds: int, repeats: int = 20) -> list[dict]:
@@ -23,7 +24,10 @@ def main(trials: int, rounds: int, repeats: int = 20) -> list[dict]:
     for trial in range(trials):
         for r in range(rounds):
             for config in "AB":
-                m = benchmark(torch.mm, (a, b), device="cpu", warmup=1, repeats=repeats, measure_memory=False).as_row()
+                # at least ROUND_S of batches on any CPU: a round much shorter than a scheduler's time slice would
+                # make one preemption its median
+                m = benchmark(torch.mm, (a, b), device="cpu", warmup=1, repeats=repeats, min_run_time_s=ROUND_S,
+                              measure_memory=False).as_row()
                 rows.append({"trial": trial, "round": r, "config": config, "status": "ok",
                              **{k: m[k] for k in COLUMNS}})
     return rows

@@ -23,7 +23,7 @@ import pandas as pd
 # processes (idle; 10-12 of 20 under load) and 4-6 of 20 between rounds. The factor a trial needed to overlap was
 # above 1.20 in one of 220 trials (under load); 1.25 passed 19 or 20 of 20 each time: two times floored at x/1.25
 # overlap unless they are more than 1.56x apart. With 20 batches a round (12 ms, still less than a study's point),
-# as the A/A test times, one process over another was 0.86-1.26x and 1.25 passed 20 of 20 in four runs.
+# as the A/A test times, one process over another was 0.81-1.26x and 1.25 passed 20 of 20 in seven runs.
 # The price: a claim on a ratio of times is decided only beyond 1.56x from its threshold, more where rounds spread.
 TIME_NOISE = 1.25
 
