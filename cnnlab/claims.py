@@ -6,12 +6,12 @@ GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule 
 numbers ("fp16 / fp32 time per batch < 0.9"), and names its noise rule, so that a reader can see the check could
 have come out the other way.
 
-The noise rule, the same for every claim (:func:`judge`, :func:`trend`): a measured quantity is a
-:class:`Spread`, its value with the interval its noise allows (the p10-p90 of the repeated batches of
-``cnnlab.profiling.benchmark``, the range of repeated timings, or an exact count). A claim holds only when the
-whole interval clears the threshold, fails only when the whole interval is on the other side, and is otherwise
-"inconclusive: within noise", with the interval shown. So a re-run can move a verdict only to or from
-inconclusive, never from held to not held.
+The noise rule, the same for every claim (:func:`judge`, :func:`trend`; :data:`NOISE_RULE` words it in every
+criterion): a measured quantity is a :class:`Spread`, its value within the interval its noise allows. A claim holds
+only when the whole interval clears the threshold, fails only when the whole interval is on the other side, and is
+otherwise "inconclusive: within noise", with the interval shown. A time's interval is built so that the same work
+timed twice, in two rounds or two processes, comes out inconclusive (an A/A test, ``tests/test_rounds.py``): see
+:data:`NOISE_RULE` and ``cnnlab.profiling.spread.TIME_NOISE`` for why and with what numbers.
 
 A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in
 Jupyter and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
@@ -23,95 +23,24 @@ import html
 import math
 import textwrap
 from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
+from cnnlab.profiling.spread import TIME_NOISE, Spread  # noqa: F401  (a measurement; re-exported here)
+
 INCONCLUSIVE = "inconclusive"
-NOISE_RULE = ("noise: decided only when the whole interval (p10-p90 of the batches, or the range of repeated "
-              "rounds) is on one side, else inconclusive")
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A measured quantity: ``value`` (the median, say) and the interval ``low``-``high`` its noise allows."""
-
-    value: float
-    low: float
-    high: float
-
-    def __post_init__(self):
-        values = (self.value, self.low, self.high)
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-            raise ValueError(f"Spread{values}: value, low and high must be finite numbers")
-        if not self.low <= self.value <= self.high:
-            raise ValueError(f"Spread{values}: needs low <= value <= high")
-
-    @classmethod
-    def exact(cls, value: float) -> "Spread":
-        """A quantity without noise (bytes the allocator handed out, a count of calls)."""
-        value = float(value)
-        return cls(value, value, value)
-
-    @classmethod
-    def of(cls, row: Mapping, metric: str) -> "Spread":
-        """``row``'s ``<metric>_median`` within ``<metric>_p10``-``<metric>_p90`` (``cnnlab.profiling.benchmark``'s
-        columns, e.g. ``latency_ms``)."""
-        return cls(*(float(row[f"{metric}_{q}"]) for q in ("median", "p10", "p90")))
-
-    @classmethod
-    def of_samples(cls, values: Iterable[float]) -> "Spread":
-        """The median of repeated measurements within their smallest and largest."""
-        values = sorted(float(v) for v in values)
-        if not values:
-            raise ValueError("Spread.of_samples: no values")
-        return cls(float(pd.Series(values).median()), values[0], values[-1])
-
-    @classmethod
-    def of_range(cls, row: Mapping, metric: str, ends: tuple[str, str] = ("min", "max"), *,
-                 required: bool = False) -> "Spread":
-        """``row``'s ``<metric>`` within ``<metric>_<ends[0]>``-``<metric>_<ends[1]>`` (the range of repeated
-        measurements: ``("min", "max")`` or ``("low", "high")``), widened to hold the value. An end that is NaN, or
-        missing unless ``required``, gives the value alone; a missing end with ``required`` raises KeyError and a
-        missing or NaN value ValueError."""
-        value = float(row[metric])
-        ends = [float(row[f"{metric}_{e}"] if required else row.get(f"{metric}_{e}", value)) for e in ends]
-        low, high = (value if math.isnan(v) else v for v in ends)
-        return cls(value, min(low, value), max(high, value))
-
-    def __truediv__(self, other: "Spread | float") -> "Spread":
-        """The ratio's interval: the extremes of one over the extremes of the other (positive quantities)."""
-        other = other if isinstance(other, Spread) else Spread.exact(other)
-        if min(self.low, other.low) <= 0:
-            raise ValueError(f"{self} / {other}: a ratio of spreads needs positive quantities")
-        return Spread(self.value / other.value, self.low / other.high, self.high / other.low)
-
-    def __mul__(self, k: "Spread | float") -> "Spread":
-        """The quantity scaled by a positive number, or the product of two positive quantities (its interval: the
-        product of the lows to the product of the highs)."""
-        if isinstance(k, Spread):
-            if min(self.low, k.low) <= 0:
-                raise ValueError(f"{self} * {k}: a product of spreads needs positive quantities")
-            return Spread(self.value * k.value, self.low * k.low, self.high * k.high)
-        if k <= 0:
-            raise ValueError(f"{self} * {k}: scale by a positive number")
-        return Spread(self.value * k, self.low * k, self.high * k)
-
-    __rmul__ = __mul__
-
-    def inverse(self) -> "Spread":
-        """1 / the quantity (time per batch -> batches per second)."""
-        return Spread.exact(1.0) / self
-
-    def text(self, fmt: str = ".3g", unit: str = "") -> str:
-        """E.g. "1.9x (1.7-2.3x)"; an exact quantity shows its value alone."""
-        value = f"{self.value:{fmt}}{unit}"
-        return value if self.low == self.high else f"{value} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
+NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else inconclusive; a time's interval: "
+              f"the least to the most of its rounds' medians (the p10-p90 of its batches where it has one round), "
+              f"never narrower than its median /{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same "
+              f"work can be that far off); a ratio's: between the extremes; other quantities: the range of repeated "
+              f"measurements, or exact")
 
 
 def throughput(row: Mapping) -> Spread:
     """Images per second of one ``cnnlab.profiling.benchmark`` row from its time per batch: ``batch_size`` / median
-    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches)."""
+    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches, never
+    narrower than the noise floor of a time: ``Spread.of``)."""
     return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
 
 

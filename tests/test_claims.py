@@ -62,36 +62,6 @@ def test_noise_rule_decides_only_when_the_interval_clears_the_threshold():
     assert judge(Spread.exact(2.0), ">", 2) == (False, "")  # on the threshold: not above it
 
 
-def test_a_ratio_of_spreads_takes_the_extremes():
-    from cnnlab.claims import Spread
-
-    r = Spread(4.0, 3.0, 5.0) / Spread(2.0, 1.0, 2.5)
-    assert (r.value, r.low, r.high) == (2.0, 1.2, 5.0)
-    assert Spread(2.0, 1.0, 4.0).inverse().low == 0.25
-    with pytest.raises(ValueError, match="low <= value <= high"):
-        Spread(1.0, 2.0, 3.0)
-    with pytest.raises(ValueError, match="finite"):
-        Spread(float("nan"), 0.0, 1.0)
-
-
-def test_a_product_of_spreads_multiplies_the_ends_and_a_range_reads_min_max_or_low_high_columns():
-    from cnnlab.claims import Spread
-
-    p = Spread(2.0, 1.0, 3.0) * Spread(4.0, 2.0, 5.0)
-    assert (p.value, p.low, p.high) == (8.0, 2.0, 15.0)
-    assert Spread(2.0, 1.0, 3.0) * 2 == Spread(4.0, 2.0, 6.0)
-    with pytest.raises(ValueError, match="positive"):
-        Spread(2.0, 0.0, 3.0) * Spread(1.0, 1.0, 1.0)
-    row = {"t": 2.0, "t_min": 1.5, "t_max": 3.0, "m": 5.0, "m_low": 6.0, "m_high": float("nan")}
-    assert Spread.of_range(row, "t") == Spread(2.0, 1.5, 3.0)
-    assert Spread.of_range(row, "m", ("low", "high")) == Spread.exact(5.0)  # widened to hold the value; NaN: value
-    assert Spread.of_range(row, "m") == Spread.exact(5.0)  # no m_min / m_max: the value alone
-    with pytest.raises(KeyError):
-        Spread.of_range(row, "m", required=True)
-    with pytest.raises(ValueError, match="finite"):
-        Spread.of_range({"t": float("nan"), "t_min": 1.0, "t_max": 2.0}, "t")
-
-
 def test_throughput_is_images_per_second_within_the_batches_p10_p90():
     from cnnlab.claims import throughput
 

@@ -14,6 +14,7 @@
 - :func:`sweep`: resumable parameter grids with OOM handling and skipped points (``sweep.py``), into stores
   keyed by every setting that changes the measurement: :func:`store_file` names a store after its settings and
   :func:`code_digest`; the store keeps its environment record and attempts beside it (``store.py``)
+- :class:`Spread`: a measured value within the interval its noise allows, what every claim judges (``spread.py``)
 - :func:`combine_rounds`, :func:`time_spread`: a grid timed in rounds, one row per point, and the time a claim
   judges: the median of the rounds within their least and most (``rounds.py``)
 - :mod:`paired <cnnlab.profiling.paired>`: variants timed side by side in rounds and each one's ratio to a baseline
@@ -38,15 +39,16 @@ from cnnlab.profiling.memory import free_memory, memory_over_time, resident_byte
 from cnnlab.profiling.ops import OpsProfile, profile_ops
 from cnnlab.profiling.quiet import quiet_profiler
 from cnnlab.profiling.rounds import combine_rounds, time_spread
+from cnnlab.profiling.spread import Spread
 from cnnlab.profiling.store import code_digest, store_file
 from cnnlab.profiling.sweep import check_point, grid_points, sweep
 from cnnlab.profiling.timing import Measurement, WallTime, benchmark, synchronize, wall_time
 from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot_file, trace_file, trace_folder
 
 __all__ = [
-    "Measurement", "OpsProfile", "PAPER_METRICS", "WallTime", "achieved", "benchmark", "check_point", "code_digest",
-    "combine_rounds", "cost_model", "cupti", "derived", "device_peaks", "environment", "free_memory", "grid_points",
-    "hardware_counters", "loader_sweep", "memory_over_time", "memory_snapshot", "profile_ops", "quiet_profiler",
-    "resident_bytes", "roofline_point", "save_chrome_trace", "snapshot_file", "store_file", "sweep", "synchronize",
-    "time_spread", "trace_file", "trace_folder", "wall_time",
+    "Measurement", "OpsProfile", "PAPER_METRICS", "Spread", "WallTime", "achieved", "benchmark", "check_point",
+    "code_digest", "combine_rounds", "cost_model", "cupti", "derived", "device_peaks", "environment", "free_memory",
+    "grid_points", "hardware_counters", "loader_sweep", "memory_over_time", "memory_snapshot", "profile_ops",
+    "quiet_profiler", "resident_bytes", "roofline_point", "save_chrome_trace", "snapshot_file", "store_file",
+    "sweep", "synchronize", "time_spread", "trace_file", "trace_folder", "wall_time",
 ]

@@ -28,6 +28,7 @@ import torch
 
 from cnnlab.profiling import cupti
 from cnnlab.profiling.quiet import ONE_CYCLE, UNKNOWN_FREE, quiet_profiler
+from cnnlab.profiling.spread import Spread
 
 MIB = 1024**2
 
@@ -177,8 +178,6 @@ def average_memory(step: Callable[[], object], device, *, resident: int = 0, rep
     ``{"avg_mem_mib": median, "avg_mem_mib_low": smallest, "avg_mem_mib_high": largest, "avg_mem_weighting":
     "device time" | "host wall time", "avg_mem_missing_reason": None}``, the three numbers NaN with the reason when
     the profiler recorded no allocator event in some run."""
-    from cnnlab.claims import Spread
-
     runs = [memory_over_time(step, device) for _ in range(repeats)]
     if not all(r["events"] for r in runs):
         return {"avg_mem_mib": math.nan, "avg_mem_mib_low": math.nan, "avg_mem_mib_high": math.nan,

@@ -3,7 +3,8 @@
 One point's own batches (their p10-p90) do not show the load of a shared machine drifting between points, which is
 what moves one point against another. So studies that compare points time the whole grid ``rounds`` times over (a
 ``round`` grid parameter of :func:`cnnlab.profiling.sweep`), and a point's time is the median of its rounds'
-medians within their least and most (``cnnlab.claims.Spread``): the interval the claims judge.
+medians within their least and most, widened to the noise floor of every time (``cnnlab.profiling.Spread.timed``):
+the interval the claims judge.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from cnnlab.claims import Spread
+from cnnlab.profiling.spread import Spread
 
 
 def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[str] = ()) -> pd.DataFrame:
@@ -61,11 +62,12 @@ def _median(values: pd.Series) -> float:
 
 def time_spread(row: Mapping) -> Spread:
     """A point's time per batch with its noise: with two or more rounds the median of the rounds' medians within
-    their least and most (:func:`combine_rounds`); with one round its median within its p10-p90."""
+    their least and most (:func:`combine_rounds`); with one round its median within its p10-p90; either widened to
+    at least the median / ``TIME_NOISE`` - the median x ``TIME_NOISE`` (:meth:`Spread.timed`: what another
+    process's time of the same work can be)."""
     rounds = pd.to_numeric(row.get("rounds"), errors="coerce")
     low, high = row.get("latency_ms_rounds_min"), row.get("latency_ms_rounds_max")
     if rounds is not None and math.isfinite(rounds) and rounds >= 2 and all(
             v is not None and math.isfinite(float(v)) for v in (low, high)):
-        value = float(row["latency_ms_median"])
-        return Spread(value, min(value, float(low)), max(value, float(high)))
+        return Spread.timed(float(row["latency_ms_median"]), float(low), float(high))
     return Spread.of(row, "latency_ms")

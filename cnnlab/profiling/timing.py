@@ -35,6 +35,7 @@ from cnnlab.profiling.memory import MIB
 from cnnlab import config
 from cnnlab.profiling.environment import cpu_model
 from cnnlab.profiling.gpu_util import UTIL_MAX_REPEATS, UTIL_MIN_RUN_TIME_S, NvmlSamples, UtilisationWindow
+from cnnlab.profiling.spread import Spread
 
 _MAX_EXTRA_WARMUP = 5
 
@@ -161,8 +162,6 @@ def cold_start(model: torch.nn.Module, build: Callable[[torch.nn.Module], Any], 
 
     Returns ``{"row": <those columns and "device">, "runner": the last round's runner, "first": the first round's
     first_pass result}``."""
-    from cnnlab.claims import Spread
-
     dev = x.device
     firsts = []
     for r in range(max(1, rounds)):

@@ -11,9 +11,10 @@ Every strategy runs under one explicit TF32 setting (``tf32``, recorded in every
 cuDNN convolutions would otherwise run in TF32 while gemm's matmul runs in full FP32. Inputs are random tensors of
 each network's shape (``data_source = synthetic``). The grid is timed ``rounds`` times over, so each time carries
 the drift of a shared machine's load between points as well as its own batches' spread (:func:`combine_rounds`),
-and the claims are judged on those intervals by the noise rule of ``cnnlab.claims``; :func:`identical_kernels`
-checks that the intervals are honest. :func:`paper_reference`: the paper's numbers (constant data, not a
-measurement).
+and the claims are judged on those intervals by the noise rule of ``cnnlab.claims``. Its control: gemm is timed a
+second time as a point of its own (:data:`CONTROL`), the same work, and the claims table says whether the noise rule
+left gemm_again / gemm inconclusive, as it must (:func:`identical_kernels`). :func:`paper_reference`: the paper's
+numbers (constant data, not a measurement).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ STRATEGIES = tuple(PAPER_NAMES)
 SINGLE_KERNELS = ("gemm", "fft", "fft_tiled", "direct")  # one algorithm for every layer (not best, not opt)
 BASELINE = "gemm"  # cuDNN-MM: every speed-up is relative to it
 OPTIONAL = ("native",)  # torch's own F.conv2d (the vendor library as the framework calls it): the fair reference
+# The noise rule's control (an A/A test inside the study): gemm timed again as its own point, last of each network's
+# strategies in every round, so the same work as gemm at another place in the grid. gemm_again / gemm must come out
+# inconclusive by the noise rule; decided, the rule failed its control. Not a paper strategy: in no figure, and in
+# no claim but the control's.
+CONTROL = "gemm_again"
 # Sec. IV-E, Key observation 3 ("5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG"); none for CIFAR.
 PAPER_OPT_SPEEDUP = {"LeNet": (5.6, "5.6x"), "AlexNet": (2.0, "roughly 2x"), "ZFNet": (2.0, "roughly 2x"),
                      "VGG": (2.0, "roughly 2x")}
@@ -206,8 +212,8 @@ def strategy_point(round, network, strategy, *, vgg_model, vgg_image_size, tf32,
     model, input_shape, rel_error_vs_native (the first call's output), best_choices, data_source, tf32."""
     dev = torch.device(device)
     options = {"timer": layer_timer(dev, best_repeats)} if strategy == "best" else {}
-    with config.tf32(tf32):
-        net, model, x, spec = _build(network, strategy, dev, batch_size,
+    with config.tf32(tf32):  # the control runs gemm's code as its own point
+        net, model, x, spec = _build(network, BASELINE if strategy == CONTROL else strategy, dev, batch_size,
                                      dict(vgg_model=vgg_model, vgg_image_size=vgg_image_size), **options)
         outputs = []
 
@@ -257,12 +263,13 @@ def plan(cfg) -> list[Work]:
     per_point = cfg.warmup + 4  # first call, the sizing call, native's reference, at least one timed call
     works = []
     for f in flops.values():
-        works += [Work("strategies", cfg.rounds * per_point, seconds[s][f]) for s in kernels]
+        # gemm twice: the second is CONTROL
+        works += [Work("strategies", cfg.rounds * per_point, seconds[s][f]) for s in [*kernels, BASELINE]]
         if "best" in cfg.strategies:  # its first call times every candidate; then the fastest (here: any)
             works += [Work("strategies", cfg.rounds * (cfg.best_repeats + 1 + per_point / len(candidates)),
                            seconds[c][f]) for c in candidates]
     # at least min_time_s of timed calls per point (one call's time decides how many)
-    works.append(Work("strategies", cfg.rounds * len(cfg.networks) * len(cfg.strategies), cfg.min_time_s))
+    works.append(Work("strategies", cfg.rounds * len(cfg.networks) * (len(cfg.strategies) + 1), cfg.min_time_s))
     check_device = triton_check_device()[0]
     if check_device is not None:
         for network in cfg.direct_check_networks:
@@ -283,7 +290,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     interpreted on a CPU); "skipped" with the reason where the kernel cannot run here. "strategies": one row per
     (network, strategy), paper order, from ``cfg.rounds`` passes over the whole grid
     (:func:`cnnlab.profiling.combine_rounds`: the median of the rounds' medians within their lowest p10 and highest
-    p90): :func:`strategy_point`'s columns (latency_ms_* per batch; first_call_ms: where best times its candidates
+    p90), each network's strategies followed by the control :data:`CONTROL` (gemm again): :func:`strategy_point`'s
+    columns (latency_ms_* per batch; first_call_ms: where best times its candidates
     per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s`` per round), rounds,
     round_medians_ms, then :func:`add_speedups`' columns; direct "skipped" where Triton is not timed (CPU:
     :data:`DIRECT_CPU_REASON`). "speedups": per network, speedup_vs_gemm per strategy (a column each, 2 decimals),
@@ -297,7 +305,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     # round outermost: each strategy is timed once per pass over the whole grid, so its rounds lie minutes apart
     # and their spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
     points = [dict(round=r, network=n, strategy=s) for r in range(cfg.rounds) for n in cfg.networks
-              for s in cfg.strategies]
+              for s in [*cfg.strategies, CONTROL]]
     timed = TIMED.run(cfg, store_dir, progress=progress, points=points,
                       settings=dict(threads=threads, data_source=DATA_SOURCE, max_repeats=MAX_REPEATS),
                       skip=lambda round, network, strategy: untimed[1] if strategy == "direct" and untimed else None)
@@ -331,20 +339,28 @@ def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def identical_kernels(df: pd.DataFrame) -> pd.DataFrame:
-    """The noise check the study carries: on each network where best picked one kernel for every layer, best runs
-    exactly that kernel, so its time / that kernel's should be 1 within their intervals. One row per such network:
-    network, kernel, best_vs_kernel (median ratio), low, high (its interval, from both :func:`time_spread`),
-    covers_1 (True where the interval contains 1; False would mean the intervals understate the noise)."""
+    """The noise rule's controls: pairs of points that ran the same kernels, whose time ratio the noise rule must
+    leave inconclusive. One row per network for :data:`CONTROL` (gemm timed again) against gemm, and one where best
+    picked one kernel for every layer (best then runs that kernel, plus a per-layer lookup of its choice): network,
+    strategy (gemm_again or best), kernel, ratio (its time / the kernel's, medians), low, high (the ratio's interval,
+    from both :func:`time_spread`), within_noise (True where the noise rule leaves the ratio against 1 inconclusive;
+    False for gemm_again means the noise rule failed its control)."""
     runs = df[df["experiment"] == "strategies"] if "experiment" in df else df
     times, rows = _times(runs), []
     best = runs[(runs["strategy"] == "best") & (runs["status"] == "ok")]
+    picked = {}
     for network, choices in zip(best["network"], best["best_choices"]):
         picks = {part.rsplit(" x", 1)[0] for part in str(choices).split(", ")} if isinstance(choices, str) else set()
-        if len(picks) == 1 and (kernel := picks.pop()) in times.get(network, {}):
-            ratio = times[network]["best"] / times[network][kernel]
-            rows.append({"network": network, "kernel": kernel, "best_vs_kernel": ratio.value, "low": ratio.low,
-                         "high": ratio.high, "covers_1": ratio.low <= 1 <= ratio.high})
-    return pd.DataFrame(rows, columns=["network", "kernel", "best_vs_kernel", "low", "high", "covers_1"])
+        if len(picks) == 1:
+            picked[network] = picks.pop()
+    for network, by in times.items():
+        for strategy, kernel in ((CONTROL, BASELINE), ("best", picked.get(network))):
+            if strategy in by and kernel in by:
+                ratio = by[strategy] / by[kernel]
+                rows.append({"network": network, "strategy": strategy, "kernel": kernel, "ratio": ratio.value,
+                             "low": ratio.low, "high": ratio.high,
+                             "within_noise": claims.judge(ratio, ">", 1.0)[0] == claims.INCONCLUSIVE})
+    return pd.DataFrame(rows, columns=["network", "strategy", "kernel", "ratio", "low", "high", "within_noise"])
 
 
 def paper_reference() -> pd.DataFrame:
@@ -391,7 +407,10 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     5. opt is clearly faster than every other strategy measured, native (the vendor's convolution) included, on
        every network;
     6. opt / gemm within +-:data:`MAGNITUDE_BAND` of the paper's 5.6x (LeNet) and "roughly 2x" (AlexNet, ZFNet,
-       VGG), on every network measured that the paper gives a number for.
+       VGG), on every network measured that the paper gives a number for;
+    7. the noise rule's control (beyond the paper): gemm timed again (:data:`CONTROL`) against gemm, the same work,
+       must be inconclusive on every network; decided on any, it did not hold and the note says the noise rule
+       failed its control.
 
     Strategies not measured here (direct on a CPU) are left out of each comparison and named in the note."""
     dev, runs = str(device), df[df["experiment"] == "strategies"]
@@ -401,8 +420,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     missing = sorted(set(runs.loc[runs["status"] != "ok", "strategy"]))
     left_out = f"not measured here: {', '.join(missing)}" if missing else ""
     singles = [s for s in SINGLE_KERNELS if s in measured]
-    rule_of = (f"({claims.NOISE_RULE}; the interval of each time: the least and most of its rounds' medians, the "
-               "p10-p90 of its timed batches where it has one round; a ratio's interval between the extremes)")
+    rule_of = f"({claims.NOISE_RULE})"
     checks = []
 
     def add(claim, paper, ours, verdict, criterion, note=""):
@@ -522,6 +540,23 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
             claims.all_of(*parts), rule, "the paper's GPUs and libraries of 2016 against this device's")
     else:
         unmeasured(claim, PAPER["opt"], rule, "opt not measured on LeNet, AlexNet, ZFNet or VGG")
+
+    # 7. the control: the same work timed twice must be within noise
+    claim = "control (beyond the paper): gemm timed again, the same work, is within noise of gemm"
+    rule = (f"{CONTROL} / {BASELINE} time per batch spans 1 (inconclusive) on every network: identical work; "
+            "decided on any network, the noise rule failed its control")
+    control = [n for n in networks if CONTROL in times[n]]
+    if control:
+        ratios = {n: times[n][CONTROL] / times[n][BASELINE] for n in control}
+        decided = [f"{n} {r.text('.2f', 'x')}" for n, r in ratios.items()
+                   if claims.judge(r, ">", 1.0)[0] != claims.INCONCLUSIVE]
+        ours = ", ".join(f"{n}: {r.text('.2f', 'x')}" for n, r in ratios.items())
+        verdict = ((False, f"the noise rule failed its control: identical work decided at {', '.join(decided)}")
+                   if decided else (claims.INCONCLUSIVE, "within noise on every network, as identical work must be"))
+        add(claim, "none: a control of the noise rule, not a claim of the paper", ours, verdict, rule)
+    else:
+        unmeasured(claim, "none: a control of the noise rule, not a claim of the paper", rule,
+                   f"{CONTROL} (gemm timed again) not measured")
     return checks
 
 
