@@ -19,6 +19,10 @@
   judges: the median of the rounds within their least and most (``rounds.py``)
 - :mod:`paired <cnnlab.profiling.paired>`: variants timed side by side in rounds and each one's ratio to a baseline
   round by round, so a drift of the machine's load cancels (``paired.py``)
+- :mod:`throughput <cnnlab.profiling.throughput>`: images per second of a benchmark row, within its interval: the one
+  definition tables, figures and claims use (``throughput.py``)
+- :mod:`accuracy <cnnlab.profiling.accuracy>`: an accuracy within the test set's binomial interval, and the
+  difference of two on the same test set (``accuracy.py``)
 - :func:`loader_sweep`: epoch times per DataLoader batch size x workers x pinning (``loaders.py``)
 - :mod:`derived <cnnlab.profiling.derived>`: metrics derived from measured ones (ratios, speed-ups, changes in
   percent, time per item, throughput, scaling efficiency; :func:`derived.against` sets rows beside a baseline)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from cnnlab.claims import Spread
+from cnnlab.profiling.spread import Spread
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 LEVEL = "95%"

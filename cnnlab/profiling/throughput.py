@@ -16,7 +16,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from cnnlab.claims import Spread
+from cnnlab.profiling.spread import Spread
 
 DEFINITION = "images/s = batch size / median time per batch, within batch size / its p90 and / its p10"
 COLUMNS = ("throughput_items_per_s", "throughput_items_per_s_low", "throughput_items_per_s_high")
