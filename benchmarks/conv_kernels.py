@@ -17,7 +17,7 @@ cuDNN autotuning: the layer-level part of the "opt" path; BN folding and in-plac
 Part 2, tiling ResNet-20 at 224x224 (batch 2 on the CPU as the tiling study's quick preset, 8 on a GPU as the
 paper; --batch resnet20=N): the untiled model against spatial stream tiling (cnnlab.kernels.spatial_tiling, the
 model up to --until, by default the trunk and its global pool, in strips of every --tiles rows) and against every
-Conv2d as the Triton kernel (GPU only), each timed side by side in --rounds rounds and divided by the untiled
+Conv2d as the Triton kernel (GPU only), each timed side by side in --tiling-rounds rounds (8) and divided by the untiled
 model's time of the same round (cnnlab.profiling.paired: the ratio's interval is the least and most of the rounds'
 ratios); peak memory from cnnlab.profiling.benchmark after every timing (CPU: the allocator's events under the
 profiler, one extra pass; GPU: torch.cuda.max_memory_allocated), in total and its activation part. The goals
@@ -221,6 +221,9 @@ GOAL_GPU_SPATIAL = dict(time_at_most=1.5, memory_cut_at_least=1.5)  # spatial ti
 GOAL_GPU_TRITON_ACTIVATIONS = 2.0  # peak activation memory of the Triton path at least this much below untiled
 GOAL_CPU_SPATIAL = dict(time_at_most=1.0, memory_cut_at_least=6.0)  # spatial tiling on the CPU
 GOAL_TRITON_VS_CUDNN = 1.1  # the Triton kernel's time over cuDNN's, per ResNet-20 layer
+# Paired rounds: the ratio of two identical variants lands on the same side of 1 in every round with chance 2 / 2**n,
+# so from 6 rounds on (3%) an interval that excludes 1 is rarely noise (the A/A rule of cnnlab.claims: <= 1 in 20).
+MIN_PAIRED_ROUNDS = 6
 
 
 def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], until: str, batched_until: str,
@@ -250,7 +253,7 @@ def spatial_variants(model: nn.Module, device: torch.device, tiles: list[int], u
 
 def spatial_part(args, device) -> pd.DataFrame:
     """ResNet-20 at 224x224: the untiled model, spatial (stream) tiling and the Triton kernel at every tile, timed
-    side by side in ``args.rounds`` rounds (cnnlab.profiling.paired: each variant's time over the untiled model's
+    side by side in ``args.tiling_rounds`` rounds (cnnlab.profiling.paired: each variant's time over the untiled model's
     of the same round, so a drift of the machine's load cancels), then peak memory once per variant."""
     torch.manual_seed(0)
     batch = args.batch.get("resnet20", 2 if device.type == "cpu" else 8)  # the tiling study's quick / paper batch
@@ -270,14 +273,17 @@ def spatial_part(args, device) -> pd.DataFrame:
         return lambda: benchmark(m, x, device=device, warmup=1, repeats=args.repeats, measure_memory=False,
                                  measure_gpu_util=False).latency_ms_median  # fmt: skip
 
-    times = paired.time_in_rounds({k: once(m) for k, m in timed.items()}, args.rounds)
+    if args.tiling_rounds < MIN_PAIRED_ROUNDS:
+        print(f"note: {args.tiling_rounds} rounds: two identical variants come out all one way in 2/2**"
+              f"{args.tiling_rounds} of runs; with fewer than {MIN_PAIRED_ROUNDS} a 'met' or 'not met' may be noise")
+    times = paired.time_in_rounds({k: once(m) for k, m in timed.items()}, args.tiling_rounds)
     ratios = paired.paired_ratios(times, "untiled")
     rows = []
     for name, v in variants.items():
         method, _, tile = name.partition("@")
         until = {"spatial": args.until, "spatial_triton": args.until, "batched": args.batched_until}.get(method)
         row = dict(network="resnet20", batch=batch, image=args.image_size, until=until,
-                   method=method, tile=int(tile) if tile else None, device=device.type, rounds=args.rounds,
+                   method=method, tile=int(tile) if tile else None, device=device.type, rounds=args.tiling_rounds,
                    skipped=v if isinstance(v, str) else None)  # fmt: skip
         if not isinstance(v, str):  # after every timing: memory is deterministic, one pass each
             mem = benchmark(v, x, device=device, warmup=1, repeats=1, measure_memory=True, measure_gpu_util=False)
@@ -291,7 +297,7 @@ def spatial_part(args, device) -> pd.DataFrame:
     base = df[df["method"] == "untiled"].iloc[0]
     df["memory_cut"] = base.peak_mib / df["peak_mib"]
     df["activation_cut"] = base.peak_activation_mib / df["peak_activation_mib"]
-    print(f"\nResNet-20 at {args.image_size}x{args.image_size}, batch {batch}, {device.type}: time per batch (median of {args.rounds} rounds, "
+    print(f"\nResNet-20 at {args.image_size}x{args.image_size}, batch {batch}, {device.type}: time per batch (median of {args.tiling_rounds} rounds, "
           "each the median of its timed calls) and its ratio to the untiled model's in the same round (median, least "
           "and most of the rounds); peak memory (parameters, input and the pass's live tensors) and its activation "
           "part (the pass's growth)")  # fmt: skip
@@ -344,6 +350,9 @@ def main() -> None:
                         help="CPU threads (default: torch's choice); 1 gives steadier ratios on a shared machine")
     parser.add_argument("--until", default="avgpool", choices=["layer1", "layer2", "layer3", "avgpool"],
                         help="how much of ResNet-20 spatial tiling covers (avgpool: the trunk and its global pool)")
+    parser.add_argument("--tiling-rounds", type=int, default=8,
+                        help=f"part 2's rounds (each variant once per round; at least {MIN_PAIRED_ROUNDS} to trust a "
+                             "'met' or 'not met')")
     parser.add_argument("--batched-until", default="layer1", choices=["layer1", "layer2", "layer3", ""],
                         help="how much of ResNet-20 batched tiling covers (its halo is recomputed: 7 pixels a side "
                              "up to layer1, 40 up to layer3); '' leaves batched tiling out")

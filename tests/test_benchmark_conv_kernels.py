@@ -25,7 +25,7 @@ def conv_kernels():
 
 
 def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, capsys):
-    args = argparse.Namespace(tiles="8,16", rounds=2, repeats=1, until="avgpool", batched_until="layer1",
+    args = argparse.Namespace(tiles="8,16", tiling_rounds=2, repeats=1, until="avgpool", batched_until="layer1",
                               batch={"resnet20": 1}, image_size=64)
     df = conv_kernels.spatial_part(args, torch.device("cpu"))
     assert list(zip(df["method"], df["tile"].fillna(0).astype(int))) == [
@@ -44,6 +44,7 @@ def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, 
     assert triton["skipped"].str.contains("only on a GPU").all() and triton["latency_ms"].isna().all()
     out = capsys.readouterr().out
     assert "Goal, spatial tiling on cpu: at most 1.0x the untiled time" in out and "spatial tile   8: time" in out
+    assert "note: 2 rounds: two identical variants come out all one way in 2/2**2 of runs" in out
     assert "not timed: triton@8, triton@16, spatial_triton@8, spatial_triton@16" in out
 
 
