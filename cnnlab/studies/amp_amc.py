@@ -210,9 +210,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
             Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100), op, 1 - b / 100, fmt=".3f", unit="x"))
             for r in ok.itertuples() for op, b in ((">", high), ("<", low))))
     if sizes and sizes != [PAPER_BATCH_SIZE]:
-        note = claims.joined(note, f"judged at {batch}: the drop depends on the batch (weights and "
-                                   "activations shrink alike, the input and workspaces do not), so it is not the "
-                                   "paper's point")
+        note = claims.joined(note, f"judged at {batch}: another point than the paper's, and the drop "
+                                   "depends on the batch (activations grow with it, weights do not)")
     memory = Claim(f"AMP + AMC cuts peak memory allocated by around {PAPER_MEMORY_DROP_PCT[0]:.0f}-"
                    f"{PAPER_MEMORY_DROP_PCT[1]:.0f}%", PAPER_MEMORY,
                    ours=(drops + (f" ({amp_name}, channels_last)" if on_cpu else "") + beside) if drops else
