@@ -142,7 +142,11 @@ def test_claims_follow_the_numbers():
     # interval straddles 1: within noise, never "held")
     assert pr.check_claims(_frame(1.0, 1.5, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[SLOW].held is False
     assert pr.check_claims(_frame(1.0, 1.0, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[SLOW].held == INCONCLUSIVE
-    assert f"< {pr.SLIGHT_SLOWDOWN_MAX}" in c[SLOW].criterion and "0.5 pp" in c[ACC].criterion
+    assert f">= {pr.SLIGHT_SLOWDOWN_MAX}" in c[SLOW].criterion and "0.5 pp" in c[ACC].criterion
+    # one-sided "slight": a rise whose interval spans the bound is still a rise (held), never left undecidable
+    edge = pr.check_claims(_frame(1.0, pr.SLIGHT_SLOWDOWN_MAX, 100.0, 60.0, {"autocast-fp16": 0.0},
+                                  time_spread=0.05), "cuda")[SLOW]
+    assert edge.held is True and "one-sided" in edge.criterion
     # "noticeable": 5% less average memory is a reduction, but not a noticeable one; a lower loss is no increase
     assert pr.check_claims(_frame(1.0, 1.1, 100.0, 95.0, {"autocast-fp16": 0.0}), "cuda")[MEM].held is False
     assert pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": 0.0}, auto_loss=1.5), "cuda")[LOSS].held

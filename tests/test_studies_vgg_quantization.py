@@ -301,6 +301,12 @@ def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
     assert held[CLAIMS[3]] == INCONCLUSIVE  # 100 +- 15 vs 95 +- 15 ms
     assert held[CLAIMS[4]] == INCONCLUSIVE  # 2.1 / 1.0 = 2.1x, the ranges allow 1.55-2.84x
     assert held[CLAIMS[5]] == INCONCLUSIVE  # 2250 / 1922 = 1.17x, the ranges allow 0.86-1.6x
+    # an interval wider than the whole "little" band can never be held: the note says the noise decides it
+    wide = {c.claim: c.note for c in vq.check_claims(noisy, "cuda:0")}[CLAIMS[5]]
+    assert "cannot be decided at this noise" in wide and "wider than the whole band" in wide
+    narrow = _claims_frame(cpu_total=(1922.0, 2250.0), spread=0.02)
+    narrow_note = {c.claim: c.note for c in vq.check_claims(narrow, "cuda:0")}[CLAIMS[5]]
+    assert "cannot be decided" not in narrow_note
     assert held[CLAIMS[7]] == INCONCLUSIVE  # 0, 1, 2 workers all within each other's ranges
     note = {c.claim: c.note for c in vq.check_claims(noisy, "cpu")}[CLAIMS[3]]
     assert "within noise" in note and "spans the threshold 1" in note

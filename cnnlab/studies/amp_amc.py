@@ -33,8 +33,14 @@ VARIANTS = {
 }
 PAPER_MODELS = ["resnet20", "resnet32", "resnet44", "resnet56", "resnet110"]
 PAPER_MEMORY_DROP_PCT = (45.0, 50.0)  # Sec. IV-C, T4, batch 1024: "around 45-50%" ("as much as 50%", Sec. V)
-# "A slight increase" in time per batch (Sec. IV-C) has no number; we read "slight" as at most +20%, the bound the
-# workbook uses for "little change" (notebook 07): a rise above it is not slight, no rise is not an increase.
+PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants using a batch size of 1024"
+# "around": the paper's band widened by this many percentage points on either side (our reading, the paper gives no
+# tolerance); the drop is judged on this band, AMC_BAND
+AROUND_PP = 5.0
+AMC_BAND = (PAPER_MEMORY_DROP_PCT[0] - AROUND_PP, PAPER_MEMORY_DROP_PCT[1] + AROUND_PP)
+# "A slight increase" in time per batch (Sec. IV-C) has no number. Read one-sided: the claim is an increase (amp+amc
+# slower than fp32; "we didn't see faster inference times", Sec. V), refuted also by a rise clearly above this bound
+# (not slight: our bound, the workbook's for "little"), never held or left open by a rise within noise of it.
 SLIGHT_SLOWDOWN_MAX_PCT = 20.0
 PAPER_MEMORY = ('"a drastic reduction - around 45-50% - in the peak amount of GPU memory allocated across all the '
                 'ResNet models we tested" (Sec. IV-C, Fig. 5 bottom, Tesla T4, batch 1024)')
@@ -178,18 +184,20 @@ def _time_ratio(df: pd.DataFrame, model: str) -> Spread | None:
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """The claims of Sec. IV-C checked on :func:`measure`'s result by the noise rule of ``cnnlab.claims``
-    (``criterion`` says the rule of each).
+    (``criterion`` says the rule of each, with its bounds and the batch it is judged at).
 
-    1. AMP + AMC cuts peak memory by 45-50% (a T4 GPU claim: n/a on a CPU; on a GPU every model's amp+amc / fp32
-       peak memory allocated must lie within 0.50-0.55, i.e. :data:`PAPER_MEMORY_DROP_PCT`; allocator bytes are
-       exact, so this one has no noise);
-    2. AMP + AMC is slightly slower per batch than fp32: every model's amp+amc / fp32 time per batch (each median
-       :func:`time_spread`, the ratio's interval their extremes) must be above 1 and below
-       1 + :data:`SLIGHT_SLOWDOWN_MAX_PCT` / 100; any device. Inconclusive where an interval spans a bound.
+    1. AMP + AMC cuts peak memory by "around" the paper's drop (a T4 GPU claim: n/a on a CPU; on a GPU every
+       model's amp+amc / fp32 peak memory allocated, exact allocator bytes, must lie inside :data:`AMC_BAND`);
+    2. AMP + AMC is slightly slower per batch than fp32, read one-sided (:data:`SLIGHT_SLOWDOWN_MAX_PCT`): every
+       model's amp+amc / fp32 time per batch (each median :func:`time_spread`, the ratio's interval their extremes)
+       above 1, and none clearly above the "slight" bound; any device. Inconclusive where an interval spans 1.
     """
     dev, on_cpu = str(device), torch.device(str(device)).type == "cpu"  # results may come from another machine
     ok = df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
-    amp_name, (low, high) = f"autocast {amp_dtype(dev)}", PAPER_MEMORY_DROP_PCT
+    amp_name, (low, high) = f"autocast {amp_dtype(dev)}", AMC_BAND
+    sizes = sorted({int(b) for b in df["batch_size"].dropna()}) if "batch_size" in df else []
+    batch = (f"batch {', '.join(map(str, sizes))}" if sizes else "batch not recorded") + \
+        f" (the paper's {PAPER_BATCH_SIZE})"
     drops = ", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
     other = ok["peak_mem_other_mib"].dropna() if "peak_mem_other_mib" in ok else pd.Series(dtype=float)
     beside = f"; beside them {other.min():.1f}-{other.max():.1f} MiB of library workspaces and other resident " \
@@ -197,29 +205,39 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     if on_cpu or ok.empty:
         held, note = None, ("a GPU claim (CUDA allocator, fp16 on a T4); this CPU's numbers are shown for reference"
                             if on_cpu else "no amp+amc point measured")
-    else:  # allocator bytes: exact, so the bounds decide outright
-        held, note = claims.all_of(*(claims.judge(Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100), op, 1 - b / 100)
-                                     for r in ok.itertuples() for op, b in ((">", high), ("<", low))))
-    memory = Claim("AMP + AMC cuts peak memory allocated by 45-50%", PAPER_MEMORY,
+    else:  # allocator bytes: exact, so the band decides outright
+        held, note = claims.all_of(*(claims.named(r.model, claims.judge(
+            Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100), op, 1 - b / 100, fmt=".3f", unit="x"))
+            for r in ok.itertuples() for op, b in ((">", high), ("<", low))))
+    if sizes and sizes != [PAPER_BATCH_SIZE]:
+        note = claims.joined(note, f"judged at {batch}: another point than the paper's, and the drop "
+                                   "depends on the batch (activations grow with it, weights do not)")
+    memory = Claim(f"AMP + AMC cuts peak memory allocated by around {PAPER_MEMORY_DROP_PCT[0]:.0f}-"
+                   f"{PAPER_MEMORY_DROP_PCT[1]:.0f}%", PAPER_MEMORY,
                    ours=(drops + (f" ({amp_name}, channels_last)" if on_cpu else "") + beside) if drops else
                    "not measured", held=held, device=dev, note=note,
-                   criterion=f"every model's amp+amc / fp32 peak memory of the model's own tensors (weights, input, "
-                             f"the batch's peak; not the libraries' workspaces) > {1 - high / 100:.2f} and < "
-                             f"{1 - low / 100:.2f} (a {low:.0f}-{high:.0f}% drop; noise: none, allocator bytes are "
-                             "exact)")
+                   criterion=f"at {batch}, every model's amp+amc / fp32 peak memory of the model's own tensors "
+                             f"(weights, input, the batch's peak; not the libraries' workspaces) > {1 - high / 100:.2f} "
+                             f"and < {1 - low / 100:.2f}: a {low:.0f}-{high:.0f}% drop, \"around\" the paper's "
+                             f"read as +-{AROUND_PP:g} pp, our bound (noise: none, allocator bytes are exact, so "
+                             "the whole interval is the value)")
     top = 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100
     ratios = {m: r for m in ok["model"] if (r := _time_ratio(df, m)) is not None}
-    held, note = claims.all_of(*(claims.named(m, claims.judge(x, op, bound, fmt=".3f", unit="x"))
-                                 for m, x in ratios.items() for op, bound in ((">", 1.0), ("<", top))))
+    # one-sided: "slight" only refutes (a rise clearly above it is not slight), an interval spanning it stays held
+    held, note = claims.all_of(*(claims.named(m, claims.judge(x, ">", 1.0, fmt=".3f", unit="x"))
+                                 for m, x in ratios.items()),
+                               *((False, "") for x in ratios.values() if x.low >= top))
     time = Claim("AMP + AMC is slightly slower per batch than fp32", PAPER_TIME,
                  ours=", ".join(f"{m} {x.text('.3f', 'x')}" for m, x in ratios.items()) or "not measured",
                  held=held, device=dev,
-                 note=claims.joined(note, f"AMP is {amp_name} here") if ratios
+                 note=claims.joined(note, f"AMP is {amp_name} here; {batch}") if ratios
                  else "no amp+amc point measured with its fp32 baseline",
-                 criterion=f"every model's amp+amc / fp32 median time per batch > 1 (an increase) and < {top:.2f} "
-                           f"(\"slight\": at most +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}%, our bound, the paper gives none) "
-                           f"({claims.NOISE_RULE}; each time the median within the least and most of its rounds' "
-                           "medians, its p10-p90 with one round; the ratio's interval between the extremes)")
+                 criterion=f"every model's amp+amc / fp32 median time per batch > 1 (an increase), and none whose "
+                           f"whole interval is >= {top:.2f} (\"slight\" read one-sided: a rise of "
+                           f"+{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% or more is not slight, our bound, the paper gives none; a "
+                           f"rise within noise of it is not held against the claim) ({claims.NOISE_RULE}; each time "
+                           "the median within the least and most of its rounds' medians, its p10-p90 with one round; "
+                           "the ratio's interval between the extremes)")
     return [memory, time]
 
 
