@@ -105,6 +105,17 @@ def trend(xs: Sequence[Spread], direction: str = "up", *, labels: Sequence | Non
     return True, ""
 
 
+def band(x: Spread, low: float, high: float, *, fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
+    """(held, note) of "``low`` < ``x`` < ``high``" by the noise rule: held when the whole interval is inside, did not
+    hold when the whole interval is at or beyond either end, else inconclusive; where the interval is wider than the
+    band itself, the note says the claim cannot be decided at this noise (it could only be refuted)."""
+    held, note = all_of(judge(x, ">", low, fmt=fmt, unit=unit), judge(x, "<", high, fmt=fmt, unit=unit))
+    if held == INCONCLUSIVE and x.low <= low and x.high >= high:
+        note = joined(note, f"cannot be decided at this noise: the interval {x.text(fmt, unit)} is wider than the band "
+                            f"{low:{fmt}}-{high:{fmt}}{unit}; only a value clear of the band decides")
+    return held, note
+
+
 def all_of(*verdicts: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
     """(held, note) of a claim that needs every part: False if any part failed, inconclusive if any part is
     (and none failed), None if none applies, else True; the parts' notes joined."""

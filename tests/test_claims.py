@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from cnnlab.claims import Claim, report, table
+from cnnlab.claims import INCONCLUSIVE, Claim, Spread, report, table
 
 
 def test_table_and_report_words():
@@ -133,3 +133,15 @@ def test_any_of_holds_when_one_part_does():
     assert any_of((False, ""), (INCONCLUSIVE, "a")) == (INCONCLUSIVE, "a")
     assert any_of((False, ""), (False, "")) == (False, "")
     assert any_of((None, "n/a")) == (None, "n/a")
+
+
+def test_a_band_holds_inside_fails_outside_and_says_when_the_noise_is_wider_than_it():
+    from cnnlab.claims import band
+
+    assert band(Spread(1.1, 1.05, 1.15), 1.0, 1.2) == (True, "")
+    assert band(Spread(1.5, 1.3, 1.7), 1.0, 1.2)[0] is False  # wholly beyond the upper end
+    assert band(Spread(0.8, 0.7, 0.95), 1.0, 1.2)[0] is False  # wholly below the lower end
+    edge = band(Spread(1.15, 1.1, 1.3), 1.0, 1.2)
+    assert edge[0] == INCONCLUSIVE and "cannot be decided" not in edge[1]  # spans one end: more rounds may decide
+    wide = band(Spread(1.1, 0.7, 1.7), 1.0, 1.2, fmt=".2f", unit="x")
+    assert wide[0] == INCONCLUSIVE and "cannot be decided at this noise" in wide[1] and "1.00-1.20x" in wide[1]

@@ -134,19 +134,17 @@ ACC, LOSS, MEM, SLOW = range(4)
 
 def test_claims_follow_the_numbers():
     c = pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": -0.3}), "cuda")
-    assert [x.held for x in c] == [True, True, True, True]
+    # a 10% rise is inside the "slight" band, but a time is known only within TIME_NOISE: never decidable held
+    assert [x.held for x in c] == [True, True, True, INCONCLUSIVE]
+    assert "cannot be decided at this noise" in c[SLOW].note
     assert all(x.criterion for x in c) and not any("criterion" in x.note for x in c)
-    c = pr.check_claims(_frame(1.0, 0.8, 100.0, 120.0, {"autocast-fp16": -0.8}, auto_loss=2.5), "cuda")
+    c = pr.check_claims(_frame(1.0, 0.5, 100.0, 120.0, {"autocast-fp16": -0.8}, auto_loss=2.5), "cuda")  # 2x faster
     assert [x.held for x in c] == [False, False, False, False]
-    # "slightly" slower has an upper bound: 1.5x slower is not slight; equal time is no increase (its ratio's
-    # interval straddles 1: within noise, never "held")
-    assert pr.check_claims(_frame(1.0, 1.5, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[SLOW].held is False
+    # "slightly" slower has an upper bound: 2x slower is not slight (its whole interval beyond the bound); equal time
+    # is no increase, but within noise of one, never "held"
+    assert pr.check_claims(_frame(1.0, 2.0, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[SLOW].held is False
     assert pr.check_claims(_frame(1.0, 1.0, 100.0, 60.0, {"autocast-fp16": 0.0}), "cuda")[SLOW].held == INCONCLUSIVE
-    assert f">= {pr.SLIGHT_SLOWDOWN_MAX}" in c[SLOW].criterion and "0.5 pp" in c[ACC].criterion
-    # one-sided "slight": a rise whose interval spans the bound is still a rise (held), never left undecidable
-    edge = pr.check_claims(_frame(1.0, pr.SLIGHT_SLOWDOWN_MAX, 100.0, 60.0, {"autocast-fp16": 0.0},
-                                  time_spread=0.05), "cuda")[SLOW]
-    assert edge.held is True and "one-sided" in edge.criterion
+    assert f"< {pr.SLIGHT_SLOWDOWN_MAX}" in c[SLOW].criterion and "0.5 pp" in c[ACC].criterion
     # "noticeable": 5% less average memory is a reduction, but not a noticeable one; a lower loss is no increase
     assert pr.check_claims(_frame(1.0, 1.1, 100.0, 95.0, {"autocast-fp16": 0.0}), "cuda")[MEM].held is False
     assert pr.check_claims(_frame(1.0, 1.1, 100.0, 60.0, {"autocast-fp16": 0.0}, auto_loss=1.5), "cuda")[LOSS].held

@@ -38,9 +38,9 @@ PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants us
 # tolerance); the drop is judged on this band, AMC_BAND
 AROUND_PP = 5.0
 AMC_BAND = (PAPER_MEMORY_DROP_PCT[0] - AROUND_PP, PAPER_MEMORY_DROP_PCT[1] + AROUND_PP)
-# "A slight increase" in time per batch (Sec. IV-C) has no number. Read one-sided: the claim is an increase (amp+amc
-# slower than fp32; "we didn't see faster inference times", Sec. V), refuted also by a rise clearly above this bound
-# (not slight: our bound, the workbook's for "little"), never held or left open by a rise within noise of it.
+# "A slight increase" in time per batch (Sec. IV-C) has no number: an increase (amp+amc slower than fp32; "we didn't
+# see faster inference times", Sec. V) of at most this much (our bound, the workbook's for "little"), judged as a band
+# (claims.band): at the times' noise it is often undecidable, and the claim's note says so.
 SLIGHT_SLOWDOWN_MAX_PCT = 20.0
 PAPER_MEMORY = ('"a drastic reduction - around 45-50% - in the peak amount of GPU memory allocated across all the '
                 'ResNet models we tested" (Sec. IV-C, Fig. 5 bottom, Tesla T4, batch 1024)')
@@ -188,9 +188,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
 
     1. AMP + AMC cuts peak memory by "around" the paper's drop (a T4 GPU claim: n/a on a CPU; on a GPU every
        model's amp+amc / fp32 peak memory allocated, exact allocator bytes, must lie inside :data:`AMC_BAND`);
-    2. AMP + AMC is slightly slower per batch than fp32, read one-sided (:data:`SLIGHT_SLOWDOWN_MAX_PCT`): every
-       model's amp+amc / fp32 time per batch (each median :func:`time_spread`, the ratio's interval their extremes)
-       above 1, and none clearly above the "slight" bound; any device. Inconclusive where an interval spans 1.
+    2. AMP + AMC is slightly slower per batch than fp32 (:data:`SLIGHT_SLOWDOWN_MAX_PCT`): every model's amp+amc /
+       fp32 time per batch (each median :func:`time_spread`, the ratio's interval their extremes) inside the band
+       from 1 to the "slight" bound (``claims.band``); any device.
     """
     dev, on_cpu = str(device), torch.device(str(device)).type == "cpu"  # results may come from another machine
     ok = df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
@@ -223,19 +223,16 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                              "the whole interval is the value)")
     top = 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100
     ratios = {m: r for m in ok["model"] if (r := _time_ratio(df, m)) is not None}
-    # one-sided: "slight" only refutes (a rise clearly above it is not slight), an interval spanning it stays held
-    held, note = claims.all_of(*(claims.named(m, claims.judge(x, ">", 1.0, fmt=".3f", unit="x"))
-                                 for m, x in ratios.items()),
-                               *((False, "") for x in ratios.values() if x.low >= top))
+    held, note = claims.all_of(*(claims.named(m, claims.band(x, 1.0, top, fmt=".3f", unit="x"))
+                                 for m, x in ratios.items()))
     time = Claim("AMP + AMC is slightly slower per batch than fp32", PAPER_TIME,
                  ours=", ".join(f"{m} {x.text('.3f', 'x')}" for m, x in ratios.items()) or "not measured",
                  held=held, device=dev,
                  note=claims.joined(note, f"AMP is {amp_name} here; {batch}") if ratios
                  else "no amp+amc point measured with its fp32 baseline",
-                 criterion=f"every model's amp+amc / fp32 median time per batch > 1 (an increase), and none whose "
-                           f"whole interval is >= {top:.2f} (\"slight\" read one-sided: a rise of "
-                           f"+{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% or more is not slight, our bound, the paper gives none; a "
-                           f"rise within noise of it is not held against the claim) ({claims.NOISE_RULE}; each time "
+                 criterion=f"every model's 1 < amp+amc / fp32 median time per batch < {top:.2f} (an increase, and "
+                           f"\"slight\": +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% at most, our bound, the paper gives none) "
+                           f"({claims.NOISE_RULE}; each time "
                            "the median within the least and most of its rounds' medians, its p10-p90 with one round; "
                            "the ratio's interval between the extremes)")
     return [memory, time]
