@@ -370,8 +370,8 @@ def main() -> None:
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but torch.cuda.is_available() is False")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"device {name}, torch {torch.__version__}, threads {torch.get_num_threads()}, rounds {args.rounds} x "
-          f"repeats {args.repeats}; fp32 convs on GPU use TF32 iff torch.backends.cudnn.allow_tf32 "
+    print(f"device {name}, torch {torch.__version__}, threads {torch.get_num_threads()}, rounds {args.rounds} (layers), "
+          f"{args.tiling_rounds} (tiling) x repeats {args.repeats}; fp32 convs on GPU use TF32 iff torch.backends.cudnn.allow_tf32 "
           f"({torch.backends.cudnn.allow_tf32}), for cuDNN and Triton alike")  # fmt: skip
     if not args.skip_layers:
         layers = layer_part(args, device)
