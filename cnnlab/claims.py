@@ -151,6 +151,7 @@ class Claim:
     device: str
     criterion: str = ""  # the rule that decides ``held``, e.g. "best / batch-1 throughput > 2", and its noise rule
     note: str = ""
+    beyond: bool = False  # a check of ours that the paper does not claim ("beyond the paper"): shown apart
 
     def __post_init__(self):
         if isinstance(self.held, str):
@@ -168,11 +169,18 @@ class Claim:
 VERDICT = {True: "yes", False: "no", None: "n/a", INCONCLUSIVE: INCONCLUSIVE}
 
 
+SOURCES = {False: "paper", True: "beyond the paper"}  # the ``source`` column: whose claim it is
+BEYOND_HEADING = "Beyond the paper: checks of ours that the paper does not claim"
+
+
 def table(claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim: claim, paper, ours, held ("yes"/"no"/"inconclusive"/"n/a"), device, criterion, note."""
+    """One row per claim: claim, paper, ours, held ("yes"/"no"/"inconclusive"/"n/a"), device, criterion, note, source
+    ("paper" or "beyond the paper"); the paper's claims first, then ours beyond them, each in the order given."""
+    claims = sorted(claims, key=lambda c: c.beyond)  # stable: the order within each kind stays
     df = pd.DataFrame([asdict(c) for c in claims], columns=["claim", "paper", "ours", "held", "device", "criterion",
-                                                             "note"])
+                                                             "note", "beyond"])
     df["held"] = [VERDICT[h] for h in df["held"]]
+    df["source"] = [SOURCES[bool(b)] for b in df.pop("beyond")]
     return df
 
 
@@ -207,16 +215,21 @@ def verdict_words(held, note="") -> str:
 
 
 def _rows(claims: list[Claim] | pd.DataFrame) -> list[dict[str, str]]:
-    """Each claim as {column: text}, from Claims or from :func:`table`'s frame (or a claims.csv read back)."""
+    """Each claim as {column: text} plus its ``source``, from Claims or from :func:`table`'s frame (or a claims.csv
+    read back; one written before the column existed holds the paper's claims only), the paper's first."""
     df = claims if isinstance(claims, pd.DataFrame) else table(claims)
-    return [{c: "" if c not in df or pd.isna(row.get(c)) else str(row[c]) for c in COLUMNS}
+    rows = [{**{c: "" if c not in df or pd.isna(row.get(c)) else str(row[c]) for c in COLUMNS},
+             "source": SOURCES[True] if row.get("source") == SOURCES[True] else SOURCES[False]}
             for row in df.to_dict("records")]
+    return sorted(rows, key=lambda r: r["source"] == SOURCES[True])
 
 
 def as_text(claims: list[Claim] | pd.DataFrame, width: int = 100) -> str:
     """The claims as numbered paragraphs, every field in full, wrapped at ``width`` characters."""
     blocks = []
     for i, row in enumerate(_rows(claims), 1):
+        if row["source"] == SOURCES[True] and not any(BEYOND_HEADING in b for b in blocks):
+            blocks.append(BEYOND_HEADING + ":")
         head = f"{i}. {_VERDICTS.get(row['held'], row['held'])} on {row['device']}: {row['claim']}"
         lines = textwrap.wrap(head, width, subsequent_indent="   ")
         for field in ("paper", "ours", "criterion", "note"):
@@ -234,6 +247,9 @@ def as_html(claims: list[Claim] | pd.DataFrame) -> str:
     head = "".join(f'<th style="{_CELL}">{c}</th>' for c in COLUMNS)
     body = []
     for row in _rows(claims):
+        if row["source"] == SOURCES[True] and not any(BEYOND_HEADING in b for b in body):
+            body.append(f'<tr><td colspan="{len(COLUMNS)}" style="{_CELL}; font-weight:bold; background:#f6f8fa">'
+                        f"{html.escape(BEYOND_HEADING)}</td></tr>")
         cells = []
         for c in COLUMNS:
             verdict = c == "held"

@@ -609,12 +609,15 @@ def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
             continue
         if not {"claim", "ours", "held"} <= set(df.columns):
             continue
-        part = df[["claim", "paper", "ours", "held"] if "paper" in df else ["claim", "ours", "held"]].copy()
+        part = df[[c for c in ("claim", "source", "paper", "ours", "held") if c in df]].copy()  # source: whose claim
         notes = df["note"] if "note" in df else pd.Series([""] * len(df), index=df.index)
         part["held"] = [_claims.verdict_words(h, n) for h, n in zip(part["held"], notes)]  # the report's words
         part = part.rename(columns={"ours": f"ours ({machine})", "held": f"held ({machine})"})
-        merged = part if merged is None else merged.merge(part.drop(columns="paper", errors="ignore"), on="claim",
-                                                          how="outer")
+        merged = part if merged is None else merged.merge(part.drop(columns=["paper", "source"], errors="ignore"),
+                                                          on="claim", how="outer")
+    if merged is not None and "source" in merged:  # the paper's claims first, then ours beyond them
+        merged = merged.sort_values("source", key=lambda s: s == _claims.SOURCES[True], kind="stable")
+        merged = merged.reset_index(drop=True)
     return merged if merged is not None else pd.DataFrame(columns=["claim"])
 
 

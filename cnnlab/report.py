@@ -429,7 +429,8 @@ def _matrix_cell(row: pd.Series) -> str:
 
 def summary(machines: list[Machine], notebooks: list[str]) -> list[tuple[str, str, dict[str, int]]]:
     """Verdict counts per machine and paper: ``[(machine, paper number, {"held": n, "did not hold": n,
-    "inconclusive": n, "n/a": n}), ...]`` from every notebook's claims.csv."""
+    "inconclusive": n, "n/a": n}), ...]`` from every notebook's claims.csv: the paper's claims only (checks of ours
+    beyond the paper, ``source`` "beyond the paper", are not the paper's to count)."""
     out = []
     for m in machines:
         counts: dict[str, dict[str, int]] = {}
@@ -438,7 +439,8 @@ def summary(machines: list[Machine], notebooks: list[str]) -> list[tuple[str, st
             if table is None:
                 continue
             paper = counts.setdefault(_paper_of(nb)[0], {k: 0 for k in SUMMARY_WORDS.values()})
-            for held in table["held"]:
+            papers = table[table["source"] != _claims.SOURCES[True]] if "source" in table else table
+            for held in papers["held"]:
                 word = SUMMARY_WORDS.get(held)
                 if word:
                     paper[word] += 1
@@ -465,6 +467,9 @@ def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
     for nb in sorted(notebooks, key=lambda nb: (_paper_of(nb)[0], nb)):  # one block per paper
         tables = {m.name: m.claims(nb) for m in machines}
         texts = list(dict.fromkeys(c for t in tables.values() if t is not None for c in t["claim"]))
+        beyond = {c for t in tables.values() if t is not None and "source" in t
+                  for c in t.loc[t["source"] == _claims.SOURCES[True], "claim"]}
+        texts.sort(key=lambda c: c in beyond)  # the paper's claims first, then ours beyond them
         number, title = _paper_of(nb)
         if number != current_paper:
             rows.append(f'<tr class="paper"><th colspan="{3 + len(machines)}">Paper {_e(number)}: {_e(title)}'
@@ -482,7 +487,8 @@ def _claims_matrix(machines: list[Machine], notebooks: list[str]) -> str:
                      for m in machines]
             criterion = "; ".join(dict.fromkeys(str(r.get("criterion", "")) for r in found.values()
                                                 if r.get("criterion")))
-            rows.append(f'<tr><td><a href="#{_e(nb)}">{_e(nb)}</a></td><td>{_e(text)}<div class="criterion">'
+            label = f'<div class="criterion">{_e(_claims.SOURCES[True])}</div>' if text in beyond else ""
+            rows.append(f'<tr><td><a href="#{_e(nb)}">{_e(nb)}</a></td><td>{_e(text)}{label}<div class="criterion">'
                         f"criterion: {_e(criterion) or 'not recorded'}</div></td><td>{_e(first.get('paper', ''))}"
                         f"</td>{''.join(cells)}</tr>")
     share = 50 / max(len(machines), 1)  # machines share what the claim columns leave, equally

@@ -23,7 +23,7 @@ def test_not_applicable_needs_a_reason():
 def test_criterion_is_a_column_and_in_the_words():
     c = Claim("fp16 is faster", "Fig. 3", "0.8x", False, "cpu", criterion="fp16 / fp32 time < 0.9")
     df = table([c])
-    assert list(df.columns) == ["claim", "paper", "ours", "held", "device", "criterion", "note"]
+    assert list(df.columns) == ["claim", "paper", "ours", "held", "device", "criterion", "note", "source"]
     assert df["criterion"].iloc[0] == "fp16 / fp32 time < 0.9"
     assert report([c]).endswith("Criterion: fp16 / fp32 time < 0.9.")
 
@@ -145,3 +145,30 @@ def test_a_band_holds_inside_fails_outside_and_says_when_the_noise_is_wider_than
     assert edge[0] == INCONCLUSIVE and "cannot be decided" not in edge[1]  # spans one end: more rounds may decide
     wide = band(Spread(1.1, 0.7, 1.7), 1.0, 1.2, fmt=".2f", unit="x")
     assert wide[0] == INCONCLUSIVE and "cannot be decided at this noise" in wide[1] and "1.00-1.20x" in wide[1]
+
+
+def test_claims_beyond_the_paper_come_after_the_papers_under_their_own_heading():
+    from cnnlab.claims import BEYOND_HEADING, as_html, as_text
+
+    ours = Claim("tiling beats untiled", "-", "0.9x", True, "cpu", criterion="< 1", beyond=True)
+    papers = [Claim(f"paper claim {i}", "Fig. 1", "1x", True, "cpu", criterion="> 0") for i in range(2)]
+    df = table([ours, *papers])
+    assert list(df["claim"]) == ["paper claim 0", "paper claim 1", "tiling beats untiled"]
+    assert list(df["source"]) == ["paper", "paper", "beyond the paper"]
+    text = as_text(df)
+    assert text.index("paper claim 1") < text.index(BEYOND_HEADING) < text.index("tiling beats untiled")
+    assert as_html(df).count(BEYOND_HEADING) == 1 and BEYOND_HEADING not in as_html(papers)
+    # a claims.csv written before the column existed: every claim the paper's, no heading
+    assert BEYOND_HEADING not in as_text(df.drop(columns="source"))
+
+
+def test_quickstarts_gain_is_marked_beyond_the_paper():
+    """Issue 32, item 9: a check the paper never makes (00's > 2x gain) is labelled and shown apart."""
+    import pandas as pd
+
+    from cnnlab.studies import quickstart
+
+    frame = pd.DataFrame({"experiment": "batch", "batch_size": [1, 8], "status": "ok",
+                          "latency_ms_median": [10.0, 16.0], "latency_ms_p10": [9.5, 15.0],
+                          "latency_ms_p90": [10.5, 17.0]})
+    assert [c.beyond for c in quickstart.check_claims(frame, "cpu")] == [True]

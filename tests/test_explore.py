@@ -509,6 +509,17 @@ def test_an_inconclusive_claim_is_shown_with_its_overlap(tree):
     assert claims["held (h100)"].tolist() == ["did not hold"]
 
 
+def test_checks_beyond_the_paper_come_after_the_papers_claims_with_their_source(tree):
+    path = tree / "01_batch_size" / "claims.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    ours = df.iloc[[0]].assign(claim="a check of ours", source="beyond the paper")
+    pd.concat([ours, df.assign(source="paper")]).to_csv(path, index=False)  # ours first in the file
+    index = explore.find_tables(tree)
+    claims = explore.claims_side_by_side(index, explore.first_view(index))
+    assert claims["claim"].tolist()[-1] == "a check of ours" and claims["source"].tolist()[-1] == "beyond the paper"
+    assert claims["source"].tolist()[0] == "paper"
+
+
 def test_the_explorer_offers_measured_metrics_every_category_and_the_reports_words(tree):
     """Settings (warmup, repeats, cpu_threads: every study's declared non-axis parameter) are not metrics; every
     text column is a hue or facet, even one with a single value; "n/a" is shown as the report shows it, not as a

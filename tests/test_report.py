@@ -312,6 +312,19 @@ def test_an_inconclusive_verdict_is_shown_with_its_overlap_in_the_matrix(tmp_pat
     assert 'class="held-inc"' in page_path.read_text()
 
 
+def test_checks_beyond_the_paper_are_labelled_listed_last_and_left_out_of_the_papers_count(tmp_path):
+    ours = Claim("tiling beats untiled", "-", "0.9x", True, "cpu", criterion="< 1", beyond=True)
+    papers = Claim("time falls as tiles grow", "Fig. 6", "0.5x", False, "cpu", criterion="< 0.9")
+    _results(tmp_path / "figures" / "04_tiling", [ours, papers], {"device_name": "AMD EPYC"}, ["04_time"])
+    machines = report.find_machines(tmp_path / "figures")
+    assert report.summary(machines, ["04_tiling"]) == [
+        ("this machine", "001", {"held": 0, "did not hold": 1, "inconclusive": 0, "n/a": 0})]  # the paper's only
+    page = report.write(tmp_path / "figures", tmp_path / "build" / "notebooks").read_text()
+    matrix = page[page.index('class="matrix"'):]
+    assert matrix.index("time falls as tiles grow") < matrix.index("tiling beats untiled")
+    assert "beyond the paper</div>" in matrix and "Beyond the paper: checks of ours" in page
+
+
 def test_show_takes_a_pivot_with_two_level_columns_and_claims(capsys):
     from cnnlab.claims import Claim
 

@@ -232,6 +232,7 @@ def test_claims_follow_the_numbers():
                     CLAIMS[6]: None}  # the control not measured
     nothing = study.check_claims(_frame({"LeNet": {"gemm": 5}}), "cpu")
     assert [c.held for c in nothing] == [None] * 7 and all(c.note and c.criterion for c in nothing)
+    assert [c.beyond for c in nothing] == [False] * 6 + [True]  # the control is ours, beyond the paper
 
 
 def test_the_papers_pattern_is_checked_where_direct_is_timed():

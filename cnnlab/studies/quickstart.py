@@ -139,7 +139,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
                  f"({throughput.DEFINITION}; each ratio's interval from the two rates' ends; held when one larger "
                  f"batch is clear of the threshold, did not hold when every one is clearly under it; {NOISE_RULE})")
     if len(ok) < 2:
-        return [Claim(claim, paper, "not measured", None, str(device), criterion=criterion,
+        return [Claim(claim, paper, "not measured", None, str(device), criterion=criterion, beyond=True,
                       note="the claim needs two batch sizes measured; measured: "
                            f"{', '.join(str(int(b)) for b in ok['batch_size']) or 'none'}")]
     first_i = ok["batch_size"].idxmin()
@@ -158,7 +158,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     return [Claim(claim, paper,
                   ours=f"{gains[best].text('.3g', 'x')}: {rates[first_i].text('.0f')} images/s at batch "
                        f"{size[first_i]}, {rates[best].text('.0f')} at batch {size[best]} (best by median){threads}",
-                  held=held, device=str(device), criterion=criterion, note=note)]
+                  held=held, device=str(device), criterion=criterion, note=note, beyond=True)]
 
 
 def figures(df: pd.DataFrame) -> dict:

@@ -423,14 +423,14 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     rule_of = f"({claims.NOISE_RULE})"
     checks = []
 
-    def add(claim, paper, ours, verdict, criterion, note=""):
+    def add(claim, paper, ours, verdict, criterion, note="", beyond=False):
         held, overlap = verdict
         notes = claims.joined(overlap, note)
         checks.append(Claim(claim, paper, ours=ours, held=held, device=dev, criterion=f"{criterion} {rule_of}",
-                            note=notes))
+                            note=notes, beyond=beyond))
 
-    def unmeasured(claim, paper, criterion, why):
-        add(claim, paper, "not measured", (None, ""), criterion, why)
+    def unmeasured(claim, paper, criterion, why, beyond=False):
+        add(claim, paper, "not measured", (None, ""), criterion, why, beyond=beyond)
 
     def fastest(network, among):  # by median, to name it; the verdicts compare intervals
         return min(among, key=lambda s: times[network][s].value)
@@ -553,10 +553,10 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         ours = ", ".join(f"{n}: {r.text('.2f', 'x')}" for n, r in ratios.items())
         verdict = ((False, f"the noise rule failed its control: identical work decided at {', '.join(decided)}")
                    if decided else (claims.INCONCLUSIVE, "within noise on every network, as identical work must be"))
-        add(claim, "none: a control of the noise rule, not a claim of the paper", ours, verdict, rule)
+        add(claim, "none: a control of the noise rule, not a claim of the paper", ours, verdict, rule, beyond=True)
     else:
         unmeasured(claim, "none: a control of the noise rule, not a claim of the paper", rule,
-                   f"{CONTROL} (gemm timed again) not measured")
+                   f"{CONTROL} (gemm timed again) not measured", beyond=True)
     return checks
 
 
