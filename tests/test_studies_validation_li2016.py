@@ -213,9 +213,12 @@ PAPER_LIKE = {"LeNet": {"gemm": 20, "fft": 24, "direct": 5, "best": 3, "opt": 1,
 
 def test_claims_follow_the_numbers():
     checks = study.check_claims(_frame(PAPER_LIKE, spread=0.01), "cuda")
-    assert [c.claim for c in checks] == CLAIMS and all(c.held is True for c in checks[:5]), [c.note for c in checks]
-    # opt / gemm 20x and 13x against bands of +-25%: far outside; within a band it could not hold (below)
-    assert checks[5].held is False
+    assert [c.claim for c in checks] == CLAIMS, [c.claim for c in checks]
+    assert [c.held for c in checks[:6]] == [True, True, True, None, True, None], [c.note for c in checks]
+    # best against opt and the magnitude: shown with the reason, not judged (issue 32, item 4)
+    assert checks[3].note == study.NOT_LIKE_FOR_LIKE and "best / opt time" in checks[3].ours
+    assert checks[5].note == study.MAGNITUDE_NOT_JUDGED and "LeNet opt / gemm 20.00x" in checks[5].ours
+    assert "opt / native 3.00x" in checks[5].ours and "(paper 5.6x)" in checks[5].ours
     assert checks[6].held is None and "not measured" in checks[6].note  # no gemm_again rows here
     assert all("noise" in c.criterion for c in checks), "every claim states its criterion and noise rule"
     assert all(c.paper.startswith('"') for c in checks[:6]), "the paper's words beside each criterion"
@@ -226,9 +229,9 @@ def test_claims_follow_the_numbers():
     assert held == {CLAIMS[0]: False,  # gemm clearly fastest on both networks
                     CLAIMS[1]: None,  # direct not measured
                     CLAIMS[2]: False,  # 12 vs 5 on LeNet
-                    CLAIMS[3]: False,  # LeNet: best clearly faster than opt
-                    CLAIMS[4]: False,
-                    CLAIMS[5]: False,  # LeNet 0.17x vs 5.6x
+                    CLAIMS[3]: None,  # not like for like: shown
+                    CLAIMS[4]: None,  # native not measured: nothing like for like to judge
+                    CLAIMS[5]: None,  # no baseline like the paper's: shown
                     CLAIMS[6]: None}  # the control not measured
     nothing = study.check_claims(_frame({"LeNet": {"gemm": 5}}), "cpu")
     assert [c.held for c in nothing] == [None] * 7 and all(c.note and c.criterion for c in nothing)
@@ -257,8 +260,8 @@ def test_claims_are_inconclusive_within_noise_and_decided_when_clear():
     checks = study.check_claims(_frame(tied, spread=0.10), "cpu")
     held = {c.claim: c for c in checks}
     assert held[CLAIMS[2]].held == claims.INCONCLUSIVE and "LeNet best vs gemm" in held[CLAIMS[2]].note
-    assert held[CLAIMS[3]].held == claims.INCONCLUSIVE and "AlexNet best / opt" in held[CLAIMS[3]].note
-    assert held[CLAIMS[4]].held == claims.INCONCLUSIVE
+    assert held[CLAIMS[3]].held is None
+    assert held[CLAIMS[4]].held == claims.INCONCLUSIVE and "AlexNet" in held[CLAIMS[4]].note  # 4.8 vs native 5.2
     # fft 12 vs gemm 10 on LeNet (+-10%): fft is not clearly beaten there, and on AlexNet it wins; gemm is clearly
     # beaten on AlexNet: no kernel clearly wins everywhere, but that fft loses somewhere is not shown either
     assert held[CLAIMS[0]].held == claims.INCONCLUSIVE
@@ -268,25 +271,30 @@ def test_claims_are_inconclusive_within_noise_and_decided_when_clear():
     apart = {"LeNet": {"gemm": 10, "fft": 25, "best": 5, "opt": 2, "native": 4},
              "AlexNet": {"gemm": 10, "fft": 4, "best": 2.5, "opt": 1, "native": 2}}
     clear = {c.claim: c.held for c in study.check_claims(_frame(apart, spread=0.005), "cpu")}
-    assert clear[CLAIMS[2]] is True and clear[CLAIMS[3]] is True and clear[CLAIMS[4]] is True
+    assert clear[CLAIMS[2]] is True and clear[CLAIMS[3]] is None and clear[CLAIMS[4]] is True
     assert clear[CLAIMS[0]] is True
 
 
 def test_opt_must_beat_native_too():
-    """opt ahead of gemm and every cnnlab kernel but behind torch's own convolution: not the fastest."""
+    """opt ahead of gemm and every cnnlab kernel but behind torch's own convolution: not the fastest; the judged
+    comparison is the like-for-like one, opt against native."""
     frame = _frame({"LeNet": {"gemm": 10, "fft": 12, "best": 6, "opt": 2, "native": 1}})
     fastest = study.check_claims(frame, "cpu")[4]
-    assert fastest.held is False and "native" in fastest.criterion
+    assert fastest.held is False and "native" in fastest.criterion and "like-for-like" in fastest.criterion
 
 
-# A ratio of two times is known within x/1.5625 (TIME_NOISE squared), wider than a band of +-25% (1.67x from end to
-# end): the magnitude can no longer hold, only fail where the ratio is far outside the band, else it is inconclusive.
-@pytest.mark.parametrize("network,speedup,held", [
-    ("LeNet", 2.5, False), ("LeNet", 5.6, claims.INCONCLUSIVE), ("LeNet", 12.0, False),
-    ("AlexNet", 0.9, False), ("AlexNet", 2.0, claims.INCONCLUSIVE), ("AlexNet", 4.0, False)])
-def test_magnitude_is_judged_within_a_quarter_of_the_papers_value(network, speedup, held):
-    frame = _frame({network: {"gemm": 10, "opt": 10 / speedup}})
-    assert study.check_claims(frame, "cpu")[5].held == held  # 0.9x (no speed-up) is not "roughly 2x"
+def test_best_that_ran_one_kernel_everywhere_cannot_show_a_narrowing():
+    frame = _frame({"LeNet": {"gemm": 10, "fft": 30, "best": 10.2, "opt": 2, "native": 3}})
+    frame.loc[frame["strategy"] == "best", "best_choices"] = "gemm x3"
+    narrows = study.check_claims(frame, "cpu")[2]
+    assert narrows.held == claims.INCONCLUSIVE and "best picked one kernel for every layer on LeNet" in narrows.note
+
+
+@pytest.mark.parametrize("network,speedup", [("LeNet", 2.5), ("LeNet", 5.6), ("AlexNet", 0.9)])
+def test_the_magnitude_is_shown_beside_the_papers_never_judged(network, speedup):
+    """The paper's speed-ups are over cuDNN-MM, which PyTorch cannot select: whatever ours, shown, not judged."""
+    magnitude = study.check_claims(_frame({network: {"gemm": 10, "opt": 10 / speedup}}), "cpu")[5]
+    assert magnitude.held is None and f"{speedup:.2f}x" in magnitude.ours and "cuDNN-MM" in magnitude.note
 
 
 def test_rounds_combine_into_one_row_whose_interval_covers_every_round():
