@@ -30,6 +30,9 @@ import pandas as pd
 from cnnlab.profiling.spread import TIME_NOISE, Spread  # noqa: F401  (a measurement; re-exported here)
 
 INCONCLUSIVE = "inconclusive"
+# The papers' words without numbers, read once for the whole workbook (each study's constants derive from these):
+SLIGHT = 0.2  # "slight", "little": a change of at most a fifth (a rise of more than a fifth is not slight)
+FAR_ABOVE = 2.0  # "far above": more than twice
 NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else inconclusive; a time's interval: "
               f"the least to the most of its rounds' medians (the p10-p90 of its batches where it has one round), "
               f"never narrower than its median /{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same "

@@ -172,3 +172,24 @@ def test_quickstarts_gain_is_marked_beyond_the_paper():
                           "latency_ms_median": [10.0, 16.0], "latency_ms_p10": [9.5, 15.0],
                           "latency_ms_p90": [10.5, 17.0]})
     assert [c.beyond for c in quickstart.check_claims(frame, "cpu")] == [True]
+
+
+def test_the_workbooks_readings_of_slight_and_far_above_are_written_once():
+    """No study writes the bound of "slight"/"little" or "far above" as its own number (issue 32: a threshold written
+    once): every module-level constant of cnnlab/studies/ equal to one of them, or to 1 +- SLIGHT or 100 x SLIGHT,
+    must be derived from cnnlab.claims, not a literal (float bounds: counts such as a batch of 2 are not bounds)."""
+    import ast
+    from pathlib import Path
+
+    from cnnlab import claims
+
+    shared = {claims.SLIGHT, 1 + claims.SLIGHT, 1 - claims.SLIGHT, 100 * claims.SLIGHT, claims.FAR_ABOVE}
+    written = []
+    for path in sorted((Path(claims.__file__).parent / "studies").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                    and isinstance(node.value.value, float) \
+                    and any(abs(node.value.value - v) < 1e-12 for v in shared) \
+                    and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
+                written.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert written == [], f"write these from cnnlab.claims.SLIGHT / FAR_ABOVE: {written}"

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config, models, plotting, studies
-from cnnlab.claims import Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, named, trend
+from cnnlab.claims import FAR_ABOVE, Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, named, trend
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -81,7 +81,7 @@ PROFILER_WARMUP = 2  # steps under the profiler before the profiled ones, discar
 # host's launches, so its time says little about the arithmetic (the first H100 run: every quick point)
 LAUNCH_BOUND = 0.5
 DATA_SOURCE = "synthetic"
-THROUGHPUT_GAIN = 2.0  # "far above batch 1": a larger batch gives more than this many times batch 1's images/s
+THROUGHPUT_GAIN = FAR_ABOVE  # "far above batch 1": a larger batch gives more than this many times batch 1's images/s
 SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
 EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is no rise: did not hold"
 
