@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from cnnlab import config, data, models, plotting, studies, train
-from cnnlab.claims import NOISE_RULE, SLIGHT, Claim, Spread, all_of, band, joined, judge, named
+from cnnlab.claims import NOISE_RULE, SLIGHT, Claim, Spread, all_of, band, joined, judge, named, trend
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.studies import Experiment, Parameter
@@ -281,7 +281,7 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     dev = str(device)
     acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")]
     ok = df[(df["experiment"] == "timing") & (df["status"] == "ok")]
-    return [*_accuracy_claims(acc, dev), _memory_claim(ok, dev), _slowdown_claim(ok, dev)]
+    return [*_accuracy_claims(acc, dev), _memory_claim(ok, dev), _slowdown_claim(ok, dev), _saving_grows_claim(ok, dev)]
 
 
 def _accuracy_claims(acc: pd.DataFrame, dev: str) -> list[Claim]:
@@ -359,6 +359,35 @@ def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
         return Claim(claim, paper, ours, None, dev, criterion=criterion,
                      note="fp32 and a reduced precision were not both measured there")
     held, note = all_of(*(judge(r, "<", NOTICEABLE_MEM_RATIO, fmt=".2f", unit="x") for r in ratios.values()))
+    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+
+
+def _saving_grows_claim(ok: pd.DataFrame, dev: str) -> Claim:
+    """Sec. IV-B's "especially at larger batch sizes": every reduced precision's average memory / fp32's is lower at
+    the largest batch than at the smallest (a GPU claim, as the memory claim; judged on the two ends' intervals)."""
+    claim = "the reduced precisions' memory saving grows with batch size"
+    paper = "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\""
+    criterion = ("every reduced precision's average memory / fp32's at the largest batch < at the smallest (the two "
+                 f"ratios' intervals apart; {NOISE_RULE})")
+    ends = sorted(ok["batch_size"].unique())[::max(len(ok["batch_size"].unique()) - 1, 1)] if len(ok) else []
+    ratios: dict[str, list] = {}
+    for b in ends:
+        mem = {p: m for p, r in ok[ok["batch_size"] == b].set_index("precision").iterrows()
+               if (m := _avg_mem(r)) is not None}
+        for p, m in mem.items():
+            if p != "fp32" and "fp32" in mem:
+                ratios.setdefault(p, []).append(m / mem["fp32"])
+    ratios = {p: r for p, r in ratios.items() if len(r) == 2}
+    ours = "; ".join(f"{p} / fp32 at batch {int(ends[0])} {r[0].text('.2f', 'x')}, at batch {int(ends[-1])} "
+                     f"{r[1].text('.2f', 'x')}" for p, r in ratios.items()) or "not measured"
+    if torch.device(dev).type == "cpu":
+        return Claim(claim, paper, ours, None, dev, criterion=criterion,
+                     note="a GPU claim (CUDA allocator, fp16 activations), as the memory claim above")
+    if not ratios:
+        return Claim(claim, paper, ours, None, dev, criterion=criterion,
+                     note="fp32 and a reduced precision not both measured at two batch sizes")
+    held, note = all_of(*(named(p, trend(r, "down", labels=[int(ends[0]), int(ends[-1])], fmt=".2f", unit="x"))
+                          for p, r in ratios.items()))
     return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
 
 
