@@ -180,11 +180,9 @@ def table(claims: list[Claim]) -> pd.DataFrame:
     """One row per claim: claim, paper, ours, held ("yes"/"no"/"inconclusive"/"n/a"), device, criterion, note, source
     ("paper" or "beyond the paper"); the paper's claims first, then ours beyond them, each in the order given."""
     claims = sorted(claims, key=lambda c: c.beyond)  # stable: the order within each kind stays
-    df = pd.DataFrame([asdict(c) for c in claims], columns=["claim", "paper", "ours", "held", "device", "criterion",
-                                                             "note", "beyond"])
-    df["held"] = [VERDICT[h] for h in df["held"]]
-    df["source"] = [SOURCES[bool(b)] for b in df.pop("beyond")]
-    return df
+    # the verdict's word before pandas sees it: a column of strings and None is read as strings (pandas 3), None NaN
+    rows = [{**asdict(c), "held": VERDICT[c.held], "source": SOURCES[bool(c.beyond)]} for c in claims]
+    return pd.DataFrame(rows, columns=["claim", "paper", "ours", "held", "device", "criterion", "note", "source"])
 
 
 def report(claims: list[Claim]) -> str:

@@ -193,3 +193,10 @@ def test_the_workbooks_readings_of_slight_and_far_above_are_written_once():
                     and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
                 written.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert written == [], f"write these from cnnlab.claims.SLIGHT / FAR_ABOVE: {written}"
+
+
+def test_a_table_of_only_inconclusive_and_not_applicable_verdicts_keeps_every_word():
+    """pandas 3 reads a column of strings and None as strings, None as NaN: the verdicts are words before it sees
+    them (notebook 08 on a CPU had only these two and failed)."""
+    checks = [Claim("a", "p", "o", INCONCLUSIVE, "cpu", note="within noise"), Claim("b", "p", "o", None, "cpu", note="x")]
+    assert table(checks)["held"].tolist() == [INCONCLUSIVE, "n/a"]
