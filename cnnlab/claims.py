@@ -169,6 +169,138 @@ class Claim:
             raise ValueError(f"claim {self.claim!r}: held=None needs a note saying why it does not apply")
 
 
+# --- Claims as declarations: what is claimed, on which quantity, by which test; :func:`check` judges them. ---
+
+@dataclass(frozen=True)
+class Test:
+    """How a quantity is judged, by the noise rule: ``below``/``above`` a threshold, ``within`` a band, or a
+    ``rises``/``falls`` trend over a sequence; it writes its own words for the criterion, so a threshold is stated once
+    (where the test is declared). Build one with :func:`below`, :func:`above`, :func:`within`, :func:`rises`,
+    :func:`falls`."""
+
+    kind: str
+    low: float = math.nan
+    high: float = math.nan
+    fmt: str = ".3g"
+    unit: str = ""
+
+    def words(self) -> str:
+        f, u = self.fmt, self.unit
+        return {"below": f"< {self.high:{f}}{u}", "above": f"> {self.low:{f}}{u}",
+                "within": f"> {self.low:{f}}{u} and < {self.high:{f}}{u}", "rises": "rises at every step",
+                "falls": "falls at every step"}[self.kind]
+
+    def __call__(self, x, labels=None) -> tuple[bool | str | None, str]:
+        kw = {"fmt": self.fmt, "unit": self.unit}
+        if self.kind in ("rises", "falls"):
+            return trend(list(x), "up" if self.kind == "rises" else "down", labels=labels, **kw)
+        if self.kind == "within":
+            return band(x, self.low, self.high, **kw)
+        return judge(x, "<" if self.kind == "below" else ">", self.high if self.kind == "below" else self.low, **kw)
+
+
+def below(threshold: float, fmt: str = ".3g", unit: str = "") -> Test:
+    """The quantity is below ``threshold`` (its whole interval, by the noise rule)."""
+    return Test("below", high=threshold, fmt=fmt, unit=unit)
+
+
+def above(threshold: float, fmt: str = ".3g", unit: str = "") -> Test:
+    """The quantity is above ``threshold``."""
+    return Test("above", low=threshold, fmt=fmt, unit=unit)
+
+
+def within(low: float, high: float, fmt: str = ".3g", unit: str = "") -> Test:
+    """``low`` < the quantity < ``high`` (:func:`band`: undecidable where the interval is wider than the band)."""
+    return Test("within", low=low, high=high, fmt=fmt, unit=unit)
+
+
+def rises(fmt: str = ".3g", unit: str = "") -> Test:
+    """A sequence of quantities rises at every step, each clear of the previous (:func:`trend`)."""
+    return Test("rises", fmt=fmt, unit=unit)
+
+
+def falls(fmt: str = ".3g", unit: str = "") -> Test:
+    """A sequence of quantities falls at every step, each clear of the previous."""
+    return Test("falls", fmt=fmt, unit=unit)
+
+
+@dataclass
+class Measured:
+    """What a declaration's ``measure`` found: ``parts`` {name: a Spread, or a sequence of them for a trend} judged
+    one by one and combined by the declaration's ``some``; ``labels`` {name: a trend's step labels}; ``ours`` the
+    value in words (default: every part's interval); ``note`` said beside the verdict."""
+
+    parts: Mapping[str, object]
+    ours: str = ""
+    note: str = ""
+    labels: Mapping[str, Sequence] | None = None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One claim, declared: ``claim`` (what is claimed, a few words), ``paper`` (the paper's words with its section),
+    ``quantity`` (what we judge, in words), ``test`` (how), ``measure`` (df -> :class:`Measured`, or a string saying
+    why nothing was measured: :func:`missing`), over ``each`` part (e.g. "model": every model must pass, or at least
+    one with ``some``). ``bound`` says whose threshold it is ("our bound, the paper gives none"); ``gpu_only`` is why
+    the claim is a GPU's (on another device the value is shown and the verdict is n/a); ``beyond``: a check of ours
+    that the paper does not make. The criterion is written from these, with :data:`NOISE_RULE` or ``noise``."""
+
+    claim: str
+    paper: str
+    quantity: str
+    test: Test
+    measure: object
+    each: str = ""
+    some: bool = False
+    bound: str = ""
+    noise: str = NOISE_RULE
+    gpu_only: str = ""
+    beyond: bool = False
+
+    def criterion(self) -> str:
+        over = f", {'at least one' if self.some else 'every'} {self.each}" if self.each else ""
+        bound = f" ({self.bound})" if self.bound else ""
+        return f"{self.quantity} {self.test.words()}{over}{bound}; {self.noise}"
+
+    def judged(self, df: pd.DataFrame, device) -> Claim:
+        dev, criterion = str(device), self.criterion()
+        m = self.measure(df)
+        if isinstance(m, str) or not m.parts:
+            note = m if isinstance(m, str) else joined(m.note, "nothing measured to judge")
+            return Claim(self.claim, self.paper, "not measured", None, dev, criterion, note, self.beyond)
+        ours = m.ours or ", ".join(f"{k} {_value_text(v, self.test)}" for k, v in m.parts.items())
+        if self.gpu_only and not dev.startswith("cuda"):
+            return Claim(self.claim, self.paper, ours, None, dev, criterion,
+                         joined(f"a GPU claim ({self.gpu_only}); the value here is shown for reference", m.note),
+                         self.beyond)
+        labels = m.labels or {}
+        verdicts = [named(k, self.test(v, labels.get(k))) if self.each else self.test(v, labels.get(k))
+                    for k, v in m.parts.items()]
+        held, note = (any_of if self.some else all_of)(*verdicts)
+        return Claim(self.claim, self.paper, ours, held, dev, criterion, joined(note, m.note), self.beyond)
+
+
+def _value_text(v, test: Test) -> str:
+    if isinstance(v, Spread):
+        return v.text(test.fmt, test.unit)
+    return " -> ".join(x.text(test.fmt, test.unit) for x in v)
+
+
+def missing(df: pd.DataFrame, column: str, otherwise: str) -> str:
+    """Why ``column`` was not measured: the distinct ``<column>_missing_reason``s of ``df`` (at most three named),
+    else ``otherwise``."""
+    col = f"{column}_missing_reason"
+    reasons = sorted(set(df[col].dropna())) if col in df else []
+    more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
+    return "; ".join(reasons[:3]) + more if reasons else otherwise
+
+
+def check(declarations: Sequence, df: pd.DataFrame, device) -> list[Claim]:
+    """Every declaration judged on ``df`` (a :class:`Declared`, or a function ``(df, device) -> Claim`` for a claim
+    that needs its own judging), in order."""
+    return [d.judged(df, device) if isinstance(d, Declared) else d(df, device) for d in declarations]
+
+
 VERDICT = {True: "yes", False: "no", None: "n/a", INCONCLUSIVE: INCONCLUSIVE}
 
 

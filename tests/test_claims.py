@@ -1,6 +1,8 @@
 import numpy as np
+import pandas as pd
 import pytest
 
+from cnnlab import claims
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, report, table
 
 
@@ -200,3 +202,45 @@ def test_a_table_of_only_inconclusive_and_not_applicable_verdicts_keeps_every_wo
     them (notebook 08 on a CPU had only these two and failed)."""
     checks = [Claim("a", "p", "o", INCONCLUSIVE, "cpu", note="within noise"), Claim("b", "p", "o", None, "cpu", note="x")]
     assert table(checks)["held"].tolist() == [INCONCLUSIVE, "n/a"]
+
+
+def _declared(test, measure, **kw):
+    return claims.Declared("x is small", 'Sec. 1: "x is small"', "x / y", test, measure, **kw)
+
+
+def test_a_declaration_writes_its_criterion_from_its_test_once():
+    d = _declared(claims.below(0.9, ".2f", "x"), lambda df: claims.Measured({"a": Spread.exact(0.5)}), each="model",
+                  bound="our bound")
+    assert d.criterion().startswith("x / y < 0.90x, every model (our bound); noise:")
+    assert claims.within(1, 1.2, ".2f").words() == "> 1.00 and < 1.20"
+    assert claims.above(2).words() == "> 2" and claims.rises().words() == "rises at every step"
+    assert _declared(claims.above(2), None, each="model", some=True).criterion().startswith("x / y > 2, at least one model")
+
+
+def test_a_declaration_is_judged_part_by_part_and_combined():
+    parts = {"a": Spread.exact(0.5), "b": Spread(0.95, 0.8, 1.1), "c": Spread.exact(1.5)}
+    every = _declared(claims.below(0.9), lambda df: claims.Measured(parts), each="model").judged(pd.DataFrame(), "cpu")
+    assert every.held is False and every.ours == "a 0.5, b 0.95 (0.8-1.1), c 1.5" and "b: within noise" in every.note
+    some = _declared(claims.below(0.9), lambda df: claims.Measured(parts), each="model", some=True)
+    assert some.judged(pd.DataFrame(), "cpu").held is True
+    two = {"a": Spread.exact(0.5), "b": Spread(0.95, 0.8, 1.1)}
+    assert _declared(claims.below(0.9), lambda df: claims.Measured(two), each="model").judged(
+        pd.DataFrame(), "cpu").held == claims.INCONCLUSIVE
+    trend = _declared(claims.falls(), lambda df: claims.Measured({"a": [Spread.exact(2), Spread.exact(1)]},
+                                                                   labels={"a": [1, 64]}))
+    c = trend.judged(pd.DataFrame(), "cuda")
+    assert c.held is True and c.ours == "a 2 -> 1"
+
+
+def test_a_declaration_says_why_it_was_not_judged():
+    df = pd.DataFrame({"gpu_util_pct": [float("nan")] * 2, "gpu_util_missing_reason": ["no NVML on a CPU"] * 2})
+    gone = _declared(claims.below(1), lambda df: claims.missing(df, "gpu_util", "no point measured")).judged(df, "cpu")
+    assert (gone.held, gone.ours, gone.note) == (None, "not measured", "no NVML on a CPU")
+    assert claims.missing(pd.DataFrame({"a": [1]}), "gpu_util", "none measured") == "none measured"
+    gpu = _declared(claims.below(1), lambda df: claims.Measured({"a": Spread.exact(0.5)}), gpu_only="CUDA allocator")
+    on_cpu, on_gpu = gpu.judged(df, "cpu"), gpu.judged(df, "cuda:0")
+    assert on_cpu.held is None and "a GPU claim (CUDA allocator)" in on_cpu.note and on_cpu.ours == "a 0.5"
+    assert on_gpu.held is True
+    beyond = _declared(claims.below(1), lambda df: claims.Measured({"a": Spread.exact(0.5)}), beyond=True)
+    custom = lambda df, device: claims.Claim("c", "p", "o", True, str(device))  # noqa: E731
+    assert [c.beyond for c in claims.check([beyond, custom], df, "cpu")] == [True, False]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnlab import config, data, models, plotting, studies, train
-from cnnlab.claims import NOISE_RULE, SLIGHT, Claim, Spread, all_of, band, joined, judge, named, trend
+from cnnlab import claims, config, data, models, plotting, studies, train
+from cnnlab.claims import SLIGHT, Claim, Spread, joined
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.studies import Experiment, Parameter
@@ -260,66 +260,44 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     return studies.combine(training=history, timing=times, accuracy=acc)
 
 
-ACCURACY_PAPER = ("Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss "
-                  "compared to the FP32 baseline\" (Fig. 4)")
+def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    return df[(df["experiment"] == experiment) & (df["status"] == "ok")]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-B checked on :func:`measure`'s result, each by the noise rule of ``cnnlab.claims``
-    (``criterion`` says the rule of each):
-
-    1. accuracy changes by less than ``ACCURACY_TOLERANCE_PP`` percentage points in every reduced precision;
-    2. test loss rises by less than ``LOSS_INCREASE_MAX`` (relative) in every reduced precision;
-    3. average memory at the largest batch is noticeably lower (< ``NOTICEABLE_MEM_RATIO`` x fp32's) in every reduced
-       precision (a GPU claim: n/a on a CPU);
-    4. autocast is slightly slower than fp32 at the smallest batch: time ratio inside the band from 1 to
-       ``SLIGHT_SLOWDOWN_MAX`` (``claims.band``; reported on any device).
-    Accuracy carries the test set's binomial interval (``cnnlab.profiling.accuracy``: each change's interval is
-    the unpaired one, as only the counts of correct images are recorded, which is the wider for two precisions of one
-    model); the loss is taken as exact; memory and time carry their spreads.
-    """
-    dev = str(device)
-    acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")]
-    ok = df[(df["experiment"] == "timing") & (df["status"] == "ok")]
-    return [*_accuracy_claims(acc, dev), _memory_claim(ok, dev), _slowdown_claim(ok, dev), _saving_grows_claim(ok, dev)]
+def _test_set(acc: pd.DataFrame) -> str:
+    return f"{acc['dataset'].iloc[0]} test set ({acc['data_source'].iloc[0]}, {int(acc['num_examples'].iloc[0])} images)"
 
 
-def _accuracy_claims(acc: pd.DataFrame, dev: str) -> list[Claim]:
-    reduced = acc[acc["precision"] != "fp32"]
-    base = acc[acc["precision"] == "fp32"]
-    note = (f"{acc['dataset'].iloc[0]} test set ({acc['data_source'].iloc[0]}, "
-            f"{int(acc['num_examples'].iloc[0])} images)") if len(reduced) and len(base) else \
-        "fp32 and a reduced precision were not both evaluated"
-    applies = len(reduced) > 0 and len(base) > 0
-    fp32_acc, fp32_loss = (float(base["accuracy_pct"].iloc[0]), float(base["loss"].iloc[0])) if applies else (0, 0)
-    n = int(base["num_examples"].iloc[0]) if applies else 0
-    changes = {r.precision: accuracy.difference(accuracy.correct_count(r.accuracy_pct, n),
-                                                accuracy.correct_count(fp32_acc, n), n)
-               for r in reduced.itertuples()} if applies else {}
-    verdict = all_of(*(named(p, all_of(judge(d, "<", ACCURACY_TOLERANCE_PP, unit=" pp"),
-                                       judge(d, ">", -ACCURACY_TOLERANCE_PP, unit=" pp"))) for p, d in changes.items())
-                     ) if applies else (None, "")
-    limit = fp32_loss * (1 + LOSS_INCREASE_MAX)
-    loss = all_of(*(judge(Spread.exact(r.loss), "<", limit) for r in reduced.itertuples())) if applies else (None, "")
-    return [
-        Claim(f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced precision",
-              ACCURACY_PAPER,
-              (f"fp32 {accuracy.text(accuracy.accuracy(accuracy.correct_count(fp32_acc, n), n), '%', False)}; "
-               + ", ".join(f"{p} {accuracy.text(d)}" for p, d in changes.items())) if applies else "not measured",
-              verdict[0], dev,
-              criterion=f"|accuracy - fp32 accuracy| < {ACCURACY_TOLERANCE_PP} pp for every reduced precision "
-                        f"(\"no significant drop\": our bound, the paper gives none; {accuracy.RULE})",
-              note=joined(note, verdict[1])),
-        Claim(f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", ACCURACY_PAPER,
-              (f"fp32 {fp32_loss:.4f} nats; " + ", ".join(f"{r.precision} {r.loss:.4f} ({r.loss_change:+.4f})"
-                                                          for r in reduced.itertuples())) if applies
-              else "not measured",
-              loss[0], dev,
-              criterion=f"test loss (mean cross-entropy) < {1 + LOSS_INCREASE_MAX:g} x fp32's for every reduced "
-                        f"precision (\"no significant ... increase in test loss\": our bound, the paper gives "
-                        f"none; a fall passes; {EXACT_EVAL})",
-              note=note),
-    ]
+def _against_fp32(df: pd.DataFrame, what: str):
+    """(fp32's accuracy row, the reduced precisions' rows), or why they cannot be compared."""
+    acc = _ok(df, "accuracy")
+    base, reduced = acc[acc["precision"] == "fp32"], acc[acc["precision"] != "fp32"]
+    return (base.iloc[0], reduced) if len(base) and len(reduced) else f"fp32 and a reduced precision {what}"
+
+
+def _accuracy_changes(df: pd.DataFrame):
+    """Each reduced precision's accuracy - fp32's (pp), with the test set's interval (``profiling.accuracy``)."""
+    if isinstance(pair := _against_fp32(df, "were not both evaluated"), str):
+        return pair
+    base, reduced = pair
+    n = int(base["num_examples"])
+    fp32 = accuracy.correct_count(float(base["accuracy_pct"]), n)
+    changes = {r.precision: accuracy.difference(accuracy.correct_count(r.accuracy_pct, n), fp32, n)
+               for r in reduced.itertuples()}
+    ours = f"fp32 {accuracy.text(accuracy.accuracy(fp32, n), '%', False)}; " + \
+        ", ".join(f"{p} {accuracy.text(d)}" for p, d in changes.items())
+    return claims.Measured(changes, ours, _test_set(_ok(df, "accuracy")))
+
+
+def _loss_ratios(df: pd.DataFrame):
+    """Each reduced precision's test loss / fp32's (exact: the same weights give the same loss)."""
+    if isinstance(pair := _against_fp32(df, "were not both evaluated"), str):
+        return pair
+    base, reduced = pair
+    ours = f"fp32 {base['loss']:.4f} nats; " + ", ".join(f"{r.precision} {r.loss:.4f} ({r.loss_change:+.4f})"
+                                                         for r in reduced.itertuples())
+    return claims.Measured({r.precision: Spread.exact(r.loss / base["loss"]) for r in reduced.itertuples()}, ours,
+                           _test_set(_ok(df, "accuracy")))
 
 
 def _avg_mem(row) -> Spread | None:
@@ -330,89 +308,111 @@ def _avg_mem(row) -> Spread | None:
     return Spread(*(float(row[c]) for c in cols))
 
 
-def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    on_cpu = torch.device(dev).type == "cpu"
-    claim = "average memory at the largest batch is noticeably lower in reduced precision"
-    paper = ("Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes ... "
-             "the activation maps could be stored using half the precision\" (Fig. 3 bottom)")
-    criterion = (f"every reduced precision's average memory / fp32's < {NOTICEABLE_MEM_RATIO:g} at the largest batch "
-                 f"(\"noticeable\": our bound, the paper gives none; average = the model's and input's bytes + "
-                 f"the time-weighted tensor memory of one pass, the libraries' workspaces left out; range of "
-                 f"{AVG_MEM_REPEATS} passes; {NOISE_RULE})")
-    largest = ok["batch_size"].max() if len(ok) else None
-    rows = ok[ok["batch_size"] == largest].set_index("precision") if len(ok) else ok
-    mem = {p: _avg_mem(r) for p, r in rows.iterrows()}
-    mem = {p: m for p, m in mem.items() if m is not None}
-    ours = ", ".join(f"{p} {m.text('.1f', ' MiB')}" for p, m in mem.items())
-    ours = f"{ours} at batch {int(largest)}" if mem else "not measured"
-    ratios = {p: m / mem["fp32"] for p, m in mem.items() if p != "fp32"} if "fp32" in mem else {}
-    if ratios:
-        ours += "; / fp32: " + ", ".join(f"{p} {r.text('.2f', 'x')}" for p, r in ratios.items())
+def _ratios_at(ok: pd.DataFrame, batch, value) -> dict:
+    """{reduced precision: its ``value(row)`` / fp32's} at ``batch``, where both were measured."""
+    got = {p: v for p, r in ok[ok["batch_size"] == batch].set_index("precision").iterrows()
+           if (v := value(r)) is not None}
+    return {p: v / got["fp32"] for p, v in got.items() if p != "fp32"} if "fp32" in got else {}
+
+
+def _memory_at_largest(df: pd.DataFrame):
+    ok = _ok(df, "timing")
+    if ok.empty:
+        return "no point measured"
+    largest = ok["batch_size"].max()
+    rows = ok[ok["batch_size"] == largest].set_index("precision")
+    mem = {p: m for p, r in rows.iterrows() if (m := _avg_mem(r)) is not None}
+    ratios = _ratios_at(ok, largest, _avg_mem)
+    if not ratios:
+        return "fp32 and a reduced precision were not both measured there"
     other = rows["avg_mem_other_mib"].dropna() if "avg_mem_other_mib" in rows else pd.Series(dtype=float)
-    if mem and len(other):
-        ours += f"; {other.min():.1f}-{other.max():.1f} MiB of library workspaces beside them, left out"
-    if on_cpu:
-        return Claim(claim, paper, ours, None, dev, criterion=criterion,
-                     note="a GPU claim (CUDA allocator, fp16 activations); on this CPU the average is shown for "
-                          "reference only")
-    if not ratios:
-        return Claim(claim, paper, ours, None, dev, criterion=criterion,
-                     note="fp32 and a reduced precision were not both measured there")
-    held, note = all_of(*(judge(r, "<", NOTICEABLE_MEM_RATIO, fmt=".2f", unit="x") for r in ratios.values()))
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+    ours = (", ".join(f"{p} {m.text('.1f', ' MiB')}" for p, m in mem.items()) + f" at batch {int(largest)}; / fp32: "
+            + ", ".join(f"{p} {r.text('.2f', 'x')}" for p, r in ratios.items())
+            + (f"; {other.min():.1f}-{other.max():.1f} MiB of library workspaces beside them, left out" if len(other)
+               else ""))
+    return claims.Measured(ratios, ours)
 
 
-def _saving_grows_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    """Sec. IV-B's "especially at larger batch sizes": every reduced precision's average memory / fp32's is lower at
-    the largest batch than at the smallest (a GPU claim, as the memory claim; judged on the two ends' intervals)."""
-    claim = "the reduced precisions' memory saving grows with batch size"
-    paper = "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\""
-    criterion = ("every reduced precision's average memory / fp32's at the largest batch < at the smallest (the two "
-                 f"ratios' intervals apart; {NOISE_RULE})")
-    ends = sorted(ok["batch_size"].unique())[::max(len(ok["batch_size"].unique()) - 1, 1)] if len(ok) else []
-    ratios: dict[str, list] = {}
-    for b in ends:
-        mem = {p: m for p, r in ok[ok["batch_size"] == b].set_index("precision").iterrows()
-               if (m := _avg_mem(r)) is not None}
-        for p, m in mem.items():
-            if p != "fp32" and "fp32" in mem:
-                ratios.setdefault(p, []).append(m / mem["fp32"])
-    ratios = {p: r for p, r in ratios.items() if len(r) == 2}
-    ours = "; ".join(f"{p} / fp32 at batch {int(ends[0])} {r[0].text('.2f', 'x')}, at batch {int(ends[-1])} "
-                     f"{r[1].text('.2f', 'x')}" for p, r in ratios.items()) or "not measured"
-    if torch.device(dev).type == "cpu":
-        return Claim(claim, paper, ours, None, dev, criterion=criterion,
-                     note="a GPU claim (CUDA allocator, fp16 activations), as the memory claim above")
-    if not ratios:
-        return Claim(claim, paper, ours, None, dev, criterion=criterion,
-                     note="fp32 and a reduced precision not both measured at two batch sizes")
-    held, note = all_of(*(named(p, trend(r, "down", labels=[int(ends[0]), int(ends[-1])], fmt=".2f", unit="x"))
-                          for p, r in ratios.items()))
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+def _ends(df: pd.DataFrame, value, what: str):
+    """Each reduced precision's ``value`` / fp32's at the smallest and the largest batch (a trend of two)."""
+    ok = _ok(df, "timing")
+    sizes = sorted(ok["batch_size"].unique())
+    if len(sizes) < 2:
+        return f"fp32 and a reduced precision not both measured at two batch sizes"
+    ends = [int(sizes[0]), int(sizes[-1])]
+    at = [_ratios_at(ok, b, value) for b in ends]
+    parts = {p: [at[0][p], at[1][p]] for p in at[0] if p in at[1] and (what != "time" or p.startswith("autocast"))}
+    ours = "; ".join(f"{p} / fp32 at batch {ends[0]} {r[0].text('.2f', 'x')}, at batch {ends[1]} {r[1].text('.2f', 'x')}"
+                     for p, r in parts.items())
+    return claims.Measured(parts, ours, labels={p: ends for p in parts}) if parts else \
+        f"fp32 and a reduced precision not both measured at two batch sizes"
 
 
-def _slowdown_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    on_cpu = torch.device(dev).type == "cpu"
+def _slowdown_at_smallest(df: pd.DataFrame):
+    ok = _ok(df, "timing")
     auto = [p for p in ok["precision"].unique() if p.startswith("autocast")][:1]
     smallest = ok["batch_size"].min() if len(ok) else None
     small = ok[ok["batch_size"] == smallest].set_index("precision")
-    claim, paper = ("autocast is slightly slower than fp32 at small batches",
-                    "Sec. IV-B: \"a slight *increase* in the inference time at smaller batch sizes compared to "
-                    "using only FP32\" (Fig. 3 top)")
-    criterion = (f"1 < autocast / fp32 time per batch < {SLIGHT_SLOWDOWN_MAX} at the smallest batch (an increase, and "
-                 f"\"slight\": our bound, the paper gives none; {NOISE_RULE})")
     if not auto or not {"fp32", auto[0]} <= set(small.index):
-        return Claim(claim, paper, "not measured", None, dev, criterion=criterion,
-                     note="autocast and fp32 not both measured")
+        return "autocast and fp32 not both measured"
     a, f = Spread.of(small.loc[auto[0]], "latency_ms"), Spread.of(small.loc["fp32"], "latency_ms")
-    ratio = a / f
-    held, note = band(ratio, 1.0, SLIGHT_SLOWDOWN_MAX, fmt=".2f", unit="x")
-    ours = (f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: {ratio.text('.2f', 'x')} "
-            f"({a.text('.3g', ' ms')} vs {f.text('.3g', ' ms')})")
     repeats = ok["repeats"].dropna() if "repeats" in ok else pd.Series(dtype=float)
-    note = joined(note, f"p10-p90 of {int(repeats.min())} timed batches" if len(repeats) else "",
-                  "on a CPU autocast runs in bfloat16, not the paper's float16" if on_cpu else "")
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+    return claims.Measured({auto[0]: a / f}, f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: "
+                           f"{(a / f).text('.2f', 'x')} ({a.text('.3g', ' ms')} vs {f.text('.3g', ' ms')})",
+                           joined(f"p10-p90 of {int(repeats.min())} timed batches" if len(repeats) else "",
+                                  "on a CPU autocast runs in bfloat16, not the paper's float16"
+                                  if auto[0] == "autocast-bf16" else ""))
+
+
+_PAPER_ACC = ("Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss "
+              "compared to the FP32 baseline\" (Fig. 4)")
+_PAPER_TIME = ("Sec. IV-B: \"a slight *increase* in the inference time at smaller batch sizes compared to "
+               "using only FP32\" (Fig. 3 top)")
+_PAPER_MEM = ("Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes ... "
+              "the activation maps could be stored using half the precision\" (Fig. 3 bottom)")
+_GPU = "CUDA allocator, fp16 activations"
+_AVG = ("average = the model's and input's bytes + the time-weighted tensor memory of one pass, the libraries' "
+        f"workspaces left out; range of {AVG_MEM_REPEATS} passes")
+
+CLAIMS = [
+    claims.Declared(
+        f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced precision",
+        _PAPER_ACC, "accuracy - fp32 accuracy",
+        claims.within(-ACCURACY_TOLERANCE_PP, ACCURACY_TOLERANCE_PP, unit=" pp"), _accuracy_changes,
+        each="reduced precision", bound="\"no significant drop\": our bound, the paper gives none",
+        noise=accuracy.RULE),
+    claims.Declared(
+        f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", _PAPER_ACC,
+        "test loss (mean cross-entropy) / fp32's", claims.below(1 + LOSS_INCREASE_MAX, ".3g", "x"), _loss_ratios,
+        each="reduced precision",
+        bound="\"no significant ... increase in test loss\": our bound, the paper gives none; a fall passes",
+        noise=EXACT_EVAL),
+    claims.Declared(
+        "average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
+        "average memory / fp32's at the largest batch", claims.below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
+        _memory_at_largest, each="reduced precision",
+        bound=f"\"noticeable\": our bound, the paper gives none; {_AVG}", gpu_only=_GPU),
+    claims.Declared(
+        "autocast is slightly slower than fp32 at small batches", _PAPER_TIME,
+        "autocast / fp32 time per batch at the smallest batch", claims.within(1.0, SLIGHT_SLOWDOWN_MAX, ".2f", "x"),
+        _slowdown_at_smallest, bound="an increase, and \"slight\": our bound, the paper gives none"),
+    claims.Declared(
+        "the reduced precisions' memory saving grows with batch size",
+        "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\"",
+        "average memory / fp32's, smallest batch -> largest", claims.falls(".2f", "x"),
+        partial(_ends, value=_avg_mem, what="memory"), each="reduced precision", bound=_AVG, gpu_only=_GPU),
+    claims.Declared(
+        "autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size", _PAPER_TIME,
+        "autocast / fp32 time per batch, smallest batch -> largest", claims.falls(".2f", "x"),
+        partial(_ends, value=lambda r: Spread.of(r, "latency_ms"), what="time"), each="autocast precision",
+        bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading"),
+]
+
+
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The claims of Sec. IV-B (:data:`CLAIMS`) judged on :func:`measure`'s result by the noise rule of
+    ``cnnlab.claims``; each claim's ``criterion`` says its quantity, test and bound."""
+    return claims.check(CLAIMS, df, device)
 
 
 def figures(df: pd.DataFrame) -> dict:
