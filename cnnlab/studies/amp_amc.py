@@ -182,60 +182,64 @@ def _time_ratio(df: pd.DataFrame, model: str) -> Spread | None:
         time_spread(rows.loc["amp+amc"].to_dict()) / time_spread(rows.loc["fp32"].to_dict())
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-C checked on :func:`measure`'s result by the noise rule of ``cnnlab.claims``
-    (``criterion`` says the rule of each, with its bounds and the batch it is judged at).
+def _amc_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
 
-    1. AMP + AMC cuts peak memory by "around" the paper's drop (a T4 GPU claim: n/a on a CPU; on a GPU every
-       model's amp+amc / fp32 peak memory allocated, exact allocator bytes, must lie inside :data:`AMC_BAND`);
-    2. AMP + AMC is slightly slower per batch than fp32 (:data:`SLIGHT_SLOWDOWN_MAX_PCT`): every model's amp+amc /
-       fp32 time per batch (each median :func:`time_spread`, the ratio's interval their extremes) inside the band
-       from 1 to the "slight" bound (``claims.band``); any device.
-    """
-    dev, on_cpu = str(device), torch.device(str(device)).type == "cpu"  # results may come from another machine
-    ok = df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
-    amp_name, (low, high) = f"autocast {amp_dtype(dev)}", AMC_BAND
+
+def _batch_note(df: pd.DataFrame) -> str:
     sizes = sorted({int(b) for b in df["batch_size"].dropna()}) if "batch_size" in df else []
     batch = (f"batch {', '.join(map(str, sizes))}" if sizes else "batch not recorded") + \
         f" (the paper's {PAPER_BATCH_SIZE})"
-    drops = ", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
+    return f"judged at {batch}" + (": another point than the paper's, and the drop depends on the batch "
+                                   "(activations grow with it, weights do not)" if sizes != [PAPER_BATCH_SIZE] else "")
+
+
+def _memory_ratios(df: pd.DataFrame):
+    """Every model's amp+amc / fp32 peak memory of its own tensors (exact allocator bytes)."""
+    ok = _amc_rows(df)
+    if ok.empty:
+        return "no amp+amc point measured"
     other = ok["peak_mem_other_mib"].dropna() if "peak_mem_other_mib" in ok else pd.Series(dtype=float)
-    beside = f"; beside them {other.min():.1f}-{other.max():.1f} MiB of library workspaces and other resident " \
-             "memory, the same in every variant, left out" if len(other) else ""
-    if on_cpu or ok.empty:
-        held, note = None, ("a GPU claim (CUDA allocator, fp16 on a T4); this CPU's numbers are shown for reference"
-                            if on_cpu else "no amp+amc point measured")
-    else:  # allocator bytes: exact, so the band decides outright
-        held, note = claims.all_of(*(claims.named(r.model, claims.judge(
-            Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100), op, 1 - b / 100, fmt=".3f", unit="x"))
-            for r in ok.itertuples() for op, b in ((">", high), ("<", low))))
-    if sizes and sizes != [PAPER_BATCH_SIZE]:
-        note = claims.joined(note, f"judged at {batch}: another point than the paper's, and the drop "
-                                   "depends on the batch (activations grow with it, weights do not)")
-    memory = Claim(f"AMP + AMC cuts peak memory allocated by around {PAPER_MEMORY_DROP_PCT[0]:.0f}-"
-                   f"{PAPER_MEMORY_DROP_PCT[1]:.0f}%", PAPER_MEMORY,
-                   ours=(drops + (f" ({amp_name}, channels_last)" if on_cpu else "") + beside) if drops else
-                   "not measured", held=held, device=dev, note=note,
-                   criterion=f"at {batch}, every model's amp+amc / fp32 peak memory of the model's own tensors "
-                             f"(weights, input, the batch's peak; not the libraries' workspaces) > {1 - high / 100:.2f} "
-                             f"and < {1 - low / 100:.2f}: a {low:.0f}-{high:.0f}% drop, \"around\" the paper's "
-                             f"read as +-{AROUND_PP:g} pp, our bound (noise: none, allocator bytes are exact, so "
-                             "the whole interval is the value)")
-    top = 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100
-    ratios = {m: r for m in ok["model"] if (r := _time_ratio(df, m)) is not None}
-    held, note = claims.all_of(*(claims.named(m, claims.band(x, 1.0, top, fmt=".3f", unit="x"))
-                                 for m, x in ratios.items()))
-    time = Claim("AMP + AMC is slightly slower per batch than fp32", PAPER_TIME,
-                 ours=", ".join(f"{m} {x.text('.3f', 'x')}" for m, x in ratios.items()) or "not measured",
-                 held=held, device=dev,
-                 note=claims.joined(note, f"AMP is {amp_name} here; {batch}") if ratios
-                 else "no amp+amc point measured with its fp32 baseline",
-                 criterion=f"every model's 1 < amp+amc / fp32 median time per batch < {top:.2f} (an increase, and "
-                           f"\"slight\": +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% at most, our bound, the paper gives none) "
-                           f"({claims.NOISE_RULE}; each time "
-                           "the median within the least and most of its rounds' medians, its p10-p90 with one round; "
-                           "the ratio's interval between the extremes)")
-    return [memory, time]
+    amp = ok["autocast"].iloc[0] if "autocast" in ok else ""
+    ours = (", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
+            + (f" (autocast {amp}, channels_last)" if amp == "bfloat16" else "")
+            + (f"; beside them {other.min():.1f}-{other.max():.1f} MiB of library workspaces and other resident "
+               "memory, the same in every variant, left out" if len(other) else ""))
+    return claims.Measured({r.model: Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100) for r in ok.itertuples()},
+                           ours, _batch_note(df))
+
+
+def _time_ratios(df: pd.DataFrame):
+    ratios = {m: r for m in _amc_rows(df)["model"] if (r := _time_ratio(df, m)) is not None}
+    amp = _amc_rows(df)["autocast"].iloc[0] if ratios and "autocast" in df else "?"
+    return claims.Measured(ratios, "", f"AMP is autocast {amp} here; {_batch_note(df)}") if ratios else \
+        "no amp+amc point measured with its fp32 baseline"
+
+
+_LOW, _HIGH = AMC_BAND
+CLAIMS = [
+    claims.Declared(
+        f"AMP + AMC cuts peak memory allocated by around {PAPER_MEMORY_DROP_PCT[0]:.0f}-"
+        f"{PAPER_MEMORY_DROP_PCT[1]:.0f}%", PAPER_MEMORY,
+        "amp+amc / fp32 peak memory of the model's own tensors (weights, input, the batch's peak; not the libraries' "
+        "workspaces) at the batch measured", claims.within(1 - _HIGH / 100, 1 - _LOW / 100, ".2f", "x"),
+        _memory_ratios, each="model",
+        bound=f"a {_LOW:.0f}-{_HIGH:.0f}% drop, \"around\" the paper's read as +-{AROUND_PP:g} pp, our bound",
+        noise="noise: none, allocator bytes are exact, so the whole interval is the value",
+        gpu_only="CUDA allocator, fp16 on a T4"),
+    claims.Declared(
+        "AMP + AMC is slightly slower per batch than fp32", PAPER_TIME, "amp+amc / fp32 median time per batch",
+        claims.within(1.0, 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100, ".3f", "x"), _time_ratios, each="model",
+        bound=f"an increase, and \"slight\": +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% at most, our bound, the paper gives none",
+        noise=f"{claims.NOISE_RULE}; each time the median within the least and most of its rounds' medians, its "
+              "p10-p90 with one round; the ratio's interval between the extremes"),
+]
+
+
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The claims of Sec. IV-C (:data:`CLAIMS`) judged on :func:`measure`'s result by the noise rule of
+    ``cnnlab.claims``; each claim's ``criterion`` says its quantity, test and bound."""
+    return claims.check(CLAIMS, df, device)
 
 
 def figures(df: pd.DataFrame) -> dict:
