@@ -44,3 +44,25 @@ def gains(rows: pd.DataFrame, base) -> dict:
     (a point is never compared with itself), each ratio's interval from the extremes of the two rates."""
     rates = {i: throughput(r) for i, r in rows.iterrows()}
     return {i: rates[i] / rates[base] for i in rates if i != base}
+
+
+def gains_over_smallest(rows: pd.DataFrame, threshold: float) -> tuple[dict, str, str]:
+    """({batch size: :func:`gains` of that row over the smallest batch's}, the values in words, a note) for benchmark
+    ``rows`` of one model, one per batch size. The words give the best gain (by median) with both rates and the
+    batches whose whole interval clears ``threshold``; the note says when the best is picked within noise (its
+    rate's interval overlaps the runner-up's), so that a reader sees the verdict does not hang on which is best."""
+    first = rows["batch_size"].idxmin()
+    ratio = gains(rows, first)
+    if not ratio:
+        return {}, "", ""
+    size = {i: int(rows.loc[i, "batch_size"]) for i in rows.index}
+    best, *rest = sorted(ratio, key=lambda i: -ratio[i].value)
+    rates = {i: throughput(rows.loc[i]) for i in (first, best, *rest[:1])}
+    clear = [str(size[i]) for i in ratio if ratio[i].low > threshold]
+    ours = (f"{ratio[best].text('.3g', 'x')}: {rates[first].text('.0f')} images/s at batch {size[first]}, "
+            f"{rates[best].text('.0f')} at batch {size[best]} (best by median)"
+            + (f", clear of the threshold at batch {', '.join(clear)}" if clear else ""))
+    note = (f"the best batch is picked within noise: batch {size[best]} {rates[best].text('.0f')} and batch "
+            f"{size[rest[0]]} {rates[rest[0]].text('.0f')} images/s overlap (the verdict does not depend on which)"
+            if rest and rates[rest[0]].high >= rates[best].low else "")
+    return {size[i]: g for i, g in ratio.items()}, ours, note

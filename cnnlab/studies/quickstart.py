@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnlab import config, models, plotting, studies
+from cnnlab import claims, config, models, plotting, studies
+from cnnlab.claims import FAR_ABOVE, Claim
 from cnnlab.studies import Experiment, Parameter
-from cnnlab.claims import FAR_ABOVE, NOISE_RULE, Claim, any_of, judge
 from cnnlab.profiling import benchmark, free_memory, profile_ops, throughput, trace_file, trace_folder
 from cnnlab.profiling.estimate import Work, by_batch, profiler_session
 
@@ -123,40 +123,31 @@ def _no_operators(cfg, size: int | None, reason: str) -> pd.DataFrame:
     return pd.DataFrame([{"model": cfg.model_name, "batch_size": size, "status": "skipped", "error": reason}])
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Paper 001, Sec. IV-A: some larger batch gives more than ``THROUGHPUT_GAIN`` x the smallest batch's
-    throughput (``cnnlab.profiling.throughput``), by the noise rule: held when one larger batch's ratio is clear of
-    the threshold, did not hold when every one is clearly under it, else inconclusive. So the verdict does not hang
-    on which batch the noise made the best, and the smallest batch is never compared with itself."""
+def _gains(df: pd.DataFrame):
     ok = df[(df["experiment"] == "batch") & (df["status"] == "ok")]
-    claim, paper = ("throughput at the best batch size is far above batch 1",
-                    "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size "
-                    "(up to around 64) ... we're better utilizing the GPU's parallel processing capabilities\" "
-                    "(Fig. 1)")
-    criterion = (f"images/s at some larger batch size / at the smallest > {THROUGHPUT_GAIN:g} "
-                 f"({throughput.DEFINITION}; each ratio's interval from the two rates' ends; held when one larger "
-                 f"batch is clear of the threshold, did not hold when every one is clearly under it; {NOISE_RULE})")
     if len(ok) < 2:
-        return [Claim(claim, paper, "not measured", None, str(device), criterion=criterion, beyond=True,
-                      note="the claim needs two batch sizes measured; measured: "
-                           f"{', '.join(str(int(b)) for b in ok['batch_size']) or 'none'}")]
-    first_i = ok["batch_size"].idxmin()
-    gains = throughput.gains(ok, first_i)
-    held, note = any_of(*(judge(g, ">", THROUGHPUT_GAIN, unit="x") for g in gains.values()))
-    best, *rest = sorted(gains, key=lambda i: -gains[i].value)
-    rates = {i: throughput.throughput(ok.loc[i]) for i in (first_i, best, *rest[:1])}
-    size = {i: int(ok.loc[i, "batch_size"]) for i in rates}
-    if rest and rates[rest[0]].high >= rates[best].low:
-        note = (f"{note}; " if note else "") + (
-            f"the best batch is picked within noise: batch {size[best]} {rates[best].text('.0f')} and batch "
-            f"{size[rest[0]]} {rates[rest[0]].text('.0f')} images/s overlap (the verdict does not depend on which)")
-    clear = [str(int(ok.loc[i, "batch_size"])) for i in gains if gains[i].low > THROUGHPUT_GAIN]
-    threads = (f", clear of the threshold at batch {', '.join(clear)}" if clear else "") + \
-        (f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else "")
-    return [Claim(claim, paper,
-                  ours=f"{gains[best].text('.3g', 'x')}: {rates[first_i].text('.0f')} images/s at batch "
-                       f"{size[first_i]}, {rates[best].text('.0f')} at batch {size[best]} (best by median){threads}",
-                  held=held, device=str(device), criterion=criterion, note=note, beyond=True)]
+        return ("the claim needs two batch sizes measured; measured: "
+                f"{', '.join(str(int(b)) for b in ok['batch_size']) or 'none'}")
+    gains, ours, note = throughput.gains_over_smallest(ok, THROUGHPUT_GAIN)
+    threads = f"; {int(ok['cpu_threads'].iloc[0])} CPU thread(s)" if "cpu_threads" in ok else ""
+    return claims.Measured({f"batch {b}": g for b, g in gains.items()}, ours + threads, note)
+
+
+CLAIMS = [claims.Declared(
+    "throughput at the best batch size is far above batch 1",
+    "Sec. IV-A: \"the total time to run inference generally dropped as we increased the batch size (up to around "
+    "64) ... we're better utilizing the GPU's parallel processing capabilities\" (Fig. 1)",
+    "images/s at a larger batch size / at the smallest", claims.above(THROUGHPUT_GAIN, unit="x"), _gains,
+    each="larger batch size", some=True, beyond=True,
+    bound=f"{throughput.DEFINITION}; each ratio's interval from the two rates' ends; did not hold when every one is "
+          "clearly under the threshold")]
+
+
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """Paper 001, Sec. IV-A (:data:`CLAIMS`): some larger batch gives more than ``THROUGHPUT_GAIN`` x the smallest
+    batch's throughput (``cnnlab.profiling.throughput``), by the noise rule. So the verdict does not hang on which
+    batch the noise made the best, and the smallest batch is never compared with itself."""
+    return claims.check(CLAIMS, df, device)
 
 
 def figures(df: pd.DataFrame) -> dict:
