@@ -301,7 +301,28 @@ def check(declarations: Sequence, df: pd.DataFrame, device) -> list[Claim]:
     return [d.judged(df, device) if isinstance(d, Declared) else d(df, device) for d in declarations]
 
 
-VERDICT = {True: "yes", False: "no", None: "n/a", INCONCLUSIVE: INCONCLUSIVE}
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict in every form the workbook writes it: ``stored`` (claims.csv's ``held``), ``word`` (a table's
+    cell, a count's label), ``long`` (the claims table's cell), ``loud`` (:func:`report`'s lines), ``short`` (a
+    narrow column: ``cnnlab.gpucheck``'s counts, the report page's CSS class), ``colour``."""
+
+    stored: str
+    word: str
+    long: str
+    loud: str
+    short: str
+    colour: str
+
+
+# The workbook's one verdict vocabulary, by ``Claim.held``; every other map is read off it.
+VERDICTS = {True: Verdict("yes", "held", "held", "HELD", "held", "#1a7f37"),
+            False: Verdict("no", "did not hold", "did not hold", "DID NOT HOLD", "not", "#cf222e"),
+            INCONCLUSIVE: Verdict(INCONCLUSIVE, "inconclusive", "inconclusive: within noise",
+                                  "INCONCLUSIVE (within noise)", "inc", "#9a6700"),
+            None: Verdict("n/a", "n/a", "n/a", "NOT APPLICABLE", "n/a", "#6e7781")}
+STORED = {v.stored: v for v in VERDICTS.values()}  # claims.csv's held -> its Verdict
+VERDICT = {held: v.stored for held, v in VERDICTS.items()}
 
 
 SOURCES = {False: "paper", True: "beyond the paper"}  # the ``source`` column: whose claim it is
@@ -319,20 +340,16 @@ def table(claims: list[Claim]) -> pd.DataFrame:
 
 def report(claims: list[Claim]) -> str:
     """The claims in words, one line each, e.g. "HELD on cpu: peak memory grows with batch size (...)"."""
-    words = {True: "HELD", False: "DID NOT HOLD", None: "NOT APPLICABLE", INCONCLUSIVE: "INCONCLUSIVE"}
     lines = []
     for c in claims:
-        line = f"{words[c.held]} on {c.device}: {c.claim}. Paper: {c.paper}. Ours: {c.ours}."
+        line = f"{VERDICTS[c.held].loud} on {c.device}: {c.claim}. Paper: {c.paper}. Ours: {c.ours}."
         line += f" Criterion: {c.criterion}." if c.criterion else ""
         lines.append(line + (f" ({c.note})" if c.note else ""))
     return "\n".join(lines)
 
 
 COLUMNS = ("claim", "paper", "ours", "held", "device", "criterion", "note")
-HELD_WORDS = {"yes": "held", "no": "did not hold", INCONCLUSIVE: "inconclusive: within noise", "n/a": "n/a"}
-HELD_COLOURS = {"yes": "#1a7f37", "no": "#cf222e", INCONCLUSIVE: "#9a6700", "n/a": "#6e7781"}
-_VERDICTS = {"yes": "HELD", "no": "DID NOT HOLD", INCONCLUSIVE: "INCONCLUSIVE (within noise)",
-             "n/a": "NOT APPLICABLE"}  # as report() words them
+HELD_WORDS = {k: v.long for k, v in STORED.items()}
 # Share of the width per column: the claim and the numbers get the room, held and device little.
 _WIDTHS = {"claim": 20, "paper": 16, "ours": 18, "held": 7, "device": 6, "criterion": 21, "note": 12}
 _CELL = "text-align:left; vertical-align:top; white-space:pre-wrap; overflow-wrap:anywhere; padding:4px 6px"
@@ -363,7 +380,7 @@ def as_text(claims: list[Claim] | pd.DataFrame, width: int = 100) -> str:
     for i, row in enumerate(_rows(claims), 1):
         if row["source"] == SOURCES[True] and not any(BEYOND_HEADING in b for b in blocks):
             blocks.append(BEYOND_HEADING + ":")
-        head = f"{i}. {_VERDICTS.get(row['held'], row['held'])} on {row['device']}: {row['claim']}"
+        head = f"{i}. {STORED[row['held']].loud if row['held'] in STORED else row['held']} on {row['device']}: {row['claim']}"
         lines = textwrap.wrap(head, width, subsequent_indent="   ")
         for field in ("paper", "ours", "criterion", "note"):
             if row[field]:
@@ -387,7 +404,7 @@ def as_html(claims: list[Claim] | pd.DataFrame) -> str:
         for c in COLUMNS:
             verdict = c == "held"
             text = html.escape(HELD_WORDS.get(row[c], row[c]) if verdict else row[c])
-            colour = HELD_COLOURS.get(row[c]) if verdict else None
+            colour = STORED[row[c]].colour if verdict and row[c] in STORED else None
             style = _CELL + (f"; font-weight:bold; color:{colour}" if colour else "")
             cells.append(f'<td style="{style}">{text}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")

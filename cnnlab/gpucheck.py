@@ -33,7 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
-from cnnlab import paths, studies
+from cnnlab import claims, paths, studies
 
 # Seconds each part may take on one H100 (the unit tests, then the studies in notebook order). Set from the first GPU
 # run (2026-11-27, import and CUDA start included there): quickstart 16 s, fp16 36, amp_amc 39, vgg_quantization 47,
@@ -45,7 +45,7 @@ BUDGET_S = 360  # the whole check, so that it fits a 15-minute GPU slot twice wi
 END_S = 5  # kept back from the budget for killing, the summary and the files
 PRESET = "quick"
 FAILED = ("error", "oom", "killed")  # point statuses that mean "did not measure" (skipped ones say why, on purpose)
-VERDICTS = {"yes": "held", "no": "not", "inconclusive": "inc", "n/a": "n/a"}  # claims.csv's held -> column
+VERDICTS = {k: v.short for k, v in claims.STORED.items()}  # claims.csv's held -> column
 # A test file that marks a test gpu: a decorator line, or a module's pytestmark.
 MARKED = re.compile(r"^(@pytest\.mark\.gpu\b|pytestmark\b.*\bpytest\.mark\.gpu\b)", re.MULTILINE)
 

@@ -43,7 +43,7 @@ from cnnlab import paths
 from cnnlab import tables as _tables
 
 THIS_MACHINE = "this machine"
-HELD_CLASS = {"yes": "yes", "no": "no", "inconclusive": "inc", "n/a": "na"}
+HELD_CLASS = {k: v.short.replace("/", "") for k, v in _claims.STORED.items()}  # CSS: held-held, -not, -inc, -na
 # Environment fields shown for each machine, in this order (cnnlab.profiling.environment() writes them).
 ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_version", "cuda_version", "cudnn_version",
                       "cpu_model", "cpu_cores_physical", "cpu_cores_logical", "torch_num_threads", "torch_version",
@@ -448,7 +448,7 @@ def summary(machines: list[Machine], notebooks: list[str]) -> list[tuple[str, st
     return out
 
 
-SUMMARY_WORDS = {"yes": "held", "no": "did not hold", _claims.INCONCLUSIVE: "inconclusive", "n/a": "n/a"}
+SUMMARY_WORDS = {k: v.word for k, v in _claims.STORED.items()}
 
 
 def _summary_html(machines: list[Machine], notebooks: list[str]) -> str:
@@ -687,8 +687,8 @@ tr.paper th { background: #ddf4ff; }
 .matrix { table-layout: fixed; } .matrix td { overflow-wrap: anywhere; }
 .criterion { color: #57606a; font-size: 0.85em; margin-top: 2px; }
 .verdict { display: block; font-weight: bold; } .ours { display: block; font-size: 0.85em; }
-.held-yes { background: #dafbe1; } .held-yes .verdict { color: #1a7f37; }
-.held-no { background: #ffebe9; } .held-no .verdict { color: #cf222e; }
+.held-held { background: #dafbe1; } .held-held .verdict { color: #1a7f37; }
+.held-not { background: #ffebe9; } .held-not .verdict { color: #cf222e; }
 .held-inc { background: #fff8c5; } .held-inc .verdict { color: #9a6700; }
 .held-na, .held-none { background: #f6f8fa; color: #57606a; }
 .env th { width: 14em; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }

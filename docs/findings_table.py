@@ -5,9 +5,9 @@
 
 A results folder holds one folder per notebook, named as the notebook (``02_fp16``) or as its study (``fp16``;
 :data:`cnnlab.studies.STUDIES` maps one to the other), each with the ``claims.csv`` and ``environment.json`` that
-``cnnlab.studies.save`` writes. The verdicts are claims.csv's ``held`` column, renamed: yes -> held, no -> did not
-hold, inconclusive, n/a -> not measured. Claims are matched on their text; a claim only one run has gets "—" in the
-other's column. A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of
+``cnnlab.studies.save`` writes. The verdicts are claims.csv's ``held`` column in the workbook's words
+(``cnnlab.claims.VERDICTS``): held, did not hold, inconclusive, n/a. Claims are matched on their text; a claim only one
+run has gets "—" in the other's column. A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of
 that run: "=== study", "--- study: rc=... in N s", "[study] measured in N s"), where there is one.
 
 Times: the CPU column is each environment.json's ``run`` record (``expected_s``, printed before the run, and
@@ -28,12 +28,12 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from cnnlab import claims  # noqa: E402
 from cnnlab.studies import STUDIES  # noqa: E402  (the checkout's cnnlab, not an installed one)
 
 CPU = ROOT / "docs" / "findings" / "cpu-edf9ffa"
 GPU = ROOT / "docs" / "findings" / "h100-16352c7"
-VERDICT = {"yes": "held", "no": "did not hold", "inconclusive": "inconclusive",
-           "n/a": "not measured", "": "not measured"}
+VERDICT = {**{k: v.word for k, v in claims.STORED.items()}, "": "n/a"}  # the workbook's words
 NOTEBOOKS = [f"{i:02d}_{s}" for i, s in enumerate(STUDIES)]
 
 

@@ -122,7 +122,7 @@ def test_an_inconclusive_claim_shows_its_overlap_everywhere():
               note="within noise: 0.9 (0.8-1) spans the threshold 0.9")
     df = table([c])
     assert df["held"].tolist() == ["inconclusive"]
-    assert "INCONCLUSIVE on cpu" in report([c]) and "INCONCLUSIVE (within noise)" in as_text([c])
+    assert "INCONCLUSIVE (within noise) on cpu" in report([c]) and "INCONCLUSIVE (within noise)" in as_text([c])
     assert "inconclusive: within noise" in as_html([c]) and "#9a6700" in as_html([c])
     assert verdict_words("inconclusive", c.note) == f"inconclusive ({c.note})"
     assert verdict_words("yes", "") == "held"

@@ -53,7 +53,7 @@ def test_the_findings_table_names_every_verdict_and_every_notebook():
     rows = [r for r in table.splitlines()[2:]]
     assert {r.split(" | ")[0].strip("| ") for r in rows} - {""} == set(ft.NOTEBOOKS)
     cpu = {r.split(" | ")[2] for r in rows}
-    assert cpu <= {"held", "did not hold", "inconclusive", "not measured", "—"}
+    assert cpu <= {"held", "did not hold", "inconclusive", "n/a", "—"}
     assert "not run" in table  # the GPU run has no claims.csv for the studies it stopped
 
 
@@ -66,5 +66,5 @@ def test_the_findings_table_renames_verdicts_and_marks_claims_one_run_lacks(tmp_
             "claim,held\n" + "".join(f"{c},{h}\n" for c, h in zip(claims, held)))
     table = ft.findings(tmp_path / "a", tmp_path / "b")
     assert "| 00_quickstart | same claim | held | inconclusive |" in table
-    assert "|  | only in a | not measured | — |" in table and "|  | only in b | — | did not hold |" in table
+    assert "|  | only in a | n/a | — |" in table and "|  | only in b | — | did not hold |" in table
     assert "| 01_batch_size |" not in table
