@@ -654,9 +654,8 @@ def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
         return Claim(claim, paper, "not measured", None, dev, criterion=criterion,
                      note=("; ".join(reasons) or "no breakdown measured") + ": a CPU runs the operators itself, "
                           "there is no device to wait for; and no quantity here is the paper's semwait")
-    ends = {m: [(int(r["batch_size"]), Spread(float(r["time_per_batch_ms"]), float(r["time_per_batch_ms_low"]),
-                                              float(r["time_per_batch_ms_high"]))) for r in (g.iloc[0], g.iloc[-1])]
-            for m, g in wait.groupby("model", sort=False)}
+    ends = {m: [(int(r["batch_size"]), Spread.timed(*(r[f"time_per_batch_ms{e}"] for e in ("", "_low", "_high"))))
+                for r in (g.iloc[0], g.iloc[-1])] for m, g in wait.groupby("model", sort=False)}
     ours = f"{HOST_WAIT}, for reference: " + ", ".join(
         f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})" for m, (a, b) in ends.items())
     return Claim(claim, paper, ours, None, dev, criterion=criterion,
