@@ -388,6 +388,8 @@ def test_semwait_is_not_judged_on_the_hosts_wait_for_the_gpu_which_is_shown_for_
         claim = _claims(frame(waits, 0.05), "cuda")[SYNC]
         assert claim.held is None and "semaphores" in claim.paper and "not judged" in claim.note
         assert "sem_wait" in claim.criterion and claim.ours.startswith("host waits for the GPU, for reference: ")
+    exact = _claims(frame([0.1, 2.0], 0.0), "cuda")[SYNC].ours  # a time shown with the noise floor, not as exact
+    assert f"2 ms ({2 / TIME_NOISE:.3g}-{2 * TIME_NOISE:.3g} ms)" in exact, exact
     cpu = pd.concat([_frame([1.0, 2.0]), pd.DataFrame({
         "experiment": "breakdown", "model": "resnet20", "batch_size": [1, 2], "status": "ok",
         "component": "host waits for the GPU", "time_per_batch_ms": math.nan,
