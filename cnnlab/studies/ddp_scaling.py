@@ -173,7 +173,8 @@ def plan(cfg) -> list[Work]:
         launch = wall_time(lambda: ddp.launch(
             world_size=max(cfg.world_sizes), batch_size_per_rank=max(cfg.batch_sizes), data_fraction=1.0,
             model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=True,
-            synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank,
+            synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s,
+            threads_per_rank=cfg.threads_per_rank,
             warmup_steps=0, profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
     config.set_threads(cfg.threads_per_rank)
     options = {} if cfg.stem is None else {"stem": cfg.stem}
@@ -256,9 +257,8 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
     noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
     ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time: :func:`_timed`),
-    and
-    scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and batch
-    size per rank (so each process keeps its batch: the paper's setting)."""
+    and scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and
+    batch size per rank (so each process keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
     df = df.assign(**dict.fromkeys(columns, math.nan), scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
@@ -417,8 +417,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     process (the paper's setting).
 
     Runtime is the measured time per epoch (:func:`add_epoch_time`: wall_time_s / epochs within the range of the
-    epochs' times), judged with :func:`~cnnlab.claims.trend` and :func:`~cnnlab.claims.judge`: a claim holds or fails
-    only where the ranges separate, else it is inconclusive. Runtime falls with batch size and process count (data
+    epochs' times, never narrower than the noise floor of a time: :func:`_timed`), judged with
+    :func:`~cnnlab.claims.trend` and :func:`~cnnlab.claims.judge`: a claim holds or fails only where the intervals
+    separate, else it is inconclusive. Runtime falls with batch size and process count (data
     fractions >= 1/2); falls less at 1/10 of the data; the batch-size vs process-count crossover. Kernel calls are
     the model's convolution operators per epoch (``conv_calls``, the paper's own example; not ``calls_total``, which
     counts the DataLoader's per-image transforms too); memory is the peak of live tensor bytes per rank
