@@ -2,6 +2,7 @@
 by a fake that counts its calls), scaling, claims and figures. The real torchrun launches are in test_ddp.py."""
 
 import math
+from functools import partial
 
 import pandas as pd
 import pytest
@@ -264,9 +265,11 @@ EPOCHS = 3
 
 def paper_like(noise=0.01, epochs=EPOCHS, **columns):
     """A grid (fractions 1, 1/2, 1/10 of 50,000 images; batch 128, 512, 2048; 1 and 2 GPUs; whole steps, the last
-    one short; ``epochs`` timed epochs) on which every claim of the paper holds: a measured time per epoch of a
-    fixed part (5 s) plus steps x (a per-step overhead + a per-sample cost), so that the gains are smaller on 1/10
-    (fewer steps: the paper's reason) and the batch size wins at small batches, the GPUs at large ones; 4 convolution
+    one short; ``epochs`` timed epochs) on which every claim of the paper holds that a grid of 1 and 2 processes can
+    decide beyond the noise floor of a time (x/1.25 each: every step beyond 1.56x): a measured time per epoch of a
+    fixed part (1 s) plus steps x (a per-step overhead + a per-sample cost), so that runtime falls at every step of
+    batch size and process count (the gains on 1/10 and the crossover, ratios of four times, need effects this grid
+    cannot have: see test_the_tenth_and_the_crossover_hold_where_their_effects_exceed_the_noise); 4 convolution
     calls per step (and all calls growing with the batch, as the DataLoader's per-image transforms make them); a
     peak CPU memory nearly flat and a peak GPU memory that falls with batch and GPUs (as the paper says). The epochs'
     times carry a range of +-``noise``, counts and peaks none; ``columns`` replace columns by a function of the row
@@ -279,7 +282,7 @@ def paper_like(noise=0.01, epochs=EPOCHS, **columns):
                 row = dict(data_fraction=f, batch_size_per_rank=b, world_size=w, status="ok", device="cuda",
                            epochs=epochs, steps_per_rank=steps * epochs,
                            samples_total=math.ceil(50_000 * f / w) * w * epochs,
-                           epoch_time_s=5.0 + steps * (0.512 + b / 1000), cuda_missing_reason=None,
+                           epoch_time_s=1.0 + steps * (0.512 + b / 5000), cuda_missing_reason=None,
                            calls_total=962 * steps * epochs * (1 + b / 128), conv_calls=4 * steps * epochs,
                            max_cpu_mem_mib=50.0 + b / 1024, cpu_mem_allocated_mib=steps * epochs * b / 64,
                            max_gpu_mem_mib=8192.0 / (w * b ** 0.5), max_gpu_mem_missing_reason=None,
@@ -305,7 +308,9 @@ def judged(df, device="cuda"):
 
 def test_every_claim_holds_on_the_paper_like_grid():
     checks = judged(paper_like())
-    assert {k: checks[v].held for k, v in CLAIMS.items()} == dict.fromkeys(CLAIMS, True), \
+    # the gains on 1/10 and the crossover are ratios of four times, each floored: decided only beyond 2.44x
+    undecidable = dict(tenth=claims.INCONCLUSIVE, crossover=claims.INCONCLUSIVE)
+    assert {k: checks[v].held for k, v in CLAIMS.items()} == {**dict.fromkeys(CLAIMS, True), **undecidable}, \
         {k: (checks[v].held, checks[v].note) for k, v in CLAIMS.items()}
     # the bytes allocated over the epochs (not judged: per step x steps) are reported beside the peaks
     assert "fell in 9 of 9" in checks[CLAIMS["gpu_memory"]].note
@@ -316,16 +321,29 @@ def test_every_claim_holds_on_the_paper_like_grid():
     assert "f=1 b=128: 1564 -> 784" in calls.ours, calls.ours
     runtime = checks[CLAIMS["runtime_batch"]]
     assert "steps per epoch per rank 391 -> 98 -> 25" in runtime.note, runtime.note
-    assert runtime.ours.startswith("f=0.5 w=1: 130.4 s (129.1-131.7 s) -> "), runtime.ours  # 5 + 196 x 0.64 s
+    # 1 + 196 x 0.5376 s, within the noise floor of a time (x/1.25), wider than the epochs' +-1%
+    assert runtime.ours.startswith("f=0.5 w=1: 106.4 s (85.1-133 s) -> "), runtime.ours
+
+
+def test_the_tenth_and_the_crossover_hold_where_their_effects_exceed_the_noise():
+    # 1/10: a second process costs 60 steps' time per epoch (start-up, first connections), a fixed part 8 steps':
+    # on 1/10 more processes and larger batches gain far less (every gain ratio below 1 / 2.44)
+    tenth = judged(paper_like(epoch_time_s=lambda r: 8.0 + 60.0 * (r["world_size"] - 1) + r["steps_per_rank"] / EPOCHS))
+    assert tenth[CLAIMS["tenth"]].held is True, tenth[CLAIMS["tenth"]]
+    # the crossover: a step's cost grows with the cube of the batch (flat to 512, 9x at 2048): a larger batch wins
+    # at 128, more processes at 2048
+    crossover = judged(paper_like(epoch_time_s=lambda r: r["steps_per_rank"] / EPOCHS
+                                  * (1 + (r["batch_size_per_rank"] / 1024) ** 3)))
+    assert crossover[CLAIMS["crossover"]].held is True, crossover[CLAIMS["crossover"]]
 
 
 @pytest.mark.parametrize("claim, columns", [
     ("runtime_batch", dict(epoch_time_s=lambda r: 5.0 * r["batch_size_per_rank"] / r["world_size"])),  # grows with b
     ("runtime_procs", dict(epoch_time_s=lambda r: (0.05 + 50_000 * r["data_fraction"] / r["batch_size_per_rank"]
                                                    * (0.512 + r["batch_size_per_rank"] / 1000)) * r["world_size"])),
-    # larger gains on 1/10: a large fixed part on the larger fractions only
+    # larger gains on 1/10: a large fixed part on the larger fractions only (the batch gains 2.8x apart)
     ("tenth", dict(epoch_time_s=lambda r: r["steps_per_rank"] / EPOCHS * (0.512 + r["batch_size_per_rank"] / 1000)
-                   + (100.0 if r["data_fraction"] >= 0.5 else 0.0))),
+                   + (1000.0 if r["data_fraction"] >= 0.5 else 0.0))),
     # no per-step overhead: the batch size never cuts the time, the GPUs always halve it
     ("crossover", dict(epoch_time_s=lambda r: 0.05 + r["steps_per_rank"] / EPOCHS * r["batch_size_per_rank"] / 1000)),
     # convolution calls per step that grow with the batch, or with the processes: per epoch they do not fall
@@ -351,23 +369,26 @@ def test_runtime_is_the_measured_time_per_epoch_and_calls_the_models_convolution
     for name in ("runtime_batch", "runtime_procs", "calls_batch", "calls_procs"):
         assert checks[CLAIMS[name]].held is True, checks[CLAIMS[name]]
     # a measured time per epoch that rises fails however the profiled steps would scale
-    slower = judged(paper_like(epoch_time_s=lambda r: 10.0 + r["world_size"]))[CLAIMS["runtime_procs"]]
+    slower = judged(paper_like(epoch_time_s=lambda r: 5.0 * r["world_size"]))[CLAIMS["runtime_procs"]]
     assert slower.held is False and "epoch_time_s" in slower.criterion
 
 
 def test_a_difference_within_the_noise_is_inconclusive_and_a_clear_one_is_decided():
-    # 2 processes 10% faster than 1, each epoch time within +-2%: separate, held; within +-20%: the ranges overlap
-    def faster(r):
-        return 100.0 * r["data_fraction"] / r["batch_size_per_rank"] / (1.1 if r["world_size"] == 2 else 1.0)
+    # 2 processes 1.7x faster than 1, each epoch time within +-2%: apart beyond the noise floor of a time (x/1.25
+    # each), held; within +-50% (wider than the floor): the intervals overlap
+    def faster(r, gain=1.7):
+        return 100.0 * r["data_fraction"] / r["batch_size_per_rank"] / (gain if r["world_size"] == 2 else 1.0)
 
     clear = judged(paper_like(noise=0.02, epoch_time_s=faster))[CLAIMS["runtime_procs"]]
     assert clear.held is True and not clear.note.startswith("within noise"), clear
-    noisy = judged(paper_like(noise=0.2, epoch_time_s=faster))[CLAIMS["runtime_procs"]]
+    noisy = judged(paper_like(noise=0.5, epoch_time_s=faster))[CLAIMS["runtime_procs"]]
     assert noisy.held == claims.INCONCLUSIVE and "within noise" in noisy.note and "->" in noisy.note, noisy
     assert claims.table([noisy])["held"].tolist() == ["inconclusive"]
-    # 2 processes 10% SLOWER, clearly: decided the other way, never inconclusive
-    slower = judged(paper_like(noise=0.02, epoch_time_s=lambda r: faster(r) * (1.21 if r["world_size"] == 2
-                                                                                else 1.0)))[CLAIMS["runtime_procs"]]
+    # 10% faster within +-2% is within the noise floor: another launch of the same work can land that far off
+    floor = judged(paper_like(noise=0.02, epoch_time_s=partial(faster, gain=1.1)))[CLAIMS["runtime_procs"]]
+    assert floor.held == claims.INCONCLUSIVE and "within noise" in floor.note, floor
+    # 2 processes 1.7x SLOWER, clearly: decided the other way, never inconclusive
+    slower = judged(paper_like(noise=0.02, epoch_time_s=partial(faster, gain=1 / 1.7)))[CLAIMS["runtime_procs"]]
     assert slower.held is False
 
 
@@ -412,40 +433,58 @@ def test_claims_name_the_grid_points_they_were_not_judged_on():
     assert "missing" not in "".join(c.ours for c in judged(paper_like()).values())  # a full grid says nothing
 
 
-def test_notebook_states_no_threshold_of_the_claims():
-    # the bound of "relatively unaffected" is CPU_MEMORY_SPREAD, written once: the notebook points to the criterion
+def notebook_markdown() -> str:
     import json
     from pathlib import Path
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "05_ddp_scaling.ipynb").read_text())
-    markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_notebook_states_no_threshold_of_the_claims():
+    # the bound of "relatively unaffected" is CPU_MEMORY_SPREAD, written once: the notebook points to the criterion
+    markdown = notebook_markdown()
     for literal in (f"{ddp_scaling.CPU_MEMORY_SPREAD:.3g}", f"{ddp_scaling.CPU_MEMORY_SPREAD:.2f}", "25%", "within 5%"):
         assert literal not in markdown, literal
 
 
+def test_notebook_says_why_the_papers_data_set_arithmetic_is_not_judged():
+    # issue 32, item 10: sec. 4.3.1's "approximately 6000 images" and "around three" iterations at batch 2048 are
+    # the data set's arithmetic, not a measurement: the notebook quotes them and says so beside the claims
+    text = " ".join(notebook_markdown().split())
+    for quote in ("where each dataset contains approximately 6000 images",
+                  "with a batch size of 2048, the interaction per epoch is reduced to around three times"):
+        assert quote in text, quote
+    assert "Not judged, sec. 4.3.1" in text and "arithmetic of the data set's size" in text
+
+
 def test_scaling_efficiency_says_when_it_is_below_its_noise():
-    def point(w, thr, low, high, f=1.0):
-        return dict(model="m", dataset="d", device="cpu", epochs=3, data_fraction=f, batch_size_per_rank=32,
+    def point(w, thr, low, high, f=1.0, epochs=3):
+        return dict(model="m", dataset="d", device="cpu", epochs=epochs, data_fraction=f, batch_size_per_rank=32,
                     world_size=w, status="ok", throughput_samples_per_s=thr, throughput_samples_per_s_min=low,
                     throughput_samples_per_s_max=high)
 
     df = ddp_scaling.add_scaling(pd.DataFrame([
-        point(1, 100.0, 95.0, 105.0), point(2, 190.0, 185.0, 195.0),  # resolved: 0.95 (0.88-1.03)
+        point(1, 100.0, 95.0, 105.0), point(2, 190.0, 185.0, 195.0),  # resolved: 0.95 (0.61-1.48), the floor's
         point(1, 100.0, 98.0, 102.0, 0.5), point(2, 550.0, 540.0, 560.0, 0.5),  # 2.75x: above ideal beyond noise
         point(1, 100.0, 40.0, 200.0, 0.1), point(2, 200.0, 100.0, 300.0, 0.1)]))  # spans 0.25-3.75
     eff = df[df["world_size"] == 2].set_index("data_fraction")
     assert eff.loc[1.0, "scaling_efficiency"] == pytest.approx(0.95)
-    assert eff.loc[1.0, "scaling_efficiency_min"] == pytest.approx(185 / 105 / 2)
+    # each throughput within its epochs' range, never narrower than x/1.25 (a rate from a time): 152-237.5 over
+    # 80-125, not 185-195 over 95-105
+    assert eff.loc[1.0, ["scaling_efficiency_min", "scaling_efficiency_max"]].tolist() == \
+        pytest.approx([190 / 1.25 / (100 * 1.25) / 2, 190 * 1.25 / (100 / 1.25) / 2])
     caveats = ddp_scaling.scaling_caveats(df)
     assert len(caveats) == 2
     assert caveats[0].startswith("f=0.5 b=32 w=2 (2 processes): efficiency 2.75") and "above ideal" in caveats[0]
     assert caveats[1].startswith("f=0.1 b=32 w=2") and "below its noise" in caveats[1]
-    once = ddp_scaling.add_scaling(pd.DataFrame([point(1, 100.0, 100.0, 100.0), point(2, 150.0, 150.0, 150.0)]))
+    once = ddp_scaling.add_scaling(pd.DataFrame([point(1, 100.0, 100.0, 100.0, epochs=1),
+                                                 point(2, 150.0, 150.0, 150.0, epochs=1)]))
     assert "measured once" in ddp_scaling.scaling_caveats(once)[0]
     fig = ddp_scaling._plot_scaling(df)  # the figure 05_scaling
     title = fig.axes[1].get_title().replace("\n", " ")
-    assert title.startswith("2 of 3 below their noise") and "b32, f0.5, 2 processes: above 1 beyond its range" in title
-    assert eff.loc[1.0, "scaling_efficiency_max"] < 1.05  # and a 1-process point is exactly 1 against itself:
+    assert title.startswith("2 of 3 below their noise") and "b32, f0.5, 2 processes: above 1 beyond its noise" in title
+    # a 1-process point is exactly 1 against itself:
     assert df.loc[df["world_size"] == 1, ["scaling_efficiency_min", "scaling_efficiency_max"]].eq(1.0).all().all()
     ddp_scaling.plotting.plt.close("all")
 

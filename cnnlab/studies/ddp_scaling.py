@@ -33,7 +33,7 @@ import torch
 
 from cnnlab import config, data, ddp, models, plotting, studies
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, joined, judge, trend
-from cnnlab.profiling import derived, store_file, wall_time
+from cnnlab.profiling import derived, spread, store_file, wall_time
 from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
 
@@ -173,7 +173,8 @@ def plan(cfg) -> list[Work]:
         launch = wall_time(lambda: ddp.launch(
             world_size=max(cfg.world_sizes), batch_size_per_rank=max(cfg.batch_sizes), data_fraction=1.0,
             model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=True,
-            synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s, threads_per_rank=cfg.threads_per_rank,
+            synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s,
+            threads_per_rank=cfg.threads_per_rank,
             warmup_steps=0, profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
     config.set_threads(cfg.threads_per_rank)
     options = {} if cfg.stem is None else {"stem": cfg.stem}
@@ -255,9 +256,9 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process, :func:`cnnlab.profiling.derived.ratio`),
     scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
     noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
-    ``throughput_samples_per_s_min`` / ``_max``; equal to the value where a point has no range), and
-    scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and batch
-    size per rank (so each process keeps its batch: the paper's setting)."""
+    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time: :func:`_timed`),
+    and scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and
+    batch size per rank (so each process keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
     df = df.assign(**dict.fromkeys(columns, math.nan), scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
@@ -268,8 +269,8 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
                 df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}" if df.at[idx, "status"] != \
                     "ok" else "no successful 1-process point to compare with"
                 continue
-            b, t = (Spread.of_range(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
-            # speed-up, and its lowest and highest within both ranges; a point against itself: exactly 1
+            b, t = (_timed(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
+            # speed-up, and its lowest and highest within both intervals; a point against itself: exactly 1
             x = (1.0, 1.0, 1.0) if idx == base.index[0] else \
                 (derived.ratio(t.value, b.value), derived.ratio(t.low, b.high), derived.ratio(t.high, b.low))
             df.loc[idx, columns] = [x[0], *(derived.efficiency(v, df.at[idx, "world_size"]) for v in x)]
@@ -278,7 +279,7 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
 
 def scaling_caveats(df: pd.DataFrame) -> list[str]:
     """What the scaling efficiency of each point with more than one process cannot say, in words: measured once
-    (no range: its noise is unknown), above 1 beyond its range (the 1-process point was slowed, by other work on
+    (one epoch: its noise is unknown), above 1 beyond its noise (the 1-process point was slowed, by other work on
     the machine or a warm-up: not a gain of data parallelism), or a range that covers everything from no speed-up
     (1 / processes) to ideal (1): below its noise. Empty when every efficiency is resolved."""
     return [f"{_point(row)} ({_processes(row)}): efficiency {eff.text('.2f')} "
@@ -286,7 +287,7 @@ def scaling_caveats(df: pd.DataFrame) -> list[str]:
 
 
 WHY = {"once": "measured once (one epoch): its noise is unknown",
-       "above": "is above ideal (1) beyond its range: the 1-process point was slowed (other work, a warm-up), not a "
+       "above": "is above ideal (1) beyond its noise: the 1-process point was slowed (other work, a warm-up), not a "
                 "gain of data parallelism",
        "spans": "spans no speed-up ({floor:.2f}) to ideal (1): below its noise"}
 
@@ -299,7 +300,7 @@ def _below_noise(df: pd.DataFrame) -> list[tuple]:
     for _, row in ok.iterrows():
         eff = Spread.of_range(row, "scaling_efficiency")
         floor = 1 / row["world_size"]
-        kind = "once" if eff.low == eff.high else "above" if eff.low > 1 else \
+        kind = "once" if row["epochs"] < 2 else "above" if eff.low > 1 else \
             "spans" if eff.low <= floor and eff.high >= 1 else None
         if kind:
             out.append((row, eff, kind))
@@ -362,7 +363,8 @@ def _falls(ok, metric, along, within, unit, per_epoch=False):
     epoch per rank along each group."""
     parts, texts, steps = [], [], []
     for label, group in _groups(ok, metric, along, within):
-        xs = [Spread.of_range(r, metric) * (1 / r["epochs"] if per_epoch else 1.0) for _, r in group.iterrows()]
+        xs = [(_timed if metric == TIME else Spread.of_range)(r, metric) * (1 / r["epochs"] if per_epoch else 1.0)
+              for _, r in group.iterrows()]
         names = [f"{along.split('_')[0]}={v:g}" for v in group[along]]
         parts.append((label, trend(xs, "down", labels=names, fmt=".4g", unit=unit)))
         texts.append(f"{label}: " + " -> ".join(x.text(".4g", unit) for x in xs))
@@ -370,10 +372,18 @@ def _falls(ok, metric, along, within, unit, per_epoch=False):
     return parts, texts, steps
 
 
+def _timed(row, metric: str) -> Spread:
+    """``row``'s time ``metric`` (or a rate from one: throughput) within the range of its epochs, never narrower than
+    the noise floor of a time (:meth:`~cnnlab.profiling.spread.Spread.timed`): another launch of the same work can
+    land that far off, which one launch's epochs do not show."""
+    x = Spread.of_range(row, metric)
+    return Spread.timed(x.value, x.low, x.high)
+
+
 def _gains(part: pd.DataFrame, along: str) -> Spread:
     """The measured time per epoch at the smallest ``along`` / at the largest (a gain > 1: faster)."""
     part = part.sort_values(along)
-    return Spread.of_range(part.iloc[0], TIME) / Spread.of_range(part.iloc[-1], TIME)
+    return _timed(part.iloc[0], TIME) / _timed(part.iloc[-1], TIME)
 
 
 # Sec. 4.5's "relatively unaffected", read as: every point within +-25% of one value (largest / smallest below this).
@@ -393,8 +403,10 @@ PAPER = {
     "crossover": 'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more significant impact on '
                  'reducing runtime. However, in larger batch sizes, the increase in GPU count became more influential"',
 }
-TIME_NOISE = ("noise: each time per epoch is the mean of the timed epochs within the range of the epochs' times (each "
-              "paced by its slowest process); decided only when the ranges do not overlap, else inconclusive")
+TIME_NOISE = (f"noise: each time per epoch is the mean of the timed epochs within the range of the epochs' times (each "
+              f"paced by its slowest process), never narrower than /{spread.TIME_NOISE:g} to x{spread.TIME_NOISE:g} "
+              f"(the noise floor of a time; a ratio of times spans both ends); decided only when the intervals do not "
+              f"overlap, else inconclusive")
 COUNT_NOISE = ("noise: operator counts and peaks of live tensor bytes are exact for the batches profiled (no range); "
                "decided as measured")
 
@@ -405,8 +417,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     process (the paper's setting).
 
     Runtime is the measured time per epoch (:func:`add_epoch_time`: wall_time_s / epochs within the range of the
-    epochs' times), judged with :func:`~cnnlab.claims.trend` and :func:`~cnnlab.claims.judge`: a claim holds or fails
-    only where the ranges separate, else it is inconclusive. Runtime falls with batch size and process count (data
+    epochs' times, never narrower than the noise floor of a time: :func:`_timed`), judged with
+    :func:`~cnnlab.claims.trend` and :func:`~cnnlab.claims.judge`: a claim holds or fails only where the intervals
+    separate, else it is inconclusive. Runtime falls with batch size and process count (data
     fractions >= 1/2); falls less at 1/10 of the data; the batch-size vs process-count crossover. Kernel calls are
     the model's convolution operators per epoch (``conv_calls``, the paper's own example; not ``calls_total``, which
     counts the DataLoader's per-image transforms too); memory is the peak of live tensor bytes per rank
@@ -501,7 +514,7 @@ def _crossover(large: pd.DataFrame, device: str) -> Claim:
         batches, worlds = sorted(part["batch_size_per_rank"].unique()), sorted(part["world_size"].unique())
         if len(batches) < 2 or len(worlds) < 2:
             continue
-        t = {(r["batch_size_per_rank"], r["world_size"]): Spread.of_range(r, TIME) for _, r in part.iterrows()}
+        t = {(r["batch_size_per_rank"], r["world_size"]): _timed(r, TIME) for _, r in part.iterrows()}
         w1, wn, (b0, b1), (bp, bl) = worlds[0], worlds[-1], batches[:2], batches[-2:]
         if not {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             continue
@@ -639,7 +652,7 @@ def _plot_metric(df: pd.DataFrame, metric: str):
 def _plot_scaling(df: pd.DataFrame):
     """Throughput (samples/s) and scaling efficiency against process count (each tick says how its processes
     ran: "2 processes sharing 1 GPU"), one line per batch size per process and data fraction, with the ideal line
-    (throughput x processes; efficiency 1); each efficiency with its range (from the epochs' throughput) as an error
+    (throughput x processes; efficiency 1); each efficiency with its noise (add_scaling) as an error
     bar, and the title saying which efficiencies are below their noise (:func:`scaling_caveats`)."""
     ok = df[df["status"] == "ok"].copy()
     ok["configuration"] = [f"b{b:g}, f{f:g}" for b, f in zip(ok["batch_size_per_rank"], ok["data_fraction"])]
@@ -673,10 +686,10 @@ def _plot_scaling(df: pd.DataFrame):
     right.set_ylim(0, top)
     right.legend(loc="lower left")
     below = _below_noise(df)
-    short = {"once": "measured once", "above": "above 1 beyond its range", "spans": "range spans no speed-up to 1"}
+    short = {"once": "measured once", "above": "above 1 beyond its noise", "spans": "range spans no speed-up to 1"}
     names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {_processes(r)}: {short[kind]}"
                       for r, _, kind in below)
-    right.set_title("bars: range over the epochs' throughput" if not below else textwrap.fill(
+    right.set_title("bars: the epochs' range, at least a time's noise floor" if not below else textwrap.fill(
         f"{len(below)} of {int((eff['world_size'] > 1).sum())} below their noise (say nothing about scaling): "
         f"{names}", 70), fontsize="small", color="black" if not below else "#9a6700")
     fig.tight_layout()
