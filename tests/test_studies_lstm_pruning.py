@@ -98,13 +98,15 @@ def test_final_comparison_shrinks_only_the_unit_pruned_model(cfg, parts):
     assert (df["overall_s"] == df["train_epoch_s"] + df["test_epoch_s"]).all()
 
 
-def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45)),
+def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.1), (0.5, 0.55), (0.2, 0.22)),
                   accuracy=(80.0, 78.0, 50.0), masked=(2.4, 1.2, 11.0), units=(0.8, 0.3, 6.0), spread=0.05,
                   rounds=3, kernel_share=(float("nan"),) * 3, test_items=10_000_000):
     """A hand-built result. lstm_share: the LSTM's share (%) in each profile round; epochs: (train epoch s in round 0,
     round 1) at batch 32 with 0 and 1 workers, then batch 128; accuracy at ratios 0.1, 0.5, 0.9 (chosen: 0.5; dense
     80.5%); masked / units: median (train epoch s, test pass s, step peak MiB) of the pruned variants against dense
-    (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over ``rounds`` rounds. Accuracies on
+    (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over ``rounds`` rounds. Every time is judged
+    at least within its noise floor (x/1.25 to x*1.25), so a ratio of two is decided only beyond 1.5625x from its
+    threshold: the numbers below are that far apart where a test expects a decision. Accuracies on
     ``test_items`` items (ten million by default: intervals of a few hundredths of a point, so the claim is decided)."""
     profile = pd.DataFrame({"round": range(len(lstm_share)), "lstm_share_pct": lstm_share,
                             "kernel_share_pct": kernel_share[:len(lstm_share)], "time_kind": "self CPU time",
@@ -161,7 +163,8 @@ def test_the_sensitivity_claim_is_judged_on_the_test_sets_interval():
 
 
 def test_claims_hold_and_fail_with_the_numbers():
-    # LSTM 90-92% > 88.6%; no GPU; 0 workers fastest at batch 32 only; batch 128 fastest; 0.5 loses 2.5 pp < 3 (0.9
+    # LSTM 90-92% > 88.6%; no GPU; 0 workers fastest at batch 32 only (at 128, 1 worker 0.21 s against 0.525 s: 0.4x,
+    # within the noise floors 0.26-0.63x); batch 128 fastest; 0.5 loses 2.5 pp < 3 (0.9
     # is beyond the chosen ratio); preference not checkable; masks: settled by design, not judged; units: 3.0 / 1.1 s
     # = 2.7x > 1.34x, faster, less memory
     assert _held(_claims_frame()) == [True, None, False, True, True, None, None, None, None, True, True, True]
@@ -176,14 +179,19 @@ def test_claims_hold_and_fail_with_the_numbers():
     assert "no ground" in checks[5].note and "l1_unstructured: 79.5%" in checks[5].ours
     # every claim can come out the other way
     assert _held(_claims_frame(lstm_share=(70.0, 72.0, 75.0)))[0] is False  # the CPU's 73.5% is not the paper's 98.6%
-    assert _held(_claims_frame(epochs=((1.0, 1.1), (2.0, 2.1), (0.4, 0.42), (0.6, 0.62))))[2] is True
-    assert _held(_claims_frame(epochs=((0.3, 0.32), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45))))[3] is False  # 32 fastest
+    # 1 worker 0.81 / 0.41 s = 1.98x at batch 128, within the floors 1.26-3.1x: slower
+    assert _held(_claims_frame(epochs=((1.0, 1.1), (2.0, 2.1), (0.4, 0.42), (0.8, 0.82))))[2] is True
+    # 32 fastest: 0.205 / 0.425 s = 0.48x, within the floors 0.31-0.75x
+    assert _held(_claims_frame(epochs=((0.2, 0.21), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45))))[3] is False
     assert _held(_claims_frame(accuracy=(80.0, 70.0, 50.0)))[4] is False  # 0.5 loses 10.5 pp
     # masks are not judged whatever the numbers (the implementation settles them); removed units are
     assert _held(_claims_frame(masked=(1.0, 0.4, 9.0)))[6:9] == [None, None, None]
-    # 3.0 / 2.5 s = 1.2x: times fall, but by less than the paper's 1.34x
-    assert _held(_claims_frame(units=(1.7, 0.8, 6.0)))[9:11] == [False, True]
-    assert _held(_claims_frame(units=(0.8, 1.2, 12.0)))[10:] == [False, False]  # test pass slower; more memory
+    # 3.0 / 2.5 s = 1.2x, within the floors 0.77-1.88x: below the paper's 1.34x, but not decided. A fall below 1.34x
+    # is decided only for a ratio under 1.34 / 1.5625 = 0.86x: 3.0 / 3.6 s = 0.83x (0.53-1.30x) did not hold
+    assert _held(_claims_frame(units=(1.7, 0.8, 6.0)))[9] == INCONCLUSIVE
+    assert _held(_claims_frame(units=(2.4, 1.2, 6.0)))[9] is False
+    # train 2.0 / 0.8 s = 2.5x (1.6-3.9x) faster; test pass 1.0 / 2.0 s = 0.5x (0.32-0.78x) slower; more memory
+    assert _held(_claims_frame(units=(0.8, 2.0, 12.0)))[10:] == [False, False]
     # on a GPU the execution summary is judged on the kernel share of the profiled steps (paper 83.21%)
     assert _held(_claims_frame(kernel_share=(85.0, 86.0, 84.0)), "cuda:0")[1] is True
     assert _held(_claims_frame(kernel_share=(50.0, 55.0, 52.0)), "cuda:0")[1] is False

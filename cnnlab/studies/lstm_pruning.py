@@ -417,6 +417,12 @@ def _samples(values) -> Spread | None:
     return Spread.of_samples(values) if len(values) >= 2 else None
 
 
+def _timed(values) -> Spread | None:
+    """:func:`_samples` of repeated times, widened to the noise floor of a time (:meth:`Spread.timed`)."""
+    spread = _samples(values)
+    return spread and Spread.timed(spread.value, spread.low, spread.high)
+
+
 def _profile_claims(rounds: pd.DataFrame, device: str) -> list[Claim]:
     """The LSTM's share of a training step (the paper's 98.60%) and the GPU execution summary (Kernel 83.21%)."""
     lstm = _samples(rounds["lstm_share_pct"])
@@ -457,7 +463,7 @@ def _loader_claims(loaders: pd.DataFrame, device: str) -> list[Claim]:
         return []
     cap = int(loaders["num_workers_cap"].iloc[0])
     rounds = int(ok.groupby(["batch_size", "num_workers"]).size().min())
-    times = {(int(b), int(w)): _samples(g) for (b, w), g in ok.groupby(["batch_size", "num_workers"])["train_epoch_s"]}
+    times = {(int(b), int(w)): _timed(g) for (b, w), g in ok.groupby(["batch_size", "num_workers"])["train_epoch_s"]}
     median = ok.groupby(["batch_size", "num_workers"])["train_epoch_s"].median()
     capped = f"workers capped at os.cpu_count() = {cap}"
     rule = f"{NOISE_RULE}; each point's range over {rounds} rounds of the whole grid"
@@ -565,8 +571,9 @@ def _final_claims(fin: pd.DataFrame, chosen: float, device: str) -> list[Claim]:
         change = {c: f"{dense[c]:{f}} -> {row[c]:{f}}" for c, f in (("train_epoch_s", ".2f"), ("test_epoch_s", ".2f"),
                   ("overall_s", ".2f"), ("latency_ms_median", ".1f"), ("nonzero_params", ","), ("size_mb", ".2f"),
                   ("train_step_peak_mem_mib", ".1f"))}
-        # each time a median over the rounds within their least and most; None for one round
-        spreads = {c: tuple(Spread.of_range(r, c, required=True) if rounds >= 2 else None for r in (dense, row))
+        # each time a median over the rounds within their least and most, at least the floor of a time; None for one
+        spreads = {c: tuple(Spread.timed(r[c], r[f"{c}_min"], r[f"{c}_max"]) if rounds >= 2 else None
+                            for r in (dense, row))
                    for c in ("overall_s", "train_epoch_s", "test_epoch_s")}
         speedup = {c: a / b if a and b else None for c, (a, b) in spreads.items()}
 
