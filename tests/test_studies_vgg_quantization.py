@@ -287,9 +287,9 @@ def test_claims_hold_and_fail_with_the_numbers():
     assert gpu[CLAIMS[4]] is True and gpu[CLAIMS[5]] is None  # no profile of the calls: not judged
     assert _held(_claims_frame(first_pass=(2.0, 1.9), warm=(10.0, 4.0)), "cuda:0")[CLAIMS[4]] is False
     # "little to no change in CPU inference time": the profiler's CPU total of a call in the GPU run (1.922 -> 1.955 s).
-    # Two times' ratio spans at least x/1.5625 to x*1.5625 (their noise floors), wider than the band 0.8-1.2: the paper's
-    # own 1.02x cannot be held, only a change clear of the band refuted (900 / 1922 = 0.47x: 0.3-0.73x; 4000 / 1922 =
-    # 2.1x: 1.33-3.25x)
+    # Two times' ratio spans at least x/1.5625 to x*1.5625 (their noise floors), wider than the band 0.8-1.2: the
+    # paper's own 1.02x cannot be held, only a change clear of the band refuted (900 / 1922 = 0.47x: 0.3-0.73x;
+    # 4000 / 1922 = 2.1x: 1.33-3.25x)
     same = {c.claim: c for c in vq.check_claims(_claims_frame(cpu_total=(1922.0, 1955.0)), "cuda:0")}[CLAIMS[5]]
     assert same.held == INCONCLUSIVE and "cannot be decided at this noise" in same.note
     assert _held(_claims_frame(cpu_total=(1922.0, 900.0)), "cuda:0")[CLAIMS[5]] is False
