@@ -98,14 +98,19 @@ def test_final_comparison_shrinks_only_the_unit_pruned_model(cfg, parts):
     assert (df["overall_s"] == df["train_epoch_s"] + df["test_epoch_s"]).all()
 
 
-def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45)),
-                  accuracy=(80.0, 78.0, 50.0), masked=(2.4, 1.2, 11.0), units=(0.8, 0.3, 6.0), spread=0.05,
-                  rounds=3, kernel_share=(float("nan"),) * 3, test_items=10_000_000):
+def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.1), (0.5, 0.55), (0.2, 0.22)),
+                  accuracy=(80.0, 78.0, 50.0), layers=((80.0, 79.0, 60.0), (80.5, 78.5, 55.0)), masked=(2.4, 1.2, 11.0),
+                  units=(0.8, 0.3, 6.0), spread=0.05, rounds=3, kernel_share=(float("nan"),) * 3,
+                  test_items=10_000_000):
     """A hand-built result. lstm_share: the LSTM's share (%) in each profile round; epochs: (train epoch s in round 0,
     round 1) at batch 32 with 0 and 1 workers, then batch 128; accuracy at ratios 0.1, 0.5, 0.9 (chosen: 0.5; dense
-    80.5%); masked / units: median (train epoch s, test pass s, step peak MiB) of the pruned variants against dense
-    (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over ``rounds`` rounds. Accuracies on
-    ``test_items`` items (ten million by default: intervals of a few hundredths of a point, so the claim is decided)."""
+    80.5%); layers: accuracy at those ratios with one layer pruned (the embedding, then lstm.weight_hh_l0; the head,
+    left out of the claim, at 50% throughout); masked / units: median (train epoch s, test pass s, step peak MiB) of
+    the pruned variants against dense (2.0 s, 1.0 s, 10.0 MiB), each time within +- ``spread`` (relative) over
+    ``rounds`` rounds. Every time is judged at least within its noise floor (x/1.25 to x*1.25), so a ratio of two is
+    decided only beyond 1.5625x from its threshold: the numbers below are that far apart where a test expects a
+    decision. Accuracies on ``test_items`` items (ten million by default: intervals of a few hundredths of a point,
+    so the claim is decided)."""
     profile = pd.DataFrame({"round": range(len(lstm_share)), "lstm_share_pct": lstm_share,
                             "kernel_share_pct": kernel_share[:len(lstm_share)], "time_kind": "self CPU time",
                             "iterations": 3})
@@ -113,9 +118,14 @@ def _claims_frame(*, lstm_share=(90.0, 91.0, 92.0), epochs=((1.0, 1.1), (2.0, 2.
                              "num_workers_cap": 2}
                             for (b, w), times in zip([(32, 0), (32, 1), (128, 0), (128, 1)], epochs)
                             for r, t in enumerate(times)])
-    sens = pd.DataFrame({"scope": "all_layers", "method": ["ln_structured"] * 3 + ["l1_unstructured"] * 3,
-                         "status": "ok", "ratio": [0.1, 0.5, 0.9] * 2, "accuracy_pct": [*accuracy, 80.0, 79.5, 70.0],
-                         "dense_accuracy_pct": 80.5, "test_items": test_items})
+    sens = pd.DataFrame({"scope": "all_layers", "tensor": "all but head",
+                         "method": ["ln_structured"] * 3 + ["l1_unstructured"] * 3, "status": "ok",
+                         "ratio": [0.1, 0.5, 0.9] * 2, "accuracy_pct": [*accuracy, 80.0, 79.5, 70.0]})
+    tensors = ("embedding.weight", "lstm.weight_hh_l0", "head.weight")
+    layer = pd.DataFrame([{"scope": "layer", "tensor": t, "method": "ln_structured", "status": "ok", "ratio": r,
+                           "accuracy_pct": a} for t, accs in zip(tensors, (*layers, (50.0,) * 3))
+                          for r, a in zip((0.1, 0.5, 0.9), accs)])
+    sens = pd.concat([sens, layer], ignore_index=True).assign(dense_accuracy_pct=80.5, test_items=test_items)
     final = pd.DataFrame({"variant": ["dense", "masked_rows", "unit_pruned"], "ratio": [0.0, 0.5, 0.5],
                           "train_epoch_s": [2.0, masked[0], units[0]], "test_epoch_s": [1.0, masked[1], units[1]],
                           "train_step_peak_mem_mib": [10.0, masked[2], units[2]],
@@ -134,6 +144,7 @@ CLAIMS = ["the LSTM layers are the bottleneck of a training step",
           "0 DataLoader workers give the fastest training epoch",
           "batch size 128 gives the fastest training epoch",
           "accuracy is insensitive to the structured pruning ratio up to 0.5",
+          "no layer alone is sensitive to the structured pruning ratio up to 0.5",
           "structured pruning is preferred to unstructured",
           *(f"pruning by {words} {what}" for words in ("structured masks (the paper's final model)",
                                                        "removing hidden units (beyond the paper)")
@@ -160,30 +171,51 @@ def test_the_sensitivity_claim_is_judged_on_the_test_sets_interval():
     assert _held(_claims_frame(accuracy=(76.5, 78.0, 50.0)))[I[name]] is False
 
 
+def test_the_layers_sensitivity_claim_judges_each_layer_alone_but_the_head():
+    """Issue 32, item 10: the paper "tested layers' sensitivity to pruning ratio" (one layer pruned at a time)."""
+    name = "no layer alone is sensitive to the structured pruning ratio up to 0.5"
+    claim = {c.claim: c for c in lp.check_claims(_claims_frame(), "cpu")}[name]
+    assert claim.held is True and "Tested layers' sensitivity" in claim.paper and "0.49 and 0.52" in claim.paper
+    assert "lstm.weight_hh_l0 at 0.5: +2.00 pp" in claim.ours and "head" not in claim.ours
+    assert "< 3 pp" in claim.criterion and "Wilson" in claim.criterion and "head is left out" in claim.note
+    # one layer losing 4.5 pp at 0.5 fails the claim (0.9, beyond the chosen ratio, does not count either way)
+    assert _held(_claims_frame(layers=((80.0, 76.0, 80.0), (80.5, 80.5, 80.5))))[I[name]] is False
+    # 2.0 pp on 400 items: within the test set's noise of the 3-point bound
+    small = {c.claim: c for c in lp.check_claims(_claims_frame(test_items=400), "cpu")}[name]
+    assert small.held == INCONCLUSIVE and "lstm.weight_hh_l0 at 0.5: within noise" in small.note
+
+
 def test_claims_hold_and_fail_with_the_numbers():
-    # LSTM 90-92% > 88.6%; no GPU; 0 workers fastest at batch 32 only; batch 128 fastest; 0.5 loses 2.5 pp < 3 (0.9
-    # is beyond the chosen ratio); preference not checkable; masks: settled by design, not judged; units: 3.0 / 1.1 s
-    # = 2.7x > 1.34x, faster, less memory
-    assert _held(_claims_frame()) == [True, None, False, True, True, None, None, None, None, True, True, True]
+    # LSTM 90-92% > 88.6%; no GPU; 0 workers fastest at batch 32 only (at 128, 1 worker 0.21 s against 0.525 s: 0.4x,
+    # within the noise floors 0.26-0.63x); batch 128 fastest; 0.5 loses 2.5 pp < 3 (0.9
+    # is beyond the chosen ratio), each layer alone at most 2.0 pp (the head's 30.5 pp left out); preference not
+    # checkable; masks: settled by design, not judged; units: 3.0 / 1.1 s = 2.7x (1.75-4.3x) > 1.34x, faster, less
+    # memory
+    assert _held(_claims_frame()) == [True, None, False, True, True, True, None, None, None, None, True, True, True]
     checks = lp.check_claims(_claims_frame(), "cpu")
     assert "0.9: 50.0%" not in checks[I["accuracy is insensitive to the structured pruning ratio up to 0.5"]].ours
-    headline = checks[6]
+    headline = checks[7]
     assert "train + test 19.69 -> 14.73 s (1.34x)" in headline.paper and "49.64 -> 24.33 s (2.04x)" in headline.paper
     assert "21.61 -> 16.60 s (1.30x)" in headline.paper and "28.03 -> 7.73 s" in headline.note
     assert "> 1.34" in headline.criterion and "train epoch + test pass 3.00 -> 3.60 s" in headline.ours
     assert "98.60%" in checks[0].paper and "> 88.6%" in checks[0].criterion
     assert "Kernel 83.21%, CPU Exec 14.48%" in checks[1].paper and "GPU profile" in checks[1].note
-    assert "no ground" in checks[5].note and "l1_unstructured: 79.5%" in checks[5].ours
+    assert "no ground" in checks[6].note and "l1_unstructured: 79.5%" in checks[6].ours
     # every claim can come out the other way
     assert _held(_claims_frame(lstm_share=(70.0, 72.0, 75.0)))[0] is False  # the CPU's 73.5% is not the paper's 98.6%
-    assert _held(_claims_frame(epochs=((1.0, 1.1), (2.0, 2.1), (0.4, 0.42), (0.6, 0.62))))[2] is True
-    assert _held(_claims_frame(epochs=((0.3, 0.32), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45))))[3] is False  # 32 fastest
+    # 1 worker 0.81 / 0.41 s = 1.98x at batch 128, within the floors 1.26-3.1x: slower
+    assert _held(_claims_frame(epochs=((1.0, 1.1), (2.0, 2.1), (0.4, 0.42), (0.8, 0.82))))[2] is True
+    # 32 fastest: 0.205 / 0.425 s = 0.48x, within the floors 0.31-0.75x
+    assert _held(_claims_frame(epochs=((0.2, 0.21), (2.0, 2.1), (0.5, 0.55), (0.4, 0.45))))[3] is False
     assert _held(_claims_frame(accuracy=(80.0, 70.0, 50.0)))[4] is False  # 0.5 loses 10.5 pp
     # masks are not judged whatever the numbers (the implementation settles them); removed units are
-    assert _held(_claims_frame(masked=(1.0, 0.4, 9.0)))[6:9] == [None, None, None]
-    # 3.0 / 2.5 s = 1.2x: times fall, but by less than the paper's 1.34x
-    assert _held(_claims_frame(units=(1.7, 0.8, 6.0)))[9:11] == [False, True]
-    assert _held(_claims_frame(units=(0.8, 1.2, 12.0)))[10:] == [False, False]  # test pass slower; more memory
+    assert _held(_claims_frame(masked=(1.0, 0.4, 9.0)))[7:10] == [None, None, None]
+    # 3.0 / 2.5 s = 1.2x, within the floors 0.77-1.88x: below the paper's 1.34x, but not decided. A fall below 1.34x
+    # is decided only for a ratio under 1.34 / 1.5625 = 0.86x: 3.0 / 3.6 s = 0.83x (0.53-1.30x) did not hold
+    assert _held(_claims_frame(units=(1.7, 0.8, 6.0)))[10] == INCONCLUSIVE
+    assert _held(_claims_frame(units=(2.4, 1.2, 6.0)))[10] is False
+    # train 2.0 / 0.8 s = 2.5x (1.6-3.9x) faster; test pass 1.0 / 2.0 s = 0.5x (0.32-0.78x) slower; more memory
+    assert _held(_claims_frame(units=(0.8, 2.0, 12.0)))[11:] == [False, False]
     # on a GPU the execution summary is judged on the kernel share of the profiled steps (paper 83.21%)
     assert _held(_claims_frame(kernel_share=(85.0, 86.0, 84.0)), "cuda:0")[1] is True
     assert _held(_claims_frame(kernel_share=(50.0, 55.0, 52.0)), "cuda:0")[1] is False
@@ -195,18 +227,18 @@ def test_the_masks_claims_say_they_are_settled_by_design_and_the_ratio_beside_th
     checks = lp.check_claims(_claims_frame(masked=(2.4, 1.2, 10.5)), "cpu")
     # removing hidden units is ours, beyond the paper (issue 32, item 9): its three claims labelled, the masks' not
     assert sum(c.beyond for c in checks) == 3 and all("removing hidden units" in c.claim for c in checks if c.beyond)
-    masks = checks[6:9]
+    masks = checks[7:10]
     assert all(c.held is None and "settled by design" in c.note and "settled by design" in c.criterion
                for c in masks)
     assert "weight_orig" in masks[0].note and "prune.remove" in masks[0].note and "hidden units" in masks[0].note
     assert all("Gain in time and memory" in c.paper and "0.9 pruning ratio" in c.paper for c in masks)
     assert "+0.5 MiB measured" in masks[2].note and "masks' float32" not in masks[2].note  # no params column
-    assert all("ratio 0.5 (the paper's 0.9)" in c.note for c in checks[6:])
-    assert not any("settled by design" in c.note for c in checks[9:])
+    assert all("ratio 0.5 (the paper's 0.9)" in c.note for c in checks[7:])
+    assert not any("settled by design" in c.note for c in checks[10:])
     # at the paper's ratio the note names ours alone
     at_paper = _claims_frame()
     at_paper.loc[(at_paper["experiment"] == "final_models") & (at_paper["ratio"] > 0), "ratio"] = 0.9
-    assert all("the paper's 0.9" not in c.note and "ratio 0.9" in c.note for c in lp.check_claims(at_paper, "cpu")[6:])
+    assert all("the paper's 0.9" not in c.note and "ratio 0.9" in c.note for c in lp.check_claims(at_paper, "cpu")[7:])
 
 
 def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
@@ -218,18 +250,18 @@ def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
         masked=(1.1, 0.4, 9.0), spread=0.15,  # 3.0 / 1.5 s = 2x, but the ranges allow 1.48-2.7x... and dense's too
         units=(1.8, 0.45, 6.0)))  # 3.0 / 2.25 = 1.33x with +-15%: spans 1.34x; train 2.0 / 1.8 spans 1
     assert overlap[0] == overlap[2] == overlap[3] == INCONCLUSIVE
-    assert overlap[9] == overlap[10] == INCONCLUSIVE
+    assert overlap[10] == overlap[11] == INCONCLUSIVE
     checks = lp.check_claims(_claims_frame(epochs=((1.0, 1.3), (1.2, 1.5), (0.5, 0.7), (0.6, 0.8))), "cpu")
     assert checks[2].held == INCONCLUSIVE and "within noise" in checks[2].note and "spans the threshold 1" in \
         checks[2].note
     # clearly separated: decided both ways
     clear = _held(_claims_frame(epochs=((0.3, 0.31), (2.0, 2.1), (0.5, 0.52), (0.9, 0.95)), spread=0.01))
-    assert clear[2] is True and clear[3] is False and clear[9] is True
+    assert clear[2] is True and clear[3] is False and clear[10] is True
     # one timing round: no range, nothing timed is decided
     one = _held(_claims_frame(lstm_share=(90.0,), epochs=((1.0,), (2.0,), (0.5,), (0.4,)), rounds=1, spread=0.0))
-    assert [one[i] for i in (0, 2, 3, 6, 7, 9, 10)] == [None] * 7
-    assert one[8] is None and one[11] is True  # memory is exact: decided with one round (masks: by design)
-    assert "one timing round" in lp.check_claims(_claims_frame(rounds=1, spread=0.0), "cpu")[9].note
+    assert [one[i] for i in (0, 2, 3, 7, 8, 10, 11)] == [None] * 7
+    assert one[9] is None and one[12] is True  # memory is exact: decided with one round (masks: by design)
+    assert "one timing round" in lp.check_claims(_claims_frame(rounds=1, spread=0.0), "cpu")[10].note
 
 
 def test_the_best_batch_size_claim_says_when_it_cannot_be_judged():

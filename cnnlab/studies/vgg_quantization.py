@@ -426,6 +426,11 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 
 EXACT_SIZE = "noise: none, the saved files' bytes are exact"
+
+
+def _timed(row, metric: str) -> Spread:
+    """``row``'s time ``metric`` (a median) within ``<metric>_min``-``_max``, widened to the noise floor of a time."""
+    return Spread.timed(*(float(row[metric + end]) for end in ("", "_min", "_max")))
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 
 
@@ -494,8 +499,7 @@ def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
         eager = methods.loc["eager"]
         rounds = int(min(eager.get("first_pass_rounds", 1), traced.get("first_pass_rounds", 1)))
         if rounds >= 2:
-            passes = [Spread(float(r["first_pass_s"]), float(r["first_pass_s_min"]), float(r["first_pass_s_max"]))
-                      for r in (eager, traced)]
+            passes = [_timed(r, "first_pass_s") for r in (eager, traced)]
         shown = (f"{passes[0].text('.2f', ' s')} -> {passes[1].text('.2f', ' s')} "
                  f"({(passes[0] / passes[1]).text('.2f', 'x')}), {rounds} rounds" if passes else
                  f"{eager['first_pass_s']:.2f} -> {traced['first_pass_s']:.2f} s "
@@ -523,8 +527,7 @@ def _tracing_claims(df: pd.DataFrame, device: str) -> list[Claim]:
                  f"wider than the band can be refuted, never held; {NOISE_RULE}, the range over the profiled calls)")
     totals = None
     if gpu and "profile_cpu_total_ms" in methods and methods.loc[list(TRACE_PAIR), "profile_cpu_total_ms"].notna().all():
-        totals = [Spread(float(r["profile_cpu_total_ms"]), float(r["profile_cpu_total_ms_min"]),
-                         float(r["profile_cpu_total_ms_max"])) for r in (methods.loc["eager"], traced)]
+        totals = [_timed(r, "profile_cpu_total_ms") for r in (methods.loc["eager"], traced)]
     if totals:
         ratio = totals[1] / totals[0]
         held, note = all_of(judge(ratio, ">", 1 - LITTLE_CHANGE, fmt=".2f", unit="x"),
@@ -577,6 +580,7 @@ def _loader_claims(df: pd.DataFrame, device: str) -> list[Claim]:
             continue
         rounds = min(len(g) for g in groups.values())
         times = {w: Spread.of_samples(groups[w]) for w in workers}
+        times = {w: Spread.timed(t.value, t.low, t.high) for w, t in times.items()}
         if rounds < 2:
             held, note = None, ONE_ROUND
         else:
