@@ -76,3 +76,12 @@ def test_a_time_is_never_known_closer_than_the_noise_floor():
     # two identical-looking times a little apart overlap; apart by more than TIME_NOISE squared they do not
     assert (Spread.timed(1.0, 1.0, 1.0) / Spread.timed(1.5, 1.5, 1.5)).high > 1
     assert (Spread.timed(1.0, 1.0, 1.0) / Spread.timed(1.6, 1.6, 1.6)).high < 1
+
+
+def test_repeated_times_keep_their_range_beyond_the_floor_and_get_the_floor_within_it():
+    row = {"epoch_s": 10.0, "epoch_s_min": 9.5, "epoch_s_max": 20.0}
+    assert Spread.timed_range(row, "epoch_s") == Spread(10.0, 10.0 / TIME_NOISE, 20.0)
+    assert Spread.timed_range({"t": 2.0, "t_low": 1.0, "t_high": 2.1}, "t", ("low", "high")) == \
+        Spread(2.0, 1.0, 2.0 * TIME_NOISE)
+    assert Spread.timed_samples([3.0, 1.0, 2.0]) == Spread(2.0, 1.0, 3.0)
+    assert Spread.timed_samples([2.0, 2.0]) == Spread(2.0, 2.0 / TIME_NOISE, 2.0 * TIME_NOISE)

@@ -83,6 +83,20 @@ class Spread:
         low, high = (value if math.isnan(v) else v for v in ends)
         return cls(value, min(low, value), max(high, value))
 
+    @classmethod
+    def timed_range(cls, row: Mapping, metric: str, ends: tuple[str, str] = ("min", "max")) -> "Spread":
+        """A time from repeated measurements (:meth:`of_range`: ``row``'s ``<metric>`` within its ends) with the noise
+        floor of a time (:meth:`timed`): another process's time of the same work lands further off than its repeats
+        show. Also for a rate computed from a time (the floor is symmetric: x1.25 either way)."""
+        x = cls.of_range(row, metric, ends)
+        return cls.timed(x.value, x.low, x.high)
+
+    @classmethod
+    def timed_samples(cls, values: Iterable[float]) -> "Spread":
+        """Repeated times (:meth:`of_samples`: their median within the least and most) with the floor of a time."""
+        x = cls.of_samples(values)
+        return cls.timed(x.value, x.low, x.high)
+
     def __truediv__(self, other: "Spread | float") -> "Spread":
         """The ratio's interval: the extremes of one over the extremes of the other (positive quantities)."""
         other = other if isinstance(other, Spread) else Spread.exact(other)
