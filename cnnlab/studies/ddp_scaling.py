@@ -31,8 +31,8 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from cnnlab import config, data, ddp, models, plotting, studies
-from cnnlab.claims import INCONCLUSIVE, Claim, Spread, all_of, joined, judge, trend
+from cnnlab import claims, config, data, ddp, models, plotting, studies
+from cnnlab.claims import INCONCLUSIVE, Claim, Spread, joined
 from cnnlab.profiling import derived, spread, store_file, wall_time
 from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
@@ -307,11 +307,6 @@ def _below_noise(df: pd.DataFrame) -> list[tuple]:
     return out
 
 
-def _label(within: list[str], key) -> str:
-    short = {"data_fraction": "f", "batch_size_per_rank": "b", "world_size": "w"}
-    return " ".join(f"{short[k]}={v:g}" for k, v in zip(within, key if isinstance(key, tuple) else (key,)))
-
-
 def _steps(group: pd.DataFrame) -> str:
     """The steps per epoch per rank along a group (the paper's own reason for a per-epoch fall), '' if not
     recorded."""
@@ -321,55 +316,13 @@ def _steps(group: pd.DataFrame) -> str:
     return f"steps per epoch per rank {' -> '.join(f'{s:g}' for s in steps)} ({steps[0] / steps[-1]:.2f}x fewer)"
 
 
-def _groups(ok: pd.DataFrame, metric: str, along: str, within: list[str]):
-    """(label, the group sorted by ``along``) for every group of ``within`` with two or more ``along`` values."""
-    for key, group in ok.dropna(subset=[metric]).groupby(within):
-        group = group.sort_values(along)
+def _groups(ok: pd.DataFrame, metric: str, along: str):
+    """("f=1 w=2", the rows sorted by ``along``) for every data fraction and value of the other axis (:data:`OTHER`)
+    with two or more ``along`` values of ``metric``."""
+    other = OTHER[along]
+    for (fraction, value), group in ok.dropna(subset=[metric]).groupby(["data_fraction", other]):
         if group[along].nunique() >= 2:
-            yield _label(within, key), group
-
-
-def _once(ok: pd.DataFrame) -> bool:
-    """Whether the times were measured once per point (one timed epoch: no range, noise unknown)."""
-    return "epochs" not in ok or bool((ok["epochs"].fillna(1) < 2).any())
-
-
-ONCE = "measured once per point (epochs=1): the noise of a time per epoch is unknown, so it decides nothing"
-
-
-def _verdict(parts: list[tuple[str, tuple]], timed: bool, ok: pd.DataFrame) -> tuple:
-    """all_of the parts' verdicts, the failed parts named in the note; inconclusive for times measured once."""
-    held, note = all_of(*(v for _, v in parts))
-    failed = [label for label, (h, _) in parts if h is False]
-    note = joined(note, f"did not hold at {', '.join(failed)}" if failed else "")
-    if timed and _once(ok) and held is not None:
-        return INCONCLUSIVE, joined(ONCE, note)
-    return held, note
-
-
-def _claim(claim: str, paper: str, parts, texts, device: str, reason: str, criterion: str, ok, *, timed=False,
-           expectation: str = "") -> Claim:
-    """A claim from ``parts`` [(label, (held, note))]; not measured (``reason``) without parts."""
-    if not parts:
-        return Claim(claim, paper, "not measured", None, device, criterion=criterion, note=reason)
-    held, note = _verdict(parts, timed, ok)
-    return Claim(claim, paper, "; ".join(texts), held, device, criterion=criterion,
-                 note=joined(expectation, note))
-
-
-def _falls(ok, metric, along, within, unit, per_epoch=False):
-    """Per group: ``metric`` (divided by the epochs where ``per_epoch``) falls at every step of ``along``
-    (:func:`~cnnlab.claims.trend`, the steps labelled ``<b|world>=<value>``); parts, texts, and the steps per
-    epoch per rank along each group."""
-    parts, texts, steps = [], [], []
-    for label, group in _groups(ok, metric, along, within):
-        xs = [(_timed if metric == TIME else Spread.of_range)(r, metric) * (1 / r["epochs"] if per_epoch else 1.0)
-              for _, r in group.iterrows()]
-        names = [f"{along.split('_')[0]}={v:g}" for v in group[along]]
-        parts.append((label, trend(xs, "down", labels=names, fmt=".4g", unit=unit)))
-        texts.append(f"{label}: " + " -> ".join(x.text(".4g", unit) for x in xs))
-        steps.append(f"{label}: {_steps(group)}" if _steps(group) else "")
-    return parts, texts, steps
+            yield f"f={fraction:g} {other[0]}={value:g}", group.sort_values(along)
 
 
 def _timed(row, metric: str) -> Spread:
@@ -380,10 +333,139 @@ def _timed(row, metric: str) -> Spread:
     return Spread.timed(x.value, x.low, x.high)
 
 
-def _gains(part: pd.DataFrame, along: str) -> Spread:
-    """The measured time per epoch at the smallest ``along`` / at the largest (a gain > 1: faster)."""
-    part = part.sort_values(along)
-    return _timed(part.iloc[0], TIME) / _timed(part.iloc[-1], TIME)
+def _ran(ok: pd.DataFrame) -> str:
+    """"; processes: w=1: 1 process on 1 GPU, w=2: 2 processes sharing 1 GPU" for a claim comparing process counts
+    (the paper's 2 GPUs are not 2 processes sharing one), '' where the rows do not say."""
+    if "placement" not in ok or ok["placement"].isna().all():
+        return ""
+    return "; processes: " + ", ".join(f"w={w:g}: {label}" for w, label in _placements(ok).items())
+
+
+class _Test(claims.Test):
+    """A :class:`cnnlab.claims.Test` whose failed part says so (named by the engine: "f=1 w=2: did not hold")."""
+
+    def __call__(self, x, labels=None):
+        held, note = super().__call__(x, labels)
+        return held, note or ("did not hold" if held is False else "")
+
+
+ONCE = "measured once per point (epochs=1): the noise of a time per epoch is unknown, so it decides nothing"
+
+
+def _on_times(declared: claims.Declared):
+    """``declared``, a claim on times, inconclusive whatever its parts where a point was timed once (no range)."""
+    def judged(ok: pd.DataFrame, device) -> Claim:
+        check = declared.judged(ok, device)
+        if check.held is not None and ("epochs" not in ok or (ok["epochs"].fillna(1) < 2).any()):
+            check.held, check.note = INCONCLUSIVE, joined(ONCE, check.note)
+        return check
+    return judged
+
+
+OTHER = {"batch_size_per_rank": "world_size", "world_size": "batch_size_per_rank"}
+
+
+def _falls(metric: str, along: str, unit: str, why: str, note, *, per_epoch=False, least=0.0):
+    """A measure: at every data fraction >= ``least`` and value of the other axis, ``metric`` (per epoch where
+    ``per_epoch``; a time with its noise floor) at each ``along`` in order, a trend's parts; ``note(ok, steps)``
+    beside them (``steps``: the steps per epoch per rank along each part). Where no part has two points: the rows'
+    reason (``max_gpu_mem_missing_reason`` for ``max_gpu_mem_mib``), else ``why``."""
+    def measure(ok: pd.DataFrame):
+        parts, labels, steps = {}, {}, []
+        for label, group in _groups(ok[ok["data_fraction"] >= least], metric, along):
+            parts[label] = [(_timed if metric == TIME else Spread.of_range)(r, metric)
+                            * (1 / r["epochs"] if per_epoch else 1.0) for _, r in group.iterrows()]
+            labels[label] = [f"{along.split('_')[0]}={v:g}" for v in group[along]]
+            steps.append(f"{label}: {_steps(group)}" if _steps(group) else "")
+        ours = "; ".join(f"{k}: " + " -> ".join(x.text(".4g", unit) for x in xs) for k, xs in parts.items())
+        return claims.Measured(parts, ours + (_ran(ok) if along == "world_size" else ""), note(ok, joined(*steps)),
+                               labels) if parts else claims.missing(ok, metric.removesuffix("_mib"), why)
+    return measure
+
+
+def _tenth(ok: pd.DataFrame):
+    """Each runtime gain (smallest -> largest batch at a process count; 1 -> most processes at a batch size) on the
+    smallest data fraction / the same gain on the largest, a ratio of four floored times."""
+    fractions = sorted(ok["data_fraction"].unique())
+    if not fractions or fractions[0] > 0.1 + 1e-9 or fractions[-1] < 0.5:
+        return "needs the data fractions 1/10 and one >= 1/2 in the grid"
+    small, big = (ok[ok["data_fraction"] == f] for f in (fractions[0], fractions[-1]))
+    at, parts, texts, steps = (f"at f={fractions[0]:g}", f"at f={fractions[-1]:g}"), {}, [], []
+    for along, within in OTHER.items():
+        for value in sorted(set(small[within]) & set(big[within])):
+            groups = [part[part[within] == value].dropna(subset=[TIME]).sort_values(along) for part in (small, big)]
+            if any(group[along].nunique() < 2 for group in groups):
+                continue
+            gains = [_timed(group.iloc[0], TIME) / _timed(group.iloc[-1], TIME) for group in groups]
+            label = f"{along.split('_')[0]} gain at {within.split('_')[0]}={value:g}"
+            parts[label] = gains[0] / gains[1]
+            texts.append(f"{label}: {gains[0].text('.3g', 'x')} {at[0]} vs {gains[1].text('.3g', 'x')} {at[1]} "
+                         f"(ratio {parts[label].text('.3f')})")
+            shown = [_steps(group.iloc[[0, -1]]) for group in groups]
+            steps += [f"{label}: {shown[0]} {at[0]}, {shown[1]} {at[1]}"] if all(shown) else []
+    return claims.Measured(parts, "; ".join(texts) + _ran(ok), "the paper's own reason, fewer iterations per "
+                           "epoch: " + "; ".join(steps) if steps else "") if parts else \
+        "fewer than two batch sizes or process counts measured"
+
+
+def _crossover(ok: pd.DataFrame):
+    """At every data fraction >= 1/2, 1 process against the most: at the smallest batch b0, the batch step's gain /
+    the processes' (T(b0, most) / T(b1, 1)); at the largest bL, the processes' gain / the batch step's (T(bL, 1)^2 /
+    (T(bL, most) x T(bL-1, 1))); each time with its noise floor."""
+    large, parts = ok[ok["data_fraction"] >= 0.5], {}
+    for fraction, part in large.dropna(subset=[TIME]).groupby("data_fraction"):
+        batches, worlds = sorted(part["batch_size_per_rank"].unique()), sorted(part["world_size"].unique())
+        if len(batches) < 2 or len(worlds) < 2:
+            continue
+        t = {(r["batch_size_per_rank"], r["world_size"]): _timed(r, TIME) for _, r in part.iterrows()}
+        w1, wn, (b0, b1), (bp, bl) = worlds[0], worlds[-1], batches[:2], batches[-2:]
+        if {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
+            parts[f"f={fraction:g} b={b0:g}: batch gain / process gain"] = t[(b0, wn)] / t[(b1, w1)]
+            parts[f"f={fraction:g} b={bl:g}: process gain / batch gain"] = \
+                (t[(bl, w1)] * t[(bl, w1)]) / (t[(bl, wn)] * t[(bp, w1)])
+    steps = [" -> ".join(f"{v:g}" for v in sorted(large[c].unique())) for c in OTHER]
+    return claims.Measured(parts, "; ".join(f"{k} {v.text('.3f')}" for k, v in parts.items()) + _ran(ok),
+                           f"batch size steps {steps[0]} against process counts {steps[1]}: a larger batch step "
+                           f"favours the batch side") if parts else \
+        "needs two batch sizes and two process counts at a data fraction >= 1/2"
+
+
+def _cpu_memory(ok: pd.DataFrame):
+    """Per data fraction, the largest / smallest peak CPU memory per rank over batch sizes and process counts."""
+    metric, parts, texts = "max_cpu_mem_mib", {}, []
+    for fraction, group in ok.dropna(subset=[metric]).groupby("data_fraction"):
+        if len(group) >= 2:
+            lo, hi = (group.loc[group[metric].agg(end)] for end in ("idxmin", "idxmax"))
+            parts[f"f={fraction:g}"] = ratio = Spread.exact(hi[metric] / lo[metric])
+            ends = [f"{r[metric]:.4g} MiB (b={r['batch_size_per_rank']:g} w={r['world_size']:g})" for r in (lo, hi)]
+            texts.append(f"f={fraction:g}: {ends[0]} to {ends[1]}, largest / smallest {ratio.text('.3f', 'x')}")
+    cpu = ("on a CPU run the training tensors (model, batch, activations) are themselves CPU memory; in the paper's "
+           "GPU runs CPU memory is the host side") if "device" in ok and ok["device"].eq("cpu").any() else ""
+    return claims.Measured(parts, "; ".join(texts) + _ran(ok), joined(
+        cpu, "each process's own peak is in max_cpu_mem_mib_per_rank")) if parts else \
+        "fewer than two points per data fraction"
+
+
+def _runtime_note(ok: pd.DataFrame, steps: str) -> str:
+    return joined("the paper's CPU and CUDA runtime are the profiler's totals; ours is the wall time of each epoch, "
+                  "which holds both", steps and f"the paper's reason, fewer steps: {steps}")
+
+
+def _gpu_note(ok: pd.DataFrame, steps: str, along: str) -> str:
+    """Why the peak was expected otherwise, and how often the GPU bytes allocated over the epochs (every allocation
+    counted: a per-step quantity x the steps, not a peak) fell along ``along``."""
+    metric = "gpu_mem_allocated_mib"
+    fell = [g.iloc[-1][metric] < g.iloc[0][metric] for _, g in _groups(ok, metric, along)]
+    return joined(f"expected otherwise: {GPU_EXPECTED[along]}", f"the bytes allocated over the epochs ({metric}, not "
+                  f"a peak: per step x steps) fell in {sum(fell)} of {len(fell)}" if fell else "")
+
+
+def _calls_note(ok: pd.DataFrame, steps: str) -> str:
+    per_step = sorted((ok["conv_calls"] / ok["steps_per_rank"]).dropna().unique())
+    per_step = f" ({', '.join(f'{c:g}' for c in per_step)} here)" if per_step else ""
+    return joined(f"arithmetic: calls per epoch = calls per step{per_step} x steps per epoch per rank, so they fall "
+                  f"as the steps do unless a step's calls grow faster; calls_total is not judged: it counts the "
+                  f"DataLoader's per-image transforms too, which grow with the batch", steps)
 
 
 # Sec. 4.5's "relatively unaffected", read as: every point within +-25% of one value (largest / smallest below this).
@@ -409,185 +491,71 @@ TIME_NOISE = (f"noise: each time per epoch is the mean of the timed epochs withi
               f"overlap, else inconclusive")
 COUNT_NOISE = ("noise: operator counts and peaks of live tensor bytes are exact for the batches profiled (no range); "
                "decided as measured")
+AXES = {"batch_size_per_rank": "batch size", "world_size": "process count"}  # along which a claim judges a fall
+GPU_EXPECTED = {"world_size": "each GPU holds the same model, batch and optimizer state at a fixed batch per GPU: "
+                              "only what DDP itself keeps can change its peak",
+                "batch_size_per_rank": "each step's activations grow with the batch"}
+CLAIMS = [
+    *(_on_times(claims.Declared(
+        f"runtime per epoch falls with {what} on the larger data fractions (1, 1/2)", PAPER["runtime"],
+        f"{TIME} (measured time of one epoch, slowest process: wall_time_s / epochs) along {what}",
+        _Test("falls", fmt=".4g", unit=" s"), _falls(TIME, along, " s", f"fewer than two {what}s measured",
+                                                     _runtime_note, least=0.5),
+        each=f"{AXES[OTHER[along]]} at data fractions >= 1/2", noise=TIME_NOISE)) for along, what in AXES.items()),
+    _on_times(claims.Declared(
+        "runtime gains from batch size and process count are less pronounced on 1/10 of the data", PAPER["tenth"],
+        f"{TIME} (measured time per epoch): a gain (smallest -> largest batch size per process at a process count; "
+        f"1 -> most processes at a batch size) on the smallest data fraction (<= 1/10) / the same gain on the "
+        f"largest (>= 1/2)", _Test("below", high=1, fmt=".3f"), _tenth, each="gain", noise=TIME_NOISE)),
+    _on_times(claims.Declared(
+        "batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
+        PAPER["crossover"], f"{TIME} (measured time per epoch), 1 process vs the most: at the smallest batch b0, the "
+        f"gain of b0 -> the next batch / the gain of the processes (T(b0, most) / T(b1, 1)); at the largest bL, the "
+        f"processes' gain / the gain of the previous batch -> bL (T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)))",
+        _Test("above", low=1, fmt=".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE)),
+    *(claims.Declared(
+        f"the model's kernel calls (convolution operators) per epoch fall with {what}", PAPER["calls"],
+        f"conv_calls / epochs (aten::convolution and aten::convolution_backward calls per epoch per rank) along "
+        f"{what}", _Test("falls", fmt=".4g"), _falls("conv_calls", along, "", f"fewer than two {what}s measured",
+                                                      _calls_note, per_epoch=True),
+        each=f"{AXES[OTHER[along]]} and data fraction", noise=COUNT_NOISE) for along, what in AXES.items()),
+    claims.Declared(
+        "peak CPU memory is relatively unaffected by batch size and process count", PAPER["memory"],
+        "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process; the profiler's "
+        "allocator events): largest / smallest over batch sizes and process counts",
+        _Test("below", high=CPU_MEMORY_SPREAD, fmt=".3g", unit="x"), _cpu_memory, each="data fraction",
+        bound="\"relatively unaffected\": our bound, the paper gives none", noise=COUNT_NOISE),
+    *(claims.Declared(
+        f"peak GPU memory falls with {what}", PAPER["memory"],
+        f"max_gpu_mem_mib (peak of live GPU tensor memory in a profiled step, the largest process) along {step}",
+        _Test("falls", fmt=".4g", unit=" MiB"), _falls("max_gpu_mem_mib", along, " MiB", "fewer than two points "
+                                                       "measured", partial(_gpu_note, along=along)),
+        each=f"{other} and data fraction", noise=COUNT_NOISE)
+      for along, what, step, other in (("world_size", "more GPUs", "GPU count", "batch size per GPU"),
+                                       ("batch_size_per_rank", "batch size", "batch size per GPU", "GPU count"))),
+]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The paper's claims (sec. 4.3-4.5) judged on the ``ok`` rows, each on the paper's own quantity with its
-    criterion and noise rule. Every quantity is per rank (the slowest or largest rank), at a fixed batch size per
-    process (the paper's setting).
-
-    Runtime is the measured time per epoch (:func:`add_epoch_time`: wall_time_s / epochs within the range of the
-    epochs' times, never narrower than the noise floor of a time: :func:`_timed`), judged with
-    :func:`~cnnlab.claims.trend` and :func:`~cnnlab.claims.judge`: a claim holds or fails only where the intervals
-    separate, else it is inconclusive. Runtime falls with batch size and process count (data
-    fractions >= 1/2); falls less at 1/10 of the data; the batch-size vs process-count crossover. Kernel calls are
-    the model's convolution operators per epoch (``conv_calls``, the paper's own example; not ``calls_total``, which
-    counts the DataLoader's per-image transforms too); memory is the peak of live tensor bytes per rank
-    (``max_cpu_mem_mib``, ``max_gpu_mem_mib``), the paper's "maximum ... memory". Grid points that did not run are
-    named in every claim's ``ours``.
-    """
-    ok, device = add_epoch_time(df[df["status"] == "ok"]), str(device)
-    large = ok[ok["data_fraction"] >= 0.5]
-
-    def reason(col, default):
-        return ok[col].dropna().iloc[0] if col in ok and ok[col].notna().any() else default
-
-    checks, by_processes = [], []  # every claim, and those that compare process counts
-    axes = (("batch_size_per_rank", ["data_fraction", "world_size"], "batch size", "for every process count"),
-            ("world_size", ["data_fraction", "batch_size_per_rank"], "process count", "for every batch size"))
-    for along, within, what, every in axes:
-        parts, texts, steps = _falls(large, TIME, along, within, " s")
-        checks.append(_claim(
-            f"runtime per epoch falls with {what} on the larger data fractions (1, 1/2)", PAPER["runtime"], parts,
-            texts, device, f"fewer than two {what}s measured",
-            f"{TIME} (measured time of one epoch, slowest process: wall_time_s / epochs) falls at every step of "
-            f"{what}, {every}, at data fractions >= 1/2 ({TIME_NOISE})", ok, timed=True,
-            expectation=joined("the paper's CPU and CUDA runtime are the profiler's totals; ours is the wall time "
-                               "of each epoch, which holds both", "the paper's reason, fewer steps: " + joined(*steps)
-                               if any(steps) else "")))
-        by_processes += checks[-1:] if along == "world_size" else []
-    checks += [_less_at_a_tenth(ok, device), _crossover(large, device)]
-    by_processes += checks[-2:]
-
-    for along, within, what, every in axes:
-        parts, texts, steps = _falls(ok, "conv_calls", along, within, "", per_epoch=True)
-        per_step = sorted((ok["conv_calls"] / ok["steps_per_rank"]).dropna().unique())
-        per_step = f" ({', '.join(f'{c:g}' for c in per_step)} here)" if per_step else ""
-        checks.append(_claim(
-            f"the model's kernel calls (convolution operators) per epoch fall with {what}", PAPER["calls"], parts,
-            texts, device, f"fewer than two {what}s measured",
-            f"conv_calls / epochs (aten::convolution and aten::convolution_backward calls per epoch per rank) fall at "
-            f"every step of {what}, {every} and data fraction ({COUNT_NOISE})", ok,
-            expectation=joined(
-                f"arithmetic: calls per epoch = calls per step{per_step} x steps per epoch per rank, so they fall "
-                f"as the steps do unless a step's calls grow faster; calls_total is not judged: it counts the "
-                f"DataLoader's per-image transforms too, which grow with the batch", joined(*steps))))
-        by_processes += checks[-1:] if along == "world_size" else []
-    checks += [_cpu_memory(ok, device), *_gpu_memory(ok, device, reason)]
-    by_processes += checks[-3:-1]  # the CPU memory (over process counts too) and GPU memory with more GPUs
-    _say_how_processes_ran(by_processes, ok)
-    return _say_what_is_missing(checks, df)
+    """The paper's claims of sec. 4.3-4.5 (:data:`CLAIMS`) judged on the ``ok`` rows with their measured time per
+    epoch (:func:`add_epoch_time`), each on the paper's own quantity, per process at a fixed batch size per process
+    (the paper's setting); every criterion says its quantity, test and noise rule. The grid points that did not run
+    are named in every claim's ``ours``."""
+    return _say_what_is_missing(claims.check(CLAIMS, add_epoch_time(df[df["status"] == "ok"]), device), df)
 
 
-def _less_at_a_tenth(ok: pd.DataFrame, device: str) -> Claim:
-    """Sec. 4.3.1: runtime gains (smallest -> largest batch; 1 -> most processes) smaller at 1/10 of the data than
-    on the largest fraction: gain at 1/10 / gain on the largest < 1 for every process count and batch size."""
-    claim = "runtime gains from batch size and process count are less pronounced on 1/10 of the data"
-    criterion = (f"{TIME} (measured time per epoch) gain (smallest -> largest batch size per process, for every "
-                 f"process count; 1 -> most processes, for every batch size) on the smallest data fraction (<= 1/10) "
-                 f"/ the same gain on the largest fraction (>= 1/2) < 1 ({TIME_NOISE})")
-    fractions = sorted(ok["data_fraction"].unique())
-    if not fractions or fractions[0] > 0.1 + 1e-9 or fractions[-1] < 0.5:
-        return _claim(claim, PAPER["tenth"], [], [], device, "needs the data fractions 1/10 and one >= 1/2 in the "
-                      "grid", criterion, ok)
-    small, big = (ok[ok["data_fraction"] == f] for f in (fractions[0], fractions[-1]))
-    parts, texts, steps = [], [], []
-    for along, within in (("batch_size_per_rank", "world_size"), ("world_size", "batch_size_per_rank")):
-        for value in sorted(set(small[within]) & set(big[within])):
-            groups = [part[part[within] == value].dropna(subset=[TIME]) for part in (small, big)]
-            if any(group[along].nunique() < 2 for group in groups):
-                continue
-            gains = [_gains(group, along) for group in groups]
-            label = f"{along.split('_')[0]} gain at {within.split('_')[0]}={value:g}"
-            ratio = gains[0] / gains[1]
-            parts.append((label, judge(ratio, "<", 1, fmt=".3f")))
-            texts.append(f"{label}: {gains[0].text('.3g', 'x')} at f={fractions[0]:g} vs "
-                         f"{gains[1].text('.3g', 'x')} at f={fractions[-1]:g} (ratio {ratio.text('.3f')})")
-            shown = [_steps(group.sort_values(along).iloc[[0, -1]]) for group in groups]
-            if all(shown):
-                steps.append(f"{label}: {shown[0]} at f={fractions[0]:g}, {shown[1]} at f={fractions[-1]:g}")
-    expectation = ("the paper's own reason, fewer iterations per epoch: " + "; ".join(steps)) if steps else ""
-    return _claim(claim, PAPER["tenth"], parts, texts, device, "fewer than two batch sizes or process counts measured",
-                  criterion, ok, timed=True, expectation=expectation)
-
-
-def _crossover(large: pd.DataFrame, device: str) -> Claim:
-    """Sec. 4.3.2: at the smallest batch size the step to the next batch size cuts runtime more than 1 -> most
-    processes; at the largest batch size the processes cut it more than the step from the previous batch size."""
-    claim = "batch size cuts runtime more at small batches, process count more at large batches (the crossover)"
-    criterion = (f"{TIME} (measured time per epoch), at 1 process vs the most: at the smallest batch size b0, gain "
-                 f"of b0 -> the next batch size > gain of 1 -> most processes (T(b0, most) / T(b1, 1) > 1); at the "
-                 f"largest batch bL, gain of 1 -> most processes > gain of the previous batch size -> bL (T(bL, 1)^2 "
-                 f"/ (T(bL, most) x T(bL-1, 1)) > 1), for every data fraction >= 1/2 ({TIME_NOISE})")
-    parts, texts = [], []
-    for fraction, part in large.dropna(subset=[TIME]).groupby("data_fraction"):
-        batches, worlds = sorted(part["batch_size_per_rank"].unique()), sorted(part["world_size"].unique())
-        if len(batches) < 2 or len(worlds) < 2:
-            continue
-        t = {(r["batch_size_per_rank"], r["world_size"]): _timed(r, TIME) for _, r in part.iterrows()}
-        w1, wn, (b0, b1), (bp, bl) = worlds[0], worlds[-1], batches[:2], batches[-2:]
-        if not {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
-            continue
-        small = t[(b0, wn)] / t[(b1, w1)]
-        large_ = (t[(bl, w1)] * t[(bl, w1)]) / (t[(bl, wn)] * t[(bp, w1)])
-        for label, ratio in ((f"f={fraction:g} b={b0:g}: batch gain / process gain", small),
-                             (f"f={fraction:g} b={bl:g}: process gain / batch gain", large_)):
-            parts.append((label, judge(ratio, ">", 1, fmt=".3f")))
-            texts.append(f"{label} {ratio.text('.3f')}")
-    steps = (f"batch size steps {' -> '.join(f'{b:g}' for b in sorted(large['batch_size_per_rank'].unique()))} "
-             f"against process counts {' -> '.join(f'{w:g}' for w in sorted(large['world_size'].unique()))}: a "
-             f"larger batch step favours the batch side") if len(large) else ""
-    return _claim(claim, PAPER["crossover"], parts, texts, device,
-                  "needs two batch sizes and two process counts at a data fraction >= 1/2", criterion, large,
-                  timed=True, expectation=steps)
-
-
-def _cpu_memory(ok: pd.DataFrame, device: str) -> Claim:
-    """Sec. 4.5's CPU half on the paper's quantity: the peak of live CPU tensor memory per rank (``max_cpu_mem_mib``,
-    the largest rank's) within ``CPU_MEMORY_SPREAD`` (largest / smallest) over batch sizes and process counts, per
-    data fraction."""
-    metric = "max_cpu_mem_mib"
-    parts, texts = [], []
-    for fraction, group in ok.dropna(subset=[metric]).groupby("data_fraction"):
-        if len(group) < 2:
-            continue
-        lo, hi = group.loc[group[metric].idxmin()], group.loc[group[metric].idxmax()]
-        spread = Spread.exact(hi[metric] / lo[metric])
-        label = f"f={fraction:g}"
-        parts.append((label, judge(spread, "<", CPU_MEMORY_SPREAD, fmt=".3f")))
-        texts.append(f"{label}: {lo[metric]:.4g} MiB (b={lo['batch_size_per_rank']:g} w={lo['world_size']:g}) to "
-                     f"{hi[metric]:.4g} MiB (b={hi['batch_size_per_rank']:g} w={hi['world_size']:g}), largest / "
-                     f"smallest {spread.text('.3f', 'x')}")
-    note = ("on a CPU run the training tensors (model, batch, activations) are themselves CPU memory; in the paper's "
-            "GPU runs CPU memory is the host side" if device == "cpu" else "")
-    return _claim(
-        "peak CPU memory is relatively unaffected by batch size and process count", PAPER["memory"],
-        parts, texts, device, "fewer than two points per data fraction",
-        f"{metric} (peak of live CPU tensor memory in a profiled step, the largest process; the profiler's allocator "
-        f"events): largest / smallest over batch sizes and process counts < {CPU_MEMORY_SPREAD:.3g} at every data "
-        f"fraction ({COUNT_NOISE})", ok,
-        expectation=joined(note, "each process's own peak is in max_cpu_mem_mib_per_rank"))
-
-
-def _gpu_memory(ok: pd.DataFrame, device: str, reason) -> list[Claim]:
-    """Sec. 4.5's GPU half on the paper's quantity, the peak of live GPU tensor memory per rank: falls with more GPUs
-    (at a fixed batch per GPU) and with larger batches."""
-    metric = "max_gpu_mem_mib"
-    why = reason("max_gpu_mem_missing_reason", "fewer than two points measured")
-    out = []
-    for (along, within, what, step, every), expectation in zip(
-            (("world_size", ["data_fraction", "batch_size_per_rank"], "more GPUs", "GPU count",
-              "for every batch size per GPU"),
-             ("batch_size_per_rank", ["data_fraction", "world_size"], "batch size", "batch size",
-              "for every GPU count")),
-            ("each GPU holds the same model, batch and optimizer state at a fixed batch per GPU: only what DDP itself "
-             "keeps can change its peak", "each step's activations grow with the batch")):
-        parts, texts, _ = _falls(ok, metric, along, within, " MiB")
-        out.append(_claim(
-            f"peak GPU memory falls with {what}", PAPER["memory"], parts, texts, device, why,
-            f"{metric} (peak of live GPU tensor memory in a profiled step, the largest process) falls at every step "
-            f"of {step}, {every} and data fraction ({COUNT_NOISE})", ok,
-            expectation=joined(f"expected otherwise: {expectation}", _allocated_fell(ok, along, within))))
-    return out
-
-
-def _allocated_fell(ok: pd.DataFrame, along: str, within: list[str]) -> str:
-    """How often the GPU bytes allocated over the epochs (every allocation counted: a per-step quantity x the steps,
-    not a peak) fell along ``along`` (for the GPU memory claims' notes)."""
-    metric = "gpu_mem_allocated_mib"
-    tests = [group.iloc[-1][metric] < group.iloc[0][metric] for _, group in _groups(ok, metric, along, within)]
-    return (f"the bytes allocated over the epochs ({metric}, not a peak: per step x steps) fell in {sum(tests)} of "
-            f"{len(tests)}") if tests else ""
+def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
+    """``checks`` with every grid point that is not ``ok`` named in ``ours`` (a claim judged on fewer points than the
+    grid must say so: "fell in 3 of 3 comparisons" reads as complete), and every ok point kept with a note (a rank
+    that died at shutdown after its row was complete) named in ``note``."""
+    missing = df[df["status"] != "ok"]
+    gap = (f"; {len(missing)} of {len(df)} grid points missing, not judged: "
+           + ", ".join(f"{_point(r)} ({r['status']})" for _, r in missing.iterrows())) if len(missing) else ""
+    noted = df[(df["status"] == "ok") & df["note"].notna()] if "note" in df else df.iloc[:0]
+    kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in noted.iterrows())
+    for check in checks:
+        check.ours, check.note = check.ours + gap, joined(check.note, kept)
+    return checks
 
 
 def _point(row) -> str:
@@ -603,35 +571,6 @@ def _processes(row) -> str:
 def _placements(df: pd.DataFrame) -> dict:
     """Process count -> how its processes ran (:func:`_processes`; the first row's), in order."""
     return {w: _processes(rows.iloc[0]) for w, rows in df.groupby("world_size")}
-
-
-def _say_how_processes_ran(checks: list[Claim], ok: pd.DataFrame) -> None:
-    """Append to the ``ours`` of every judged claim in ``checks`` (those comparing process counts) how each process
-    count ran: "w=2: 2 processes sharing 1 GPU" is not the paper's 2 GPUs."""
-    if "placement" not in ok or ok["placement"].isna().all():
-        return
-    text = "processes: " + ", ".join(f"w={w:g}: {label}" for w, label in _placements(ok).items())
-    for check in checks:
-        if check.held is not None:
-            check.ours = f"{check.ours}; {text}"
-
-
-def _say_what_is_missing(checks: list[Claim], df: pd.DataFrame) -> list[Claim]:
-    """``checks`` with every grid point that is not ``ok`` named in ``ours`` (a claim judged on fewer points than the
-    grid must say so: "fell in 3 of 3 comparisons" reads as complete), and every ok point kept with a note (a rank
-    that died at shutdown after its row was complete) named in ``note``."""
-    missing = df[df["status"] != "ok"]
-    if len(missing):
-        points = ", ".join(f"{_point(r)} ({r['status']})" for _, r in missing.iterrows())
-        gap = f"{len(missing)} of {len(df)} grid points missing, not judged: {points}"
-        for check in checks:
-            check.ours = f"{check.ours}; {gap}"
-    noted = df[(df["status"] == "ok") & df["note"].notna()] if "note" in df else df.iloc[:0]
-    if len(noted):
-        kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in noted.iterrows())
-        for check in checks:
-            check.note = joined(check.note, kept)
-    return checks
 
 
 def _plot_metric(df: pd.DataFrame, metric: str):
