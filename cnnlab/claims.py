@@ -274,10 +274,16 @@ class Declared:
                          joined(f"a GPU claim ({self.gpu_only}); the value here is shown for reference", m.note),
                          self.beyond)
         labels = m.labels or {}
-        verdicts = [named(k, self.test(v, labels.get(k))) if self.each else self.test(v, labels.get(k))
+        verdicts = [named(k, _failed_said(self.test(v, labels.get(k)))) if self.each else self.test(v, labels.get(k))
                     for k, v in m.parts.items()]
         held, note = (any_of if self.some else all_of)(*verdicts)
         return Claim(self.claim, self.paper, ours, held, dev, criterion, joined(note, m.note), self.beyond)
+
+
+def _failed_said(verdict: tuple) -> tuple:
+    """A part's verdict whose failure says so, so that a claim of many parts names the part that failed."""
+    held, note = verdict
+    return held, note or ("did not hold" if held is False else "")
 
 
 def _value_text(v, test: Test) -> str:

@@ -244,3 +244,9 @@ def test_a_declaration_says_why_it_was_not_judged():
     beyond = _declared(claims.below(1), lambda df: claims.Measured({"a": Spread.exact(0.5)}), beyond=True)
     custom = lambda df, device: claims.Claim("c", "p", "o", True, str(device))  # noqa: E731
     assert [c.beyond for c in claims.check([beyond, custom], df, "cpu")] == [True, False]
+
+
+def test_a_part_that_failed_is_named_in_the_note():
+    parts = {"a": Spread.exact(0.5), "b": Spread.exact(1.5)}
+    c = _declared(claims.below(0.9), lambda df: claims.Measured(parts), each="model").judged(pd.DataFrame(), "cpu")
+    assert c.held is False and c.note == "b: did not hold"

@@ -341,14 +341,6 @@ def _ran(ok: pd.DataFrame) -> str:
     return "; processes: " + ", ".join(f"w={w:g}: {label}" for w, label in _placements(ok).items())
 
 
-class _Test(claims.Test):
-    """A :class:`cnnlab.claims.Test` whose failed part says so (named by the engine: "f=1 w=2: did not hold")."""
-
-    def __call__(self, x, labels=None):
-        held, note = super().__call__(x, labels)
-        return held, note or ("did not hold" if held is False else "")
-
-
 ONCE = "measured once per point (epochs=1): the noise of a time per epoch is unknown, so it decides nothing"
 
 
@@ -499,36 +491,36 @@ CLAIMS = [
     *(_on_times(claims.Declared(
         f"runtime per epoch falls with {what} on the larger data fractions (1, 1/2)", PAPER["runtime"],
         f"{TIME} (measured time of one epoch, slowest process: wall_time_s / epochs) along {what}",
-        _Test("falls", fmt=".4g", unit=" s"), _falls(TIME, along, " s", f"fewer than two {what}s measured",
+        claims.falls(".4g", " s"), _falls(TIME, along, " s", f"fewer than two {what}s measured",
                                                      _runtime_note, least=0.5),
         each=f"{AXES[OTHER[along]]} at data fractions >= 1/2", noise=TIME_NOISE)) for along, what in AXES.items()),
     _on_times(claims.Declared(
         "runtime gains from batch size and process count are less pronounced on 1/10 of the data", PAPER["tenth"],
         f"{TIME} (measured time per epoch): a gain (smallest -> largest batch size per process at a process count; "
         f"1 -> most processes at a batch size) on the smallest data fraction (<= 1/10) / the same gain on the "
-        f"largest (>= 1/2)", _Test("below", high=1, fmt=".3f"), _tenth, each="gain", noise=TIME_NOISE)),
+        f"largest (>= 1/2)", claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE)),
     _on_times(claims.Declared(
         "batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
         PAPER["crossover"], f"{TIME} (measured time per epoch), 1 process vs the most: at the smallest batch b0, the "
         f"gain of b0 -> the next batch / the gain of the processes (T(b0, most) / T(b1, 1)); at the largest bL, the "
         f"processes' gain / the gain of the previous batch -> bL (T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)))",
-        _Test("above", low=1, fmt=".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE)),
+        claims.above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE)),
     *(claims.Declared(
         f"the model's kernel calls (convolution operators) per epoch fall with {what}", PAPER["calls"],
         f"conv_calls / epochs (aten::convolution and aten::convolution_backward calls per epoch per rank) along "
-        f"{what}", _Test("falls", fmt=".4g"), _falls("conv_calls", along, "", f"fewer than two {what}s measured",
+        f"{what}", claims.falls(".4g"), _falls("conv_calls", along, "", f"fewer than two {what}s measured",
                                                       _calls_note, per_epoch=True),
         each=f"{AXES[OTHER[along]]} and data fraction", noise=COUNT_NOISE) for along, what in AXES.items()),
     claims.Declared(
         "peak CPU memory is relatively unaffected by batch size and process count", PAPER["memory"],
         "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process; the profiler's "
         "allocator events): largest / smallest over batch sizes and process counts",
-        _Test("below", high=CPU_MEMORY_SPREAD, fmt=".3g", unit="x"), _cpu_memory, each="data fraction",
+        claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction",
         bound="\"relatively unaffected\": our bound, the paper gives none", noise=COUNT_NOISE),
     *(claims.Declared(
         f"peak GPU memory falls with {what}", PAPER["memory"],
         f"max_gpu_mem_mib (peak of live GPU tensor memory in a profiled step, the largest process) along {step}",
-        _Test("falls", fmt=".4g", unit=" MiB"), _falls("max_gpu_mem_mib", along, " MiB", "fewer than two points "
+        claims.falls(".4g", " MiB"), _falls("max_gpu_mem_mib", along, " MiB", "fewer than two points "
                                                        "measured", partial(_gpu_note, along=along)),
         each=f"{other} and data fraction", noise=COUNT_NOISE)
       for along, what, step, other in (("world_size", "more GPUs", "GPU count", "batch size per GPU"),
