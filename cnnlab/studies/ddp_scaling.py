@@ -256,7 +256,7 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process, :func:`cnnlab.profiling.derived.ratio`),
     scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
     noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
-    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time: :func:`_timed`),
+    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time: :meth:`Spread.timed_range`),
     and scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and
     batch size per rank (so each process keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
@@ -269,7 +269,7 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
                 df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}" if df.at[idx, "status"] != \
                     "ok" else "no successful 1-process point to compare with"
                 continue
-            b, t = (_timed(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
+            b, t = (Spread.timed_range(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
             # speed-up, and its lowest and highest within both intervals; a point against itself: exactly 1
             x = (1.0, 1.0, 1.0) if idx == base.index[0] else \
                 (derived.ratio(t.value, b.value), derived.ratio(t.low, b.high), derived.ratio(t.high, b.low))
@@ -325,14 +325,6 @@ def _groups(ok: pd.DataFrame, metric: str, along: str):
             yield f"f={fraction:g} {other[0]}={value:g}", group.sort_values(along)
 
 
-def _timed(row, metric: str) -> Spread:
-    """``row``'s time ``metric`` (or a rate from one: throughput) within the range of its epochs, never narrower than
-    the noise floor of a time (:meth:`~cnnlab.profiling.spread.Spread.timed`): another launch of the same work can
-    land that far off, which one launch's epochs do not show."""
-    x = Spread.of_range(row, metric)
-    return Spread.timed(x.value, x.low, x.high)
-
-
 def _ran(ok: pd.DataFrame) -> str:
     """"; processes: w=1: 1 process on 1 GPU, w=2: 2 processes sharing 1 GPU" for a claim comparing process counts
     (the paper's 2 GPUs are not 2 processes sharing one), '' where the rows do not say."""
@@ -365,7 +357,7 @@ def _falls(metric: str, along: str, unit: str, why: str, note, *, per_epoch=Fals
     def measure(ok: pd.DataFrame):
         parts, labels, steps = {}, {}, []
         for label, group in _groups(ok[ok["data_fraction"] >= least], metric, along):
-            parts[label] = [(_timed if metric == TIME else Spread.of_range)(r, metric)
+            parts[label] = [(Spread.timed_range if metric == TIME else Spread.of_range)(r, metric)
                             * (1 / r["epochs"] if per_epoch else 1.0) for _, r in group.iterrows()]
             labels[label] = [f"{along.split('_')[0]}={v:g}" for v in group[along]]
             steps.append(f"{label}: {_steps(group)}" if _steps(group) else "")
@@ -388,7 +380,7 @@ def _tenth(ok: pd.DataFrame):
             groups = [part[part[within] == value].dropna(subset=[TIME]).sort_values(along) for part in (small, big)]
             if any(group[along].nunique() < 2 for group in groups):
                 continue
-            gains = [_timed(group.iloc[0], TIME) / _timed(group.iloc[-1], TIME) for group in groups]
+            gains = [Spread.timed_range(group.iloc[0], TIME) / Spread.timed_range(group.iloc[-1], TIME) for group in groups]
             label = f"{along.split('_')[0]} gain at {within.split('_')[0]}={value:g}"
             parts[label] = gains[0] / gains[1]
             texts.append(f"{label}: {gains[0].text('.3g', 'x')} {at[0]} vs {gains[1].text('.3g', 'x')} {at[1]} "
@@ -409,7 +401,7 @@ def _crossover(ok: pd.DataFrame):
         batches, worlds = sorted(part["batch_size_per_rank"].unique()), sorted(part["world_size"].unique())
         if len(batches) < 2 or len(worlds) < 2:
             continue
-        t = {(r["batch_size_per_rank"], r["world_size"]): _timed(r, TIME) for _, r in part.iterrows()}
+        t = {(r["batch_size_per_rank"], r["world_size"]): Spread.timed_range(r, TIME) for _, r in part.iterrows()}
         w1, wn, (b0, b1), (bp, bl) = worlds[0], worlds[-1], batches[:2], batches[-2:]
         if {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             parts[f"f={fraction:g} b={b0:g}: batch gain / process gain"] = t[(b0, wn)] / t[(b1, w1)]
