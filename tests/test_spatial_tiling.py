@@ -278,3 +278,41 @@ def test_every_tiled_path_on_a_gpu_agrees_and_the_streamed_ones_cut_peak_memory(
         check("test_every_tiled_path_on_a_gpu_agrees: relative error", _rel_error(outputs[name], outputs["untiled"]),
               "<", 1e-4, detail=name)
     assert peaks["stream"] * 3 < peaks["untiled"] and peaks["stream_triton"] * 3 < peaks["untiled"], peaks
+
+
+class _CountBatchNorms(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += "batch_norm" in func.__name__
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", spatial_tiling.MODES)
+def test_batchnorm_folded_into_its_convolution_gives_the_same_activations_without_a_batchnorm_call(resnet20, mode):
+    prefix, _ = split_model(resnet20, "layer2")
+    before = {k: v.clone() for k, v in resnet20.state_dict().items()}
+    h, w = random.randrange(20, 50), random.randrange(20, 50)
+    x = torch.randn(2, 3, h, w)
+    with torch.no_grad():
+        ref = prefix(x)
+        tiled = SpatiallyTiled(prefix, 16, mode, fold_bn=True)
+        with _CountBatchNorms() as count:
+            y = tiled(x)
+    assert count.calls == 0 and sum(isinstance(m, nn.BatchNorm2d) for m in tiled.prefix.modules()) == 0
+    check("test_batchnorm_folded: relative error", _rel_error(y, ref), "<", 1e-5, detail=(mode, (h, w)))
+    with _CountBatchNorms() as count, torch.no_grad():
+        SpatiallyTiled(prefix, 16, mode)(x)
+    assert count.calls > 0  # unfolded, the same prefix calls BatchNorm
+    assert all(torch.equal(v, resnet20.state_dict()[k]) for k, v in before.items())  # the caller's model unchanged
+    assert "fold_bn=True" in repr(tiled)
+
+
+def test_folding_needs_eval_mode_and_a_bool():
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4))
+    with pytest.raises(ValueError, match="eval mode"):
+        SpatiallyTiled(net, 8, fold_bn=True)
+    with pytest.raises(ValueError, match="fold_bn='yes'"):
+        SpatiallyTiled(net.eval(), 8, fold_bn="yes")

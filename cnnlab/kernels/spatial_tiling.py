@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
+import torch.nn.utils.fusion
 from torch import nn
 
 MODES = ("stream", "recompute", "batched")
@@ -195,6 +196,27 @@ def _trace(prefix) -> fx.GraphModule:
     if not isinstance(prefix, nn.Module):
         raise ValueError(f"prefix must be an nn.Module or a list of modules, got {type(prefix).__name__}")
     return fx.symbolic_trace(prefix)
+
+
+def fold_batchnorm(prefix) -> fx.GraphModule:
+    """A copy of ``prefix`` (traced) with every eval-mode BatchNorm2d that follows a Conv2d as its only user folded
+    into that convolution's weights and bias (``torch.nn.utils.fusion.fuse_conv_bn_eval``): the same function up to
+    rounding, one call fewer per strip and layer. The caller's modules are not changed."""
+    gm = copy.deepcopy(_trace(prefix))
+    modules = dict(gm.named_modules())
+    for node in list(gm.graph.nodes):
+        bn = modules.get(node.target) if node.op == "call_module" else None
+        src = node.args[0] if isinstance(bn, nn.BatchNorm2d) and node.args else None
+        conv = modules.get(src.target) if isinstance(src, fx.Node) and src.op == "call_module" else None
+        if not isinstance(conv, nn.Conv2d) or len(src.users) != 1 or bn.training or bn.running_mean is None:
+            continue
+        gm.add_submodule(src.target, torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn))
+        node.replace_all_uses_with(src)
+        gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm
 
 
 def analyse(prefix) -> list[_Info]:
@@ -654,17 +676,25 @@ class SpatiallyTiled(nn.Module):
     of ``tile`` rows, halo rows kept in line buffers, nothing recomputed), "recompute" (tile x tile squares, halo
     recomputed, one call per tile and layer) or "batched" (the same squares stacked along the batch dimension:
     one call per layer for every ``tiles_per_launch`` tiles, None: all). conv2d (stream mode): the function the
-    strips' convolutions call, F.conv2d's signature (None: F.conv2d), e.g. a Triton kernel. forward(x) returns exactly what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up
-    to floating-point rounding. Needs eval mode for BatchNorm. In stream mode the prefix may end in a global average
+    strips' convolutions call, F.conv2d's signature (None: F.conv2d), e.g. a Triton kernel. fold_bn: fold each
+    eval-mode BatchNorm into the convolution before it (:func:`fold_batchnorm`), one call fewer per strip and layer
+    (folded once, here: weights changed afterwards are not seen).
+    forward(x) returns what ``prefix(x)`` returns (same shape and dtype, NCHW contiguous), up to floating-point
+    rounding. Needs eval mode for BatchNorm. In stream mode the prefix may end in a global average
     pool (``nn.AdaptiveAvgPool2d(1)``), summed strip by strip.
     """
 
     def __init__(self, prefix, tile=32, mode: str = "stream", *, tiles_per_launch: int | None = None,
-                 conv2d=None) -> None:
+                 conv2d=None, fold_bn: bool = False) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        self.prefix = _trace(prefix)
+        if not isinstance(fold_bn, bool):
+            raise ValueError(f"fold_bn={fold_bn!r}: True (BatchNorm folded into the convolution before it) or False")
+        if fold_bn:
+            _check_eval(_trace(prefix))
+        self.fold_bn = fold_bn
+        self.prefix = fold_batchnorm(prefix) if fold_bn else _trace(prefix)
         self.infos = analyse(self.prefix)
         self.geometry = self.infos[-1].geometry
         self.tile = _tile_pair(tile, self.geometry)
@@ -704,7 +734,9 @@ class SpatiallyTiled(nn.Module):
 
     def extra_repr(self) -> str:
         per_launch = f", tiles_per_launch={self.tiles_per_launch}" if self.mode == "batched" else ""
-        return f"tile={self.tile}, mode={self.mode!r}, halo={self.halo}, stride={self.geometry[0].stride}{per_launch}"
+        folded = ", fold_bn=True" if self.fold_bn else ""
+        return (f"tile={self.tile}, mode={self.mode!r}, halo={self.halo}, stride={self.geometry[0].stride}"
+                f"{per_launch}{folded}")
 
 
 def _module_paths(node: fx.Node) -> list[str]:
@@ -755,7 +787,7 @@ class TiledModel(nn.Module):
 
 
 def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream",
-                   tiles_per_launch: int | None = None, conv2d=None) -> TiledModel:
+                   tiles_per_launch: int | None = None, conv2d=None, fold_bn: bool = False) -> TiledModel:
     """A copy of ``model`` (in eval mode) whose layers up to and including submodule ``until`` run spatially tiled.
 
     E.g. ``tile_spatially(resnet20, 32, until="layer3")`` tiles the whole convolutional trunk of ResNet-20 in
@@ -764,8 +796,8 @@ def tile_spatially(model: nn.Module, tile=32, *, until: str, mode: str = "stream
     """
     model = copy.deepcopy(model).eval()
     prefix, rest = split_model(model, until)
-    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode, tiles_per_launch=tiles_per_launch, conv2d=conv2d),
-                       rest).eval()
+    tiled = TiledModel(SpatiallyTiled(prefix, tile, mode, tiles_per_launch=tiles_per_launch, conv2d=conv2d,
+                                      fold_bn=fold_bn), rest).eval()
     for attr in ("input_shape", "num_classes"):
         if hasattr(model, attr):
             setattr(tiled, attr, getattr(model, attr))
