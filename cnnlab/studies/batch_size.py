@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cnnlab import config, models, plotting, studies
-from cnnlab.claims import FAR_ABOVE, Claim, INCONCLUSIVE, NOISE_RULE, Spread, all_of, any_of, joined, judge, named, trend
+from cnnlab import claims, config, models, plotting, studies
+from cnnlab.claims import FAR_ABOVE, Claim, Spread, any_of, joined
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -242,19 +242,6 @@ def mark_launch_bound(batch: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFr
     return out
 
 
-def launch_bound_note(ok: pd.DataFrame) -> str:
-    """The launch-bound points of ``ok`` (experiment "batch"), for the claims about arithmetic: "" where none."""
-    if "launch_bound" not in ok:
-        return ""
-    bound = ok[ok["launch_bound"] == True]  # noqa: E712 (None where not known)
-    if bound.empty:
-        return ""
-    points = ", ".join(f"{m} batch {', '.join(str(int(b)) for b in g['batch_size'])}"
-                       for m, g in bound.groupby("model", sort=False))
-    return (f"launch-bound (kernels under {100 * LAUNCH_BOUND:.0f}% of the time per batch: the GPU waits on the "
-            f"host, so these times say little about the arithmetic): {points}")
-
-
 def memory_snapshots(batch: pd.DataFrame, folder: Path) -> pd.DataFrame:
     """Experiment "memory_snapshots": for each model at its largest batch measured, one forward pass with the CUDA
     caching allocator's history recorded (``profiling.memory_snapshot``), written to ``folder`` for
@@ -436,222 +423,191 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return df[(df["experiment"] == experiment) & (df["status"] == "ok")].sort_values("batch_size", kind="stable")
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-A and Sec. V, each judged by the noise rule of ``cnnlab.claims`` with its criterion:
-    peak memory rises at every batch step; total time drops to about batch 64, then rises again at 128-256; throughput
-    at the best batch is far above batch 1; time per batch rises with batch size and model complexity; GPU
-    utilisation rises with batch size and depth (n/a where it was not measured); semwait rises with batch size (not
-    judged: nothing here measures the paper's quantity)."""
-    ok, dev = _ok(df, "batch"), str(device)
-    bound = launch_bound_note(ok)  # said on every claim about the arithmetic's time
-    timed = [dataclasses.replace(c, note=joined(c.note, bound)) if bound else c
-             for c in (*_total_time_claims(ok, dev), _throughput_claim(ok, dev), _latency_claim(ok, dev))]
-    return [_memory_claim(ok, dev), *timed, _utilisation_claim(ok, dev), _sync_wait_claim(_ok(df, "breakdown"), dev),
-            _frame_budget_claim(ok, dev)]
-
-
-def _frame_budget_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    """Beyond the paper: the paper's introduction sets AR/VR's budget (a frame "in under 15 milliseconds"); whether
-    one image (batch 1) is inferred within it, every model, by the noise rule."""
-    ones = {r["model"]: Spread.timed(r["latency_ms_median"], r["latency_ms_p10"], r["latency_ms_p90"])
-            for _, r in ok[ok["batch_size"] == 1].iterrows()}
-    claim = _judged(f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget",
-                    "Sec. I: \"each frame needs to be processed in under 15 milliseconds\" (a requirement the paper "
-                    "names, not a result it reports)",
-                    f"time per batch at batch 1 < {FRAME_BUDGET_MS:g} ms, every model ({NOISE_RULE})", dev,
-                    [named(m, judge(x, "<", FRAME_BUDGET_MS, unit=" ms")) for m, x in ones.items()],
-                    ", ".join(f"{m} {x.text('.3g', ' ms')}" for m, x in ones.items()), "the grid needs batch size 1")
-    return dataclasses.replace(claim, beyond=True)
-
-
 def _total_time(row) -> Spread:
-    """``total_time_s`` of ``row`` with its interval: its ``images`` images at its throughput
-    (``cnnlab.profiling.throughput.time_for``: the median time per batch, within its p10-p90)."""
+    """``total_time_s`` of ``row`` with its interval: its ``images`` at its throughput (``throughput.time_for``)."""
     return throughput.time_for(row, float(row["images"]))
 
 
-def _judged(claim: str, paper: str, criterion: str, dev: str, parts: list, ours: str, missing: str, *,
-            how=all_of) -> Claim:
-    """``claim`` judged as ``how`` (:func:`cnnlab.claims.all_of` or ``any_of``) of the verdicts ``parts``;
-    "not measured" with the note ``missing`` where there is none."""
-    if not parts:
-        return Claim(claim, paper, "not measured", None, dev, criterion=criterion, note=missing)
-    held, note = how(*parts)
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+def _timed(measure):
+    """``measure`` of experiment "batch", its note naming the launch-bound points (:func:`mark_launch_bound`): said on
+    every claim about the arithmetic's time."""
+    def measured(df):
+        ok = _ok(df, "batch")
+        bound = ok[ok["launch_bound"] == True] if "launch_bound" in ok else ok[:0]  # noqa: E712 (None: not known)
+        note = (f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch: the GPU waits on the host, so "
+                "these times say little about the arithmetic): " + ", ".join(
+                    f"{m} batch {', '.join(str(int(b)) for b in g['batch_size'])}"
+                    for m, g in bound.groupby("model", sort=False))) if len(bound) else ""
+        got = measure(ok)
+        return joined(got, note) if isinstance(got, str) else dataclasses.replace(got, note=joined(got.note, note))
+    return measured
 
 
-def _memory_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    col = "peak_mem_model_mib" if "peak_mem_model_mib" in ok else "peak_mem_alloc_mib"  # the model's own bytes
+def _memory(df):
+    ok = _ok(df, "batch")
+    col = next(c for c in ("peak_mem_model_mib", "peak_mem_alloc_mib") if c in ok)  # an older table: the allocator's
     mem = {m: g[col] for m, g in ok.groupby("model", sort=False)}
-    return _judged("peak memory grows monotonically with batch size",
-                   "Sec. IV-A: \"Peak GPU Memory Allocated: Increased monotonically and significantly with batch "
-                   "size\" (Fig. 1 bottom)",
-                   f"{col} (the model's own bytes: weights, inputs and the batch's peak, not the libraries' "
-                   f"workspaces) rises at every batch-size step, every model ({EXACT_MEMORY})", dev,
-                   [trend([Spread.exact(v) for v in g[col]], "up", unit=" MiB",
-                          labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
-                    for m, g in ok.groupby("model", sort=False) if len(g) > 1],
-                   ", ".join(f"{m} {v.iloc[0]:.1f}->{v.iloc[-1]:.1f} MiB ({v.iloc[-1] / v.iloc[0]:.1f}x)"
-                             for m, v in mem.items()), "the grid needs two batch sizes" if mem else "no point measured")
+    if not any(len(v) > 1 for v in mem.values()):
+        return "the grid needs two batch sizes" if mem else "no point measured"
+    return claims.Measured({m: [Spread.exact(x) for x in v] for m, v in mem.items() if len(v) > 1}, ", ".join(
+        f"{m} {v.iloc[0]:.1f}->{v.iloc[-1]:.1f} MiB ({v.iloc[-1] / v.iloc[0]:.1f}x)" for m, v in mem.items()),
+        "" if col == "peak_mem_model_mib" else f"{col} judged: this table predates peak_mem_model_mib")
 
 
-def _total_time_claims(ok: pd.DataFrame, dev: str) -> list[Claim]:
-    """Fig. 1 top: the time for the same images drops from batch 1 to about 64, then rises again at 128/256, and
-    "might drop again" at 512/1024 (judged where the grid has them). Each: total time at the claim's batches / at
-    one batch, every model; where the paper hedges ("sometimes", "might"), at least one model and size."""
-    rows = {(r["model"], int(r["batch_size"])): r for _, r in ok.iterrows()}
-    sizes = sorted({b for _, b in rows})
-    upto, mid, large = ([b for b in sizes if 1 < b <= 64], [b for b in (128, 256) if b in sizes],
-                        [b for b in (512, 1024) if b in sizes])
-    to = upto[-1] if 1 in sizes and upto else None
-    rule = (f"total_time_s = images / throughput ({throughput.DEFINITION}); the ratio's interval from both points' "
-            f"ends; {NOISE_RULE}")
-    out = []
-    for claim, words, tops, at, base, base_at, op, hedge, missing in (
-            (f"total inference time drops from batch 1 to batch {to or 64}", "the total time to run inference "
-             "generally dropped as we increased the batch size (up to around 64)", [to] if to else [], "64", 1,
-             "batch 1", "<", None, "the grid needs batch size 1 and a larger one <= 64"),
-            ("total inference time rises again at mid-range batch sizes (128-256) after falling to 64", "for "
-             "mid-range sizes (like 128 or 256), we sometimes saw the time increase again", mid, "128/256", 64,
-             "batch 64", ">", "sometimes", "the grid needs batch 64 and 128 or 256"),
-            ("total inference time drops again at very large batch sizes (512-1024)", "At very large sizes (512, "
-             "1024), the time might drop again as the GPU becomes fully saturated", large, "512/1024",
-             mid[-1] if mid else None, "the largest mid-range batch (128 or 256)", "<", "might",
-             "the grid needs 128 or 256 and 512 or 1024 (the paper preset has them)")):
-        ratio = {(m, b): _total_time(rows[m, b]) / _total_time(rows[m, base])
-                 for m, b in rows if b in tops and (m, base) in rows}
-        scope = (f" for at least one model and size (the paper: '{hedge}'; {rule})" if hedge
-                 else f", every model ({rule})")
-        ours = ", ".join(f"{m} batch {b} / batch {base}: {r.text('.2f', 'x')}" for (m, b), r in ratio.items())
-        out.append(_judged(claim, f"Sec. IV-A: \"{words}\" (Fig. 1 top)",
-                           f"total_time_s at batch {'/'.join(map(str, tops)) or at} / at {base_at} {op} 1{scope}",
-                           dev, [judge(r, op, 1.0, unit="x") for r in ratio.values()], ours, missing,
-                           how=any_of if hedge else all_of))
-    return out
+def _total_ratios(tops, base, missing: str):
+    """A Fig. 1 top claim's measure: each model's total time at batch ``tops(sizes)`` / at ``base(sizes)``."""
+    def measure(ok):
+        rows = {(r["model"], int(r["batch_size"])): r for _, r in ok.iterrows()}
+        sizes = sorted({b for _, b in rows})
+        at, b0 = (tops(sizes), base(sizes)) if sizes else ([], None)
+        ratio = {f"{m} batch {b} / batch {b0}": _total_time(rows[m, b]) / _total_time(rows[m, b0])
+                 for m, b in rows if b in at and (m, b0) in rows}
+        return claims.Measured(ratio) if ratio else missing
+    return _timed(measure)
 
 
-def _throughput_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    """Every model has a larger batch whose throughput is clearly over ``THROUGHPUT_GAIN`` x batch 1's: per model,
-    held when one larger batch's ratio is clear of it, did not hold when every one is clearly under it (so the verdict
-    does not hang on which batch the noise made the best, and batch 1 is never compared with itself)."""
-    verdicts, ours = [], []
-    for m, g in ok.groupby("model", sort=False):
-        ones = g[g["batch_size"] == 1]
-        gains = throughput.gains(g, ones.index[0]) if len(ones) else {}
-        if not gains:
-            continue
-        verdicts.append(named(m, any_of(*(judge(r, ">", THROUGHPUT_GAIN, unit="x") for r in gains.values()))))
-        best, *rest = sorted(gains, key=lambda i: -gains[i].value)
-        rate = {i: throughput.throughput(g.loc[i]) for i in gains}  # the best's own interval against the others'
-        tie = [int(g.loc[i, "batch_size"]) for i in rest if rate[i].high >= rate[best].low]
-        clear = [int(g.loc[i, "batch_size"]) for i in gains if gains[i].low > THROUGHPUT_GAIN]
-        ours.append(f"{m} {gains[best].text('.3g', 'x')} at batch {int(g.loc[best, 'batch_size'])}"
-                    + (f" (the best within noise of batch {', '.join(map(str, tie))})" if tie else "")
-                    + (f", clear of the threshold at batch {', '.join(map(str, clear))}" if clear else ""))
-    return _judged(f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
-                   "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
-                   f"images/s at some larger batch / at batch 1 > {THROUGHPUT_GAIN:g}, every model ("
-                   f"{throughput.DEFINITION}; each ratio's interval from the two rates' ends; per model held when one "
-                   f"larger batch is clear of the threshold, did not hold when every one is clearly under it; "
-                   f"{NOISE_RULE})", dev, verdicts, "; ".join(ours),
-                   "batch size 1 and a larger one are not both in the grid or not measured")
+class _SomeAbove(claims.Test):
+    """Above the threshold at some batch of a model's: held when one is, did not hold when every one is under it."""
+
+    def __call__(self, gains, labels=None):
+        return any_of(*(claims.Test.__call__(self, g) for g in gains.values()))
 
 
-def _latency_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    """Fig. 2 top: time per batch rises with batch size (every model) and with the model's work (every batch size)."""
-    claim = "time per batch rises with batch size and model complexity"
-    paper = ("Sec. IV-A: \"The time taken per batch naturally increased with both the batch size and the model's "
-             "complexity\" (Fig. 2 top)")
-    criterion = ("latency_ms (time per batch) rises at every batch-size step, every model; and at every batch size it "
-                 f"rises with the model's GFLOPs per image (complexity); {NOISE_RULE}")
+@_timed
+def _gains(ok):
+    got = {m: v for m, g in ok.groupby("model", sort=False)
+           if g["batch_size"].min() == 1 and (v := throughput.gains_over_smallest(g, THROUGHPUT_GAIN))[0]}
+    return claims.Measured({m: v[0] for m, v in got.items()}, "; ".join(f"{m} {v[1]}" for m, v in got.items()),
+                           joined(*(f"{m}: {v[2]}" for m, v in got.items() if v[2]))) if got else \
+        "batch size 1 and a larger one are not both in the grid or not measured"
+
+
+@_timed
+def _latency(ok):
     if ok.empty:
-        return Claim(claim, paper, "not measured", None, dev, criterion=criterion, note="no point measured")
+        return "no point measured"
     work = ok.groupby("model", sort=False)["gflops_per_image"].first().sort_values(kind="stable")
-    by_batch = [trend([Spread.of(r, "latency_ms") for _, r in g.iterrows()], "up", unit=" ms",
-                      labels=[f"{m} batch {int(b)}" for b in g["batch_size"]])
-                for m, g in ok.groupby("model", sort=False) if len(g) > 1]
-    by_work = []
-    for b, g in ok.groupby("batch_size"):
-        g = g.set_index("model").reindex([m for m in work.index if m in set(g["model"])])
-        if len(g) > 1:
-            by_work.append(trend([Spread.of(r, "latency_ms") for _, r in g.iterrows()], "up", unit=" ms",
-                                 labels=[f"{m} batch {int(b)}" for m in g.index]))
-    held, note = all_of(*by_batch, *by_work)
-    ours = "; ".join(f"{m} {Spread.of(g.iloc[0], 'latency_ms').text('.3g')} -> "
-                     f"{Spread.of(g.iloc[-1], 'latency_ms').text('.3g', ' ms')} (batch {int(g['batch_size'].iloc[0])} "
-                     f"-> {int(g['batch_size'].iloc[-1])}, {work[m]:.3g} GFLOPs/image)"
-                     for m, g in ok.groupby("model", sort=False))
-    if not by_work:
-        note = joined(note, "one model: the complexity half is not checked")
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=note)
+    by_work = {f"batch {b}": g.set_index("model").reindex([m for m in work.index if m in set(g["model"])])
+               .reset_index() for b, g in ok.groupby("batch_size") if len(g) > 1}
+    by = {**{m: g for m, g in ok.groupby("model", sort=False) if len(g) > 1}, **by_work}
+    ours = "; ".join(f"{m} {Spread.of(a, 'latency_ms').text()} -> {Spread.of(z, 'latency_ms').text()} ms (batch "
+                     f"{int(a['batch_size'])} -> {int(z['batch_size'])}, {work[m]:.3g} GFLOPs/image)"
+                     for m, g in ok.groupby("model", sort=False) for a, z in [(g.iloc[0], g.iloc[-1])])
+    return claims.Measured({k: [Spread.of(r, "latency_ms") for _, r in g.iterrows()] for k, g in by.items()}, ours,
+                           "" if by_work else "one model: the complexity half is not checked",
+                           {k: [f"{m} batch {int(b)}" for m, b in zip(g["model"], g["batch_size"])]
+                            for k, g in by.items()})
 
 
-def _utilisation_claim(ok: pd.DataFrame, dev: str) -> Claim:
-    claim = "GPU utilisation rises with batch size and model depth"
-    paper = ("Sec. IV-A: \"the overall GPU utilization generally went up with both batch size and the complexity of "
-             "the model (e.g., ResNet-56 was busier than ResNet-20)\" (Fig. 2 bottom)")
-    criterion = ("gpu_util_pct at the largest batch > at the smallest, every model; mean over batch sizes rises "
-                 f"with ResNet depth; {NOISE_RULE} (each point's interval: the least and most of its "
-                 f"{UTIL_WINDOWS} timed loops' NVML means)")
+def _utilisation(df):
+    ok = _ok(df, "batch")
     util = ok.dropna(subset=["gpu_util_pct"])
     if util.empty:
-        reasons = sorted(set(ok["gpu_util_missing_reason"].dropna())) if len(ok) else []
-        note = "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")
-        return Claim(claim, paper, "not measured", None, dev, criterion=criterion,
-                     note=note or "no GPU utilisation measured")
-    by_batch = {m: g["gpu_util_pct"] for m, g in util.groupby("model", sort=False)}
+        return claims.missing(ok, "gpu_util", "no GPU utilisation measured")
+    ends = ["gpu_util_pct_low", "gpu_util_pct_high"]  # no interval recorded: a point is anywhere in 0-100%
+    spread = set(ends) <= set(util) and not (util[ends[0]] == util[ends[1]]).all()
+    point = {m: [Spread(r["gpu_util_pct"], *(r[ends] if spread else (0, 100))) for _, r in g.iterrows()]
+             for m, g in util.groupby("model", sort=False)}
     work = ok.groupby("model")["gflops_per_image"].first()  # ResNet depth order = order of work per image
-    resnets = sorted((m for m in work.index if models.spec(m).family == "resnet_cifar"), key=work.get)
-    mean_util = util.groupby("model")["gpu_util_pct"].mean()
-    depth = [mean_util[m] for m in resnets if m in mean_util]
-    ours = ", ".join(f"{m} {s.iloc[0]:.0f}->{s.iloc[-1]:.0f}%" for m, s in by_batch.items())
-    ours += f"; mean over batches by depth: {', '.join(f'{u:.0f}%' for u in depth)}" if depth else ""
+    deeper = [m for m in sorted(work.index, key=work.get) if models.spec(m).family == "resnet_cifar" and m in point]
+    mean = {m: Spread(*(float(np.mean([getattr(x, k) for x in point[m]])) for k in ("value", "low", "high")))
+            for m in deeper}
+    parts = {m: [s[0], s[-1]] for m, s in point.items() if len(s) > 1}
+    labels = {**{m: [f"{m} smallest batch", f"{m} largest batch"] for m in parts}, "depth": deeper}
     skipped = int(ok["gpu_util_pct"].isna().sum())
-    left_out = f"{skipped} point(s) without utilisation left out (gpu_util_missing_reason says why)" if skipped else ""
-    if not {"gpu_util_pct_low", "gpu_util_pct_high"} <= set(util.columns) or \
-            (util["gpu_util_pct_low"] == util["gpu_util_pct_high"]).all():
-        # one loop's mean per point: no interval across windows to judge by
-        note = ("no noise interval recorded: gpu_util_pct is one loop's mean of NVML samples per point, so the noise "
-                "rule cannot decide")
-        return Claim(claim, paper, ours, INCONCLUSIVE, dev, criterion=criterion, note=joined(note, left_out))
-    spreads = {m: [Spread(r["gpu_util_pct"], r["gpu_util_pct_low"], r["gpu_util_pct_high"]) for _, r in g.iterrows()]
-               for m, g in util.groupby("model", sort=False)}
-    parts = [trend([s[0], s[-1]], "up", unit="%", labels=[f"{m} smallest batch", f"{m} largest batch"])
-             for m, s in spreads.items() if len(s) > 1]
-    mean = {m: Spread(*(float(np.mean([getattr(x, k) for x in s])) for k in ("value", "low", "high")))
-            for m, s in spreads.items()}
-    deeper = [mean[m] for m in resnets if m in mean]
-    if len(deeper) > 1:
-        parts.append(trend(deeper, "up", unit="%", labels=[m for m in resnets if m in mean]))
-    held, note = all_of(*parts)
-    return Claim(claim, paper, ours, held, dev, criterion=criterion, note=joined(note, left_out))
+    return claims.Measured(
+        {**parts, **({"depth": list(mean.values())} if len(deeper) > 1 else {})},
+        ", ".join(f"{m} {s[0].value:.0f}->{s[-1].value:.0f}%" for m, s in point.items())
+        + (f"; mean over batches by depth: {', '.join(f'{x.value:.0f}%' for x in mean.values())}" if deeper else ""),
+        joined("" if spread else "no noise interval recorded: gpu_util_pct is one loop's mean of NVML samples per "
+               "point, so the noise rule cannot decide", f"{skipped} point(s) without utilisation left out "
+               "(gpu_util_missing_reason says why)" if skipped else ""), labels)
 
 
-def _sync_wait_claim(parts: pd.DataFrame, dev: str) -> Claim:
-    """Sec. V: batch size "introduces system-level overheads, such as time spent waiting on semaphores". Not judged:
-    the paper's semwait is an OS-level semaphore wait, which nothing here measures; the host's wait for the GPU
-    (cuda*Synchronize, from the breakdown's one-step profiles) is shown beside it for reference."""
-    claim = "time waiting on semaphores (semwait) per batch rises with batch size"
-    paper = ("Sec. V: \"the choice of batch size ... introduces system-level overheads, such as time spent waiting "
-             "on semaphores\"; Sec. III-A: \"time spent waiting on system calls (like semwait or poll)\"")
-    criterion = ("not judged: the paper's semwait is time blocked in operating-system semaphore waits (sem_wait, "
-                 "poll: an OS-runtime trace, e.g. Nsight Systems' osrt), which torch's profiler does not record; the "
-                 f"nearest it records, \"{HOST_WAIT}\" (the host blocked in cuda*Synchronize: in this serving step "
-                 "mostly the final .cpu(), a spin-wait by CUDA's default), is another quantity, shown for reference "
-                 "(no verdict, so no noise rule to apply)")
-    wait = parts[parts["component"] == HOST_WAIT].dropna(subset=["time_per_batch_ms"]) if len(parts) else parts
+def _host_wait(df):
+    parts = _ok(df, "breakdown")
+    rows = parts[parts["component"] == HOST_WAIT] if len(parts) else parts
+    wait = rows.dropna(subset=["time_per_batch_ms"]) if len(rows) else rows
     if wait.empty:
-        reasons = sorted(set(parts.loc[parts["component"] == HOST_WAIT, "time_missing_reason"].dropna())) \
-            if len(parts) else []
-        return Claim(claim, paper, "not measured", None, dev, criterion=criterion,
-                     note=("; ".join(reasons) or "no breakdown measured") + ": a CPU runs the operators itself, "
-                          "there is no device to wait for; and no quantity here is the paper's semwait")
+        return (claims.missing(rows, "time", "no breakdown measured") + ": a CPU runs the operators itself, there "
+                "is no device to wait for; and no quantity here is the paper's semwait")
     ends = {m: [(int(r["batch_size"]), Spread.timed(*(r[f"time_per_batch_ms{e}"] for e in ("", "_low", "_high"))))
                 for r in (g.iloc[0], g.iloc[-1])] for m, g in wait.groupby("model", sort=False)}
-    ours = f"{HOST_WAIT}, for reference: " + ", ".join(
-        f"{m} {a[1].text('.3g')} -> {b[1].text('.3g', ' ms')} (batch {a[0]} -> {b[0]})" for m, (a, b) in ends.items())
-    return Claim(claim, paper, ours, None, dev, criterion=criterion,
-                 note="not judged: no quantity measured here is the paper's (see the criterion)")
+    return "not judged: no quantity measured here is the paper's (see the criterion); " + f"{HOST_WAIT}, for " \
+        "reference: " + ", ".join(f"{m} {a.text()} -> {b.text('.3g', ' ms')} (batch {i} -> {j})"
+                                  for m, ((i, a), (j, b)) in ends.items())
+
+
+def _at_batch_1(df):
+    ones = {r["model"]: Spread.of(r, "latency_ms") for _, r in _ok(df, "batch").iterrows() if r["batch_size"] == 1}
+    return claims.Measured(ones) if ones else "the grid needs batch size 1"
+
+
+_FIG1 = "Sec. IV-A: \"{}\" (Fig. 1 top)"
+_RULE = f"total_time_s = images / throughput ({throughput.DEFINITION}); the ratio's interval from both points' ends"
+CLAIMS = [
+    claims.Declared(
+        "peak memory grows monotonically with batch size", "Sec. IV-A: \"Peak GPU Memory Allocated: Increased "
+        "monotonically and significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (the model's own "
+        "bytes: weights, inputs and the batch's peak, not the libraries' workspaces) over batch sizes",
+        claims.rises(unit=" MiB"), _memory, each="model", noise=EXACT_MEMORY),
+    claims.Declared(
+        "total inference time drops from batch 1 to batch 64", _FIG1.format(
+            "the total time to run inference generally dropped as we increased the batch size (up to around 64)"),
+        "total_time_s at the largest batch up to 64 / at batch 1", claims.below(1.0, unit="x"),
+        _total_ratios(lambda s: [b for b in s if 1 < b <= 64][-1:] if 1 in s else [], lambda s: 1,
+                      "the grid needs batch size 1 and a larger one <= 64"), each="model", bound=_RULE),
+    claims.Declared(
+        "total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
+        _FIG1.format("for mid-range sizes (like 128 or 256), we sometimes saw the time increase again"),
+        "total_time_s at batch 128 or 256 / at batch 64", claims.above(1.0, unit="x"),
+        _total_ratios(lambda s: [128, 256], lambda s: 64, "the grid needs batch 64 and 128 or 256"),
+        each="model and batch size", some=True, bound=f"the paper: 'sometimes'; {_RULE}"),
+    claims.Declared(
+        "total inference time drops again at very large batch sizes (512-1024)",
+        _FIG1.format("At very large sizes (512, 1024), the time might drop again as the GPU becomes fully saturated"),
+        "total_time_s at batch 512 or 1024 / at the largest of batch 128 and 256", claims.below(1.0, unit="x"),
+        _total_ratios(lambda s: [512, 1024], lambda s: ([b for b in (128, 256) if b in s] or [None])[-1],
+                      "the grid needs 128 or 256 and 512 or 1024 (the paper preset has them)"),
+        each="model and batch size", some=True, bound=f"the paper: 'might'; {_RULE}"),
+    claims.Declared(
+        f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
+        "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
+        "images/s at some larger batch / at batch 1", _SomeAbove("above", low=THROUGHPUT_GAIN, unit="x"), _gains,
+        each="model", bound=f"{throughput.DEFINITION}; each ratio's interval from the two rates' ends; held when one "
+        "larger batch is clear of the threshold, did not hold when every one is clearly under it"),
+    claims.Declared(
+        "time per batch rises with batch size and model complexity", "Sec. IV-A: \"The time taken per batch "
+        "naturally increased with both the batch size and the model's complexity\" (Fig. 2 top)",
+        "latency_ms (time per batch), over every model's batch sizes and at every batch size over the models by "
+        "GFLOPs per image (complexity),", claims.rises(unit=" ms"), _latency),
+    claims.Declared(
+        "GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"the overall GPU utilization generally "
+        "went up with both batch size and the complexity of the model (e.g., ResNet-56 was busier than ResNet-20)\" "
+        "(Fig. 2 bottom)", "gpu_util_pct, from every model's smallest batch to its largest, and its mean over batch "
+        "sizes by ResNet depth,", claims.rises(unit="%"), _utilisation, gpu_only="NVML's busy time of a GPU",
+        bound=f"each point's interval: the least and most of its {UTIL_WINDOWS} timed loops' NVML means"),
+    claims.Declared(
+        "time waiting on semaphores (semwait) per batch rises with batch size", "Sec. V: \"the choice of batch size "
+        "... introduces system-level overheads, such as time spent waiting on semaphores\"; Sec. III-A: \"time spent "
+        "waiting on system calls (like semwait or poll)\"", "the paper's semwait (time blocked in operating-system "
+        "semaphore waits: sem_wait, poll; an OS-runtime trace, e.g. Nsight Systems' osrt)",
+        claims.rises(unit=" ms"), _host_wait, noise="no verdict, so no noise rule to apply", bound="not judged: "
+        f"torch's profiler does not record it; the nearest it records, \"{HOST_WAIT}\" (the host blocked in "
+        "cuda*Synchronize: in this serving step mostly the final .cpu(), a spin-wait by CUDA's default), is another "
+        "quantity, shown in the note for reference"),
+    claims.Declared(
+        f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget", "Sec. I: \"each frame "
+        "needs to be processed in under 15 milliseconds\" (a requirement the paper names, not a result it reports)",
+        "time per batch at batch 1", claims.below(FRAME_BUDGET_MS, unit=" ms"), _at_batch_1, each="model",
+        beyond=True),
+]
+
+
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """The claims of Sec. IV-A and Sec. V (:data:`CLAIMS`) by the noise rule of ``cnnlab.claims``; each claim's
+    ``criterion`` says its quantity, test and bound. Semwait is not judged: nothing here measures its quantity."""
+    return claims.check(CLAIMS, df, device)
 
 
 def _breakdown(ok: pd.DataFrame):
