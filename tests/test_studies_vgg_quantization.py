@@ -312,7 +312,7 @@ def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
     assert held[CLAIMS[5]] == INCONCLUSIVE  # 2250 / 1922 = 1.17x, the ranges allow 0.86-1.6x
     # an interval wider than the whole "little" band can never be held: the note says the noise decides it
     wide = {c.claim: c.note for c in vq.check_claims(noisy, "cuda:0")}[CLAIMS[5]]
-    assert "cannot be decided at this noise" in wide and "wider than the whole band" in wide
+    assert "cannot be decided at this noise" in wide and "wider than the band" in wide
     # a change clear of the band is refuted without that note
     clear_note = {c.claim: c.note for c in vq.check_claims(_claims_frame(cpu_total=(1922.0, 4000.0)), "cuda:0")}
     assert "cannot be decided" not in clear_note[CLAIMS[5]]
