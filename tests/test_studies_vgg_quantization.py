@@ -297,8 +297,12 @@ def test_claims_hold_and_fail_with_the_numbers():
     checks = vq.check_claims(_claims_frame(cpu_total=(1922.0, 1955.0)), "cpu")
     assert checks[5].held is None and "GPU run" in checks[5].note and "1.922 s eager -> 1.955 s" in checks[5].paper
     failed = _claims_frame()
-    first = vq.check_claims(failed[failed["experiment"] != "int8"], "cpu")[0]
+    no_int8 = vq.check_claims(failed[failed["experiment"] != "int8"], "cpu")
+    first = no_int8[0]
     assert first.held is None and first.ours == "not measured" and "int8" in first.claim and first.criterion
+    # every claim is listed, each int8 one "not measured" with the reason, the others judged as before
+    assert [c.claim for c in no_int8] == CLAIMS and all("int8 row" in c.note for c in no_int8[:4])
+    assert [c.held for c in no_int8[4:]] == list(held.values())[4:]
 
 
 def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
