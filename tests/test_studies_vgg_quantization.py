@@ -297,8 +297,12 @@ def test_claims_hold_and_fail_with_the_numbers():
     checks = vq.check_claims(_claims_frame(cpu_total=(1922.0, 1955.0)), "cpu")
     assert checks[5].held is None and "GPU run" in checks[5].note and "1.922 s eager -> 1.955 s" in checks[5].paper
     failed = _claims_frame()
-    first = vq.check_claims(failed[failed["experiment"] != "int8"], "cpu")[0]
+    no_int8 = vq.check_claims(failed[failed["experiment"] != "int8"], "cpu")
+    first = no_int8[0]
     assert first.held is None and first.ours == "not measured" and "int8" in first.claim and first.criterion
+    # every claim is listed, each int8 one "not measured" with the reason, the others judged as before
+    assert [c.claim for c in no_int8] == CLAIMS and all("int8 row" in c.note for c in no_int8[:4])
+    assert [c.held for c in no_int8[4:]] == list(held.values())[4:]
 
 
 def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
@@ -312,7 +316,7 @@ def test_verdicts_within_noise_are_inconclusive_and_clear_ones_decided():
     assert held[CLAIMS[5]] == INCONCLUSIVE  # 2250 / 1922 = 1.17x, the ranges allow 0.86-1.6x
     # an interval wider than the whole "little" band can never be held: the note says the noise decides it
     wide = {c.claim: c.note for c in vq.check_claims(noisy, "cuda:0")}[CLAIMS[5]]
-    assert "cannot be decided at this noise" in wide and "wider than the whole band" in wide
+    assert "cannot be decided at this noise" in wide and "wider than the band" in wide
     # a change clear of the band is refuted without that note
     clear_note = {c.claim: c.note for c in vq.check_claims(_claims_frame(cpu_total=(1922.0, 4000.0)), "cuda:0")}
     assert "cannot be decided" not in clear_note[CLAIMS[5]]
