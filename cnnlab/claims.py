@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import math
 import textwrap
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -183,14 +183,19 @@ class Test:
     high: float = math.nan
     fmt: str = ".3g"
     unit: str = ""
+    once: bool = False  # a part is several values ({label: Spread}): it passes when one of them does
 
     def words(self) -> str:
         f, u = self.fmt, self.unit
         return {"below": f"< {self.high:{f}}{u}", "above": f"> {self.low:{f}}{u}",
                 "within": f"> {self.low:{f}}{u} and < {self.high:{f}}{u}", "rises": "rises at every step",
-                "falls": "falls at every step"}[self.kind]
+                "falls": "falls at every step"}[self.kind] + (" at least once" if self.once else "")
 
     def __call__(self, x, labels=None) -> tuple[bool | str | None, str]:
+        if self.once:  # held when one value is clear, did not hold when every one is clearly on the other side
+            one = replace(self, once=False)
+            return any_of(*(named(str(k), one(v)) for k, v in (x.items() if isinstance(x, Mapping) else
+                                                                  enumerate(x))))
         kw = {"fmt": self.fmt, "unit": self.unit}
         if self.kind in ("rises", "falls"):
             return trend(list(x), "up" if self.kind == "rises" else "down", labels=labels, **kw)
@@ -199,14 +204,15 @@ class Test:
         return judge(x, "<" if self.kind == "below" else ">", self.high if self.kind == "below" else self.low, **kw)
 
 
-def below(threshold: float, fmt: str = ".3g", unit: str = "") -> Test:
-    """The quantity is below ``threshold`` (its whole interval, by the noise rule)."""
-    return Test("below", high=threshold, fmt=fmt, unit=unit)
+def below(threshold: float, fmt: str = ".3g", unit: str = "", *, once: bool = False) -> Test:
+    """The quantity is below ``threshold`` (its whole interval, by the noise rule); ``once``: a part is several
+    values, one of which must be below ("sometimes", "can")."""
+    return Test("below", high=threshold, fmt=fmt, unit=unit, once=once)
 
 
-def above(threshold: float, fmt: str = ".3g", unit: str = "") -> Test:
-    """The quantity is above ``threshold``."""
-    return Test("above", low=threshold, fmt=fmt, unit=unit)
+def above(threshold: float, fmt: str = ".3g", unit: str = "", *, once: bool = False) -> Test:
+    """The quantity is above ``threshold`` (``once``: one of a part's values, as :func:`below`)."""
+    return Test("above", low=threshold, fmt=fmt, unit=unit, once=once)
 
 
 def within(low: float, high: float, fmt: str = ".3g", unit: str = "") -> Test:
@@ -256,11 +262,13 @@ class Declared:
     noise: str = NOISE_RULE
     gpu_only: str = ""
     beyond: bool = False
+    not_judged: str = ""  # why the claim is shown and not judged (settled by design, not our quantity): n/a
 
     def criterion(self) -> str:
         over = f", {'at least one' if self.some else 'every'} {self.each}" if self.each else ""
         bound = f" ({self.bound})" if self.bound else ""
-        return f"{self.quantity} {self.test.words()}{over}{bound}; {self.noise}"
+        shown = "not judged (see the note); the rule it would have: " if self.not_judged else ""
+        return f"{shown}{self.quantity} {self.test.words()}{over}{bound}; {self.noise}"
 
     def judged(self, df: pd.DataFrame, device) -> Claim:
         dev, criterion = str(device), self.criterion()
@@ -269,6 +277,9 @@ class Declared:
             note = m if isinstance(m, str) else joined(m.note, "nothing measured to judge")
             return Claim(self.claim, self.paper, "not measured", None, dev, criterion, note, self.beyond)
         ours = m.ours or ", ".join(f"{k} {_value_text(v, self.test)}" for k, v in m.parts.items())
+        if self.not_judged:
+            return Claim(self.claim, self.paper, ours, None, dev, criterion, joined(self.not_judged, m.note),
+                         self.beyond)
         if self.gpu_only and not dev.startswith("cuda"):
             return Claim(self.claim, self.paper, ours, None, dev, criterion,
                          joined(f"a GPU claim ({self.gpu_only}); the value here is shown for reference", m.note),
@@ -289,6 +300,8 @@ def _failed_said(verdict: tuple) -> tuple:
 def _value_text(v, test: Test) -> str:
     if isinstance(v, Spread):
         return v.text(test.fmt, test.unit)
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k} {x.text(test.fmt, test.unit)}" for k, x in v.items())
     return " -> ".join(x.text(test.fmt, test.unit) for x in v)
 
 

@@ -250,3 +250,16 @@ def test_a_part_that_failed_is_named_in_the_note():
     parts = {"a": Spread.exact(0.5), "b": Spread.exact(1.5)}
     c = _declared(claims.below(0.9), lambda df: claims.Measured(parts), each="model").judged(pd.DataFrame(), "cpu")
     assert c.held is False and c.note == "b: did not hold"
+
+
+def test_a_part_of_several_values_passes_once_and_a_shown_claim_is_not_judged():
+    once = claims.above(2, unit="x", once=True)
+    assert once.words() == "> 2x at least once"
+    assert once({"batch 8": Spread.exact(1.5), "batch 16": Spread.exact(3)})[0] is True
+    assert once([Spread.exact(1.5), Spread.exact(1.8)])[0] is False
+    held, note = once({"batch 8": Spread(2.1, 1.5, 3), "batch 16": Spread.exact(1)})
+    assert held == claims.INCONCLUSIVE and note.startswith("batch 8: within noise")
+    d = _declared(claims.below(1), lambda df: claims.Measured({"a": Spread.exact(0.5)}), not_judged="settled by design")
+    c = d.judged(pd.DataFrame(), "cuda")
+    assert (c.held, c.note, c.ours) == (None, "settled by design", "a 0.5")
+    assert c.criterion.startswith("not judged (see the note); the rule it would have: x / y < 1")

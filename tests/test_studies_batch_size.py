@@ -341,7 +341,7 @@ def test_batch_1_is_never_compared_with_itself_and_a_best_picked_within_noise_do
     two = pd.concat([_frame([1.0, 2.0, 3.0], lat=[1.0, 0.6, 1.0]),
                      _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 2.0], spread=0.2, model="lenet5")])
     mixed = _claims(two)[GAIN]
-    assert mixed.held == INCONCLUSIVE and mixed.note.startswith("lenet5: within noise")
+    assert mixed.held == INCONCLUSIVE and mixed.note.startswith("lenet5: batch 2: within noise")
 
 
 def test_time_per_batch_rises_with_batch_size_and_model_work():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -541,44 +541,27 @@ def _final(t, variant: str, what: str):
     return claims.Measured(parts, ours, note) if judged else joined(ONE_ROUND, note)
 
 
-@dataclass(frozen=True)
-class _Shown(claims.Declared):
-    """A declared claim that, where ``why`` says it is settled by design (the paper's masks), is shown and not
-    judged: n/a, ``why`` in its note, the rule it would have in its criterion (a case the engine does not have)."""
-
-    why: str = ""
-
-    def criterion(self) -> str:
-        return ("settled by design (see the note), not judged; the rule were the model able to shrink: " if self.why
-                else "") + super().criterion()
-
-    def judged(self, df, device) -> Claim:
-        claim, m = super().judged(df, device), self.measure(df)
-        return replace(claim, held=None, note=joined(self.why, m if isinstance(m, str) else m.note)) if self.why \
-            else claim
-
-
 def _final_claims(variant: str, words: str, quoted: str = "", whys=("",) * 3) -> list:
     """The final claims of ``variant`` (pruned by ``words``): a train epoch plus a test pass at least the paper's
     like-for-like 1.34x faster, both faster, less peak memory; ``quoted``: the paper's words of its masks; ``whys``:
     why each is settled by design (the masks), else it is judged (beyond the paper)."""
     (before, after), (val0, val1), change = PAPER_TRAIN_TEST, PAPER_TIMED, _paper_change
     measure = functools.partial(_final, variant=variant)
-    return [_Shown(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
+    return [claims.Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
                    f"{quoted}train + test {before:.2f} -> {after:.2f} s ({PAPER_SPEEDUP:.2f}x), like for like; with "
                    f"validation {val0:.2f} -> {val1:.2f} s ({val0 / val1:.2f}x); its \"Overall Time\" "
                    f"{change('overall_s')}", "dense / pruned (train epoch + test pass) time",
                    claims.above(PAPER_SPEEDUP, ".2f", "x"), functools.partial(measure, what="overall"),
-                   bound=f"the paper's {before:.2f} / {after:.2f} s", beyond=not quoted, why=whys[0]),
-            _Shown(f"pruning by {words} cuts training and test time",
+                   bound=f"the paper's {before:.2f} / {after:.2f} s", beyond=not quoted, not_judged=whys[0]),
+            claims.Declared(f"pruning by {words} cuts training and test time",
                    f"{quoted}train epoch {change('train_epoch_s')}, test {change('test_s')}", "dense / pruned time",
                    claims.above(1.0, ".2f", "x"), functools.partial(measure, what="times"),
-                   each="timed part (train epoch, test pass)", beyond=not quoted, why=whys[1]),
-            _Shown(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ")
+                   each="timed part (train epoch, test pass)", beyond=not quoted, not_judged=whys[1]),
+            claims.Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ")
                    + "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]),
                    "pruned / dense peak memory of a training step", claims.below(1.0, ".2f", "x"),
                    functools.partial(measure, what="memory"), noise="noise: none, the bytes of the tensors held and "
-                   "allocated are exact", beyond=not quoted, why=whys[2])]
+                   "allocated are exact", beyond=not quoted, not_judged=whys[2])]
 
 
 _SENSITIVE = (f"\"Varies slightly between {PAPER['sensitivity'][0]} and {PAPER['sensitivity'][1]} -> not sensitive\" "

@@ -523,21 +523,11 @@ def _workers(df: pd.DataFrame, col: str):
         return "the sweep needs 0 workers and another count"
     if (rounds := min(map(len, groups.values()))) < 2:
         return ONE_ROUND
-    t = {k: Spread.timed(pd.Series(g).median(), min(g), max(g)) for k, g in groups.items()}
-    return claims.Measured({"0 / w": [t[0] / t[b] for b in w[1:]], "next / previous": [
-        t[b] / t[a] for a, b in zip(w, w[1:])]}, ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w)
+    t = {k: Spread.timed_samples(g) for k, g in groups.items()}
+    return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]}, "next / previous": {
+        f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}}, ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w)
         + f" (best median: {min(w, key=lambda k: t[k].value)}; {rounds} rounds)",
         f"workers capped at os.cpu_count() = {int(loaders['num_workers_cap'].iloc[0])}")
-
-
-class _OnceAbove(claims.Test):
-    """Some quantity of a sequence above ``low`` ("can help", "not always"): a test the engine lacks."""
-
-    def words(self) -> str:
-        return f"> {self.low:{self.fmt}}{self.unit} at least once in each"
-
-    def __call__(self, xs, labels=None):
-        return any_of(*(judge(x, ">", self.low, fmt=self.fmt, unit=self.unit) for x in xs))
 
 
 _PAPER_ACC = (f"\"slightly greater accuracy\", no int8 number (unquantized: {PAPER['fp32_acc']:.2f}%; the "
@@ -576,7 +566,7 @@ CLAIMS = INT8_CLAIMS + [
     *(claims.Declared(f"more DataLoader workers can cut {phase} epoch time, but not always", "\"The number of workers "
                       "can help decreasing time but not always\"", f"{phase} epoch time ratios, pageable rows: 0 / w "
                       "workers (w > 0), and next / previous count of workers",
-                      _OnceAbove("once above", 1.0, fmt=".2f", unit="x"), functools.partial(_workers, col=col))
+                      claims.above(1, ".2f", "x", once=True), functools.partial(_workers, col=col))
       for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s")))]
 
 
