@@ -402,22 +402,22 @@ def _declared(method: str) -> list[claims.Declared]:
     def on(metric):
         return partial(_measured, method=method, metric=metric)
 
-    ours = "our bound, the paper gives no number"
+    no_number = "our bound, the paper gives no number"
     return [
         claims.Declared(f"inference time falls as tiles grow ({method})", PAPER_TIME, "time per batch, tile to tile,",
                         _Ends(claims.below(SIGNIFICANT_DROP, ".2f", "x"), claims.falls(unit=" ms")), on("latency_ms"),
-                        bound=f"\"significantly\": {ours}"),
+                        bound=f"\"significantly\": {no_number}"),
         claims.Declared(f"GPU utilisation rises with tile size ({method})", PAPER_UTIL,
                         "GPU utilisation (one timed loop's NVML mean a round), tile to tile,", claims.rises(unit="%"),
                         on("gpu_util_pct")),
         claims.Declared(f"average memory rises slightly with tile size ({method})", PAPER_MEM,
                         f"average memory ({AVG_MEM_REPEATS} profiled passes a round), tile to tile,",
                         _Ends(claims.within(1.0, SLIGHT_RISE, ".2f", "x")), on("avg_mem_mib"),
-                        bound=f"an increase, and \"slight\": the workbook's bound for 'slight', {ours}"),
+                        bound=f"an increase, and \"slight\": the workbook's bound for 'slight', {no_number}"),
         claims.Declared(f"tiling cuts latency against the untiled model ({method})", PAPER_UNTILED,
                         "time per batch at the largest tile / the untiled model's",
                         claims.below(EFFECTIVE_VS_UNTILED, ".2f", "x"), on("untiled"),
-                        bound=f"\"very effective\": a cut of more than a 'slight' change, {ours}", beyond=True),
+                        bound=f"\"very effective\": a cut of more than a 'slight' change, {no_number}", beyond=True),
     ]
 
 
