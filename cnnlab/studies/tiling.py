@@ -23,6 +23,7 @@ input shape (``data_source = synthetic``): a dense CNN does the same work whatev
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -59,10 +60,8 @@ AVG_MEM_REPEATS = 3
 # Paper 001 gives no numbers for Fig. 6. "Significantly" (time) we read as SIGNIFICANT_DROP from the smallest to the
 # largest tile; "slight" (average memory) as the workbook's one bound for "slight" and "little" (claims.SLIGHT).
 # "Very effective at reducing latency" (Sec. V) we read as the largest tile's time below the untiled model's by more
-# than a "slight" change: a cut no bigger than that is not "very effective".
-# Sec. V's "very effective at reducing latency" is said of tiling, with no untiled baseline measured beside it: the
-# comparison with the untiled model is ours, beyond the paper (issue 32, item 9).
-BEYOND_THE_PAPER = {"time_vs_untiled"}
+# than a "slight" change. Sec. V says it of tiling with no untiled baseline measured beside it: that comparison is
+# ours, beyond the paper (issue 32, item 9).
 SIGNIFICANT_DROP = 0.9  # time at the largest tile / at the smallest < this
 SLIGHT_RISE = 1 + claims.SLIGHT  # average memory at the largest tile / at the smallest < this (and > 1)
 EFFECTIVE_VS_UNTILED = 1 - claims.SLIGHT  # time at the largest tile / untiled < this
@@ -339,115 +338,97 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 # ------------------------------------------------------------------------------------------------ claims
 
-CLAIMS = [  # metric, claim, paper
-    ("latency_ms", "inference time falls as tiles grow", PAPER_TIME),
-    ("gpu_util_pct", "GPU utilisation rises with tile size", PAPER_UTIL),
-    ("avg_mem_mib", "average memory rises slightly with tile size", PAPER_MEM),
-    ("time_vs_untiled", "tiling cuts latency against the untiled model", PAPER_UNTILED),
-]
-_REASON = {"gpu_util_pct": "gpu_util_missing_reason", "avg_mem_mib": "avg_mem_missing_reason"}
-_UNITS = {"latency_ms": " ms", "gpu_util_pct": "%", "avg_mem_mib": " MiB", "time_vs_untiled": " ms"}
-_TIME_NOISE = (f"({claims.NOISE_RULE}; interval: each time's median within the least and most of its rounds' "
-               "medians, its p10-p90 with one round)")
-_CRITERIA = {
-    "latency_ms": f"time per batch falls at every step to a larger tile, and time at the largest tile / at the "
-                  f"smallest < {SIGNIFICANT_DROP:g} (\"significantly\": at least a 10% drop, our bound; the paper "
-                  f"gives no number) {_TIME_NOISE}",
-    "gpu_util_pct": f"utilisation rises at every step to a larger tile ({claims.NOISE_RULE}; interval: the median "
-                    f"within the least and most of its rounds, one timed loop's NVML mean a round on a GPU)",
-    "avg_mem_mib": f"average memory at the largest tile / at the smallest > 1 (an increase) and < {SLIGHT_RISE:g} "
-                   f"(\"slight\": at most +{100 * (SLIGHT_RISE - 1):.0f}%, the workbook's bound for 'slight', the "
-                   f"paper gives no number), and no step to a larger tile clearly down ({claims.NOISE_RULE}; "
-                   f"interval: the median within the least and most of {AVG_MEM_REPEATS} profiled passes a round)",
-    "time_vs_untiled": f"time per batch at the largest tile / the untiled model's < {EFFECTIVE_VS_UNTILED:g} "
-                       f"(\"very effective\": a cut of at least 20%, more than the workbook's 'slight' change; our "
-                       f"bound, the paper gives no number) {_TIME_NOISE}",
-}
-
-
 def _spread(row, metric: str) -> Spread | None:
-    """``row``'s ``metric`` with its noise: latency by :func:`cnnlab.profiling.time_spread` (within the least and
-    most of its rounds' medians; with one round its p10-p90), utilisation and average memory within their repeated
-    measurements' least and most (``_low``/``_high``); None where the value or its spread is missing."""
+    """``row``'s ``metric`` with its noise: a time by :func:`cnnlab.profiling.time_spread`, utilisation and average
+    memory within their repeated measurements' least and most (``_low``/``_high``); None where either is missing."""
     try:
-        if metric == "latency_ms":
-            return time_spread(row)
-        return Spread.of_range(row, metric, ("low", "high"), required=True)
+        return time_spread(row) if metric == "latency_ms" else Spread.of_range(row, metric, ("low", "high"),
+                                                                                required=True)
     except (KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses)
         return None
-
-
-def _steps_not_down(xs: list[Spread], labels: list) -> tuple[bool, str]:
-    """(held, note): False when some step to a larger tile is clearly down (the next interval wholly below the
-    previous one), else True (steps within noise count as level)."""
-    down = [f"{a} -> {b}" for (x, a), (y, b) in zip(zip(xs, labels), zip(xs[1:], labels[1:])) if y.high < x.low]
-    return (False, "clearly down at tile " + ", ".join(down)) if down else (True, "")
 
 
 def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
     """Why ``rows`` have no ``metric``: their missing-reason column's values and the first clause of the errors of
     the rows not measured."""
-    col = _REASON.get(metric)
+    col = {"gpu_util_pct": "gpu_util_missing_reason", "avg_mem_mib": "avg_mem_missing_reason"}.get(metric)
     reasons = set(rows[col].dropna().astype(str)) if col in rows else set()
     if "error" in rows:
         reasons |= {str(e).split(":")[0] for e in rows.loc[rows["status"] != "ok", "error"].dropna()}
     return "; ".join(sorted(reasons))
 
 
-def _judge(metric: str, spreads: dict[int, Spread], untiled: Spread | None) -> tuple[bool | str | None, str, str]:
-    """(held, note, ours) of one claim on the tiles' spreads (tile px -> Spread), by :data:`_CRITERIA`."""
-    unit = _UNITS[metric]
-    tiles, xs = list(spreads), list(spreads.values())
-    first, last = xs[0], xs[-1]
-    ours = " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in spreads.items())
-    if metric == "latency_ms":
-        ratio = last / first
-        return (*claims.all_of(claims.trend(xs, "down", labels=tiles, unit=unit),
-                               claims.judge(ratio, "<", SIGNIFICANT_DROP, fmt=".2f", unit="x")),
-                f"{ours}; largest / smallest tile {ratio.text('.2f', 'x')}")
-    if metric == "gpu_util_pct":
-        return (*claims.trend(xs, "up", labels=tiles, unit=unit), ours)
-    if metric == "avg_mem_mib":
-        ratio = last / first
-        return (*claims.all_of(claims.judge(ratio, ">", 1.0, fmt=".2f", unit="x"),
-                               claims.judge(ratio, "<", SLIGHT_RISE, fmt=".2f", unit="x"),
-                               _steps_not_down(xs, tiles)),
-                f"{ours}; largest / smallest tile {ratio.text('.2f', 'x')} ({100 * (ratio.value - 1):+.0f}%)")
-    ratio = last / untiled
-    return (*claims.judge(ratio, "<", EFFECTIVE_VS_UNTILED, fmt=".2f", unit="x"),
-            f"tile {tiles[-1]}: {last.text('.3g', unit)} vs untiled {untiled.text('.3g', unit)}: "
-            f"{ratio.text('.2f', 'x')} the untiled time")
+@dataclass(frozen=True)
+class _Ends:
+    """A test cnnlab.claims lacks: the tiles' values step by step (``steps``, a trend; None: no step clearly down,
+    steps within noise count as level) and the largest tile's / the smallest's by ``ratio``, both to pass."""
+    ratio: claims.Test
+    steps: claims.Test | None = None
+
+    def words(self) -> str:
+        steps = self.steps.words() if self.steps else "never clearly falls"
+        return f"{steps}, and the largest tile's / the smallest's {self.ratio.words()}"
+
+    def __call__(self, xs, labels):
+        down = [f"{a} -> {b}" for (x, a), (y, b) in zip(zip(xs, labels), zip(xs[1:], labels[1:])) if y.high < x.low]
+        steps = (self.steps(xs, labels) if self.steps else
+                 (False, "clearly down at tile " + ", ".join(down)) if down else (True, ""))
+        return claims.all_of(steps, self.ratio(xs[-1] / xs[0]))
+
+
+def _measured(df: pd.DataFrame, method: str, metric: str):
+    """``method``'s ``metric`` at each tile, smallest first (``untiled``: the largest tile's time / the untiled
+    model's), or why fewer than two tiles were measured."""
+    rows = df[df["method"] == method]
+    ok = rows[rows["status"] == "ok"].sort_values("tile_px")
+    at = {int(r["tile_px"]): x for _, r in ok.iterrows()
+          if (x := _spread(r, "latency_ms" if metric == "untiled" else metric)) is not None}
+    if len(at) < 2:
+        return _reasons(rows, metric) or "fewer than two tile sizes measured with their spread"
+    xs, unit = list(at.values()), {"gpu_util_pct": "%", "avg_mem_mib": " MiB"}.get(metric, " ms")
+    if metric != "untiled":
+        return claims.Measured({method: xs}, " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in at.items()) + (
+            f"; largest / smallest tile {(xs[-1] / xs[0]).text('.2f', 'x')}" if metric != "gpu_util_pct" else ""),
+            labels={method: list(at)})
+    base = df[(df["method"] == "untiled") & (df["status"] == "ok")]
+    if not len(base) or (untiled := _spread(base.iloc[0], "latency_ms")) is None:
+        return "the untiled model was not measured"
+    return claims.Measured({method: xs[-1] / untiled}, f"tile {list(at)[-1]}: {xs[-1].text('.3g', unit)} vs untiled "
+                           f"{untiled.text('.3g', unit)}: {(xs[-1] / untiled).text('.2f', 'x')} the untiled time")
+
+
+def _declared(method: str) -> list[claims.Declared]:
+    """The claims of Sec. IV-D (and Sec. V's "very effective at reducing latency") on ``method``'s tiles."""
+    def on(metric):
+        return partial(_measured, method=method, metric=metric)
+
+    no_number = "our bound, the paper gives no number"
+    return [
+        claims.Declared(f"inference time falls as tiles grow ({method})", PAPER_TIME, "time per batch, tile to tile,",
+                        _Ends(claims.below(SIGNIFICANT_DROP, ".2f", "x"), claims.falls(unit=" ms")), on("latency_ms"),
+                        bound=f"\"significantly\": {no_number}"),
+        claims.Declared(f"GPU utilisation rises with tile size ({method})", PAPER_UTIL,
+                        "GPU utilisation (one timed loop's NVML mean a round), tile to tile,", claims.rises(unit="%"),
+                        on("gpu_util_pct")),
+        claims.Declared(f"average memory rises slightly with tile size ({method})", PAPER_MEM,
+                        f"average memory ({AVG_MEM_REPEATS} profiled passes a round), tile to tile,",
+                        _Ends(claims.within(1.0, SLIGHT_RISE, ".2f", "x")), on("avg_mem_mib"),
+                        bound=f"an increase, and \"slight\": the workbook's bound for 'slight', {no_number}"),
+        claims.Declared(f"tiling cuts latency against the untiled model ({method})", PAPER_UNTILED,
+                        "time per batch at the largest tile / the untiled model's",
+                        claims.below(EFFECTIVE_VS_UNTILED, ".2f", "x"), on("untiled"),
+                        bound=f"\"very effective\": a cut of more than a 'slight' change, {no_number}", beyond=True),
+    ]
+
+
+CLAIMS = {method: _declared(method) for method in TILED_METHODS}
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-D (and Sec. V's "very effective at reducing latency") per tiling method on the "tiles"
-    rows, by the noise rule of ``cnnlab.claims``, each with its criterion (:data:`_CRITERIA`) and the paper's words:
-    inference time falls at every step and significantly (> 10%) as tiles grow; GPU utilisation rises at every step
-    (GPU only: n/a on a CPU); average memory rises slightly (> 0%, < +20%) from the smallest to the largest tile;
-    the largest tile's time is < 0.8x the untiled model's. A method whose points were not measured here, or whose
-    spreads are missing, gives held=None with the reason."""
+    """:data:`CLAIMS` of each tiling method measured, claim by claim, on the "tiles" rows (``cnnlab.claims.check``)."""
     tiles = df[df["experiment"] == "tiles"]
-    base = tiles[(tiles["method"] == "untiled") & (tiles["status"] == "ok")]
-    untiled = _spread(base.iloc[0], "latency_ms") if len(base) else None
-    checks = []
-    for metric, claim, paper in CLAIMS:
-        criterion = _CRITERIA[metric]
-        for method in [m for m in TILED_METHODS if m in set(tiles["method"])]:
-            rows = tiles[tiles["method"] == method]
-            ok = rows[rows["status"] == "ok"].sort_values("tile_px")
-            value_metric = "latency_ms" if metric == "time_vs_untiled" else metric
-            spreads = {int(r["tile_px"]): x for _, r in ok.iterrows()
-                       if (x := _spread(r, value_metric)) is not None}
-            label = f"{claim} ({method})"
-            if len(spreads) < 2 or (metric == "time_vs_untiled" and untiled is None):
-                held, ours = None, "not measured"
-                note = (_reasons(rows, value_metric) or ("the untiled model was not measured" if len(spreads) >= 2
-                        else "fewer than two tile sizes measured with their spread"))
-            else:
-                held, note, ours = _judge(metric, spreads, untiled)
-            checks.append(Claim(label, paper, ours=ours, held=held, device=str(device), criterion=criterion, note=note,
-                                beyond=metric in BEYOND_THE_PAPER))
-    return checks
+    return claims.check([d for same in zip(*(CLAIMS[m] for m in TILED_METHODS if m in set(tiles["method"])))
+                         for d in same], tiles, device)
 
 
 # ------------------------------------------------------------------------------------------------ figures
