@@ -263,3 +263,26 @@ def test_a_part_of_several_values_passes_once_and_a_shown_claim_is_not_judged():
     c = d.judged(pd.DataFrame(), "cuda")
     assert (c.held, c.note, c.ours) == (None, "settled by design", "a 0.5")
     assert c.criterion.startswith("not judged (see the note); the rule it would have: x / y < 1")
+
+
+def test_no_study_writes_a_threshold_where_it_judges():
+    """A threshold is a named constant of its study (or of cnnlab.claims), written once: no number other than 0, 1
+    or 100 (no change, a ratio of one, a whole) is a literal argument of a test or judgement in cnnlab/studies/
+    (``claims.below``/``above``/``within``, ``judge``, ``band``), so the criterion, the notebook and the test read
+    one value (issue 32)."""
+    import ast
+    from pathlib import Path
+
+    thresholds = {"judge": [2], "band": [1, 2], "below": [0], "above": [0], "within": [0, 1]}
+    written = []
+    for path in sorted((Path(claims.__file__).parent / "studies").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            for i in thresholds.get(name, []):
+                numbers = [c.value for c in ast.walk(node.args[i]) if isinstance(c, ast.Constant)
+                           and type(c.value) in (int, float) and c.value not in (0, 1, 100)] if i < len(node.args) else []
+                if numbers:
+                    written.append(f"{path.name}:{node.lineno} {name}(... {ast.unparse(node.args[i])} ...)")
+    assert written == [], f"name these thresholds once, as constants: {written}"

@@ -48,6 +48,7 @@ PRECISIONS = ("fp32", "int8")
 # The paper's numbers as its logs print them. fp32_acc: "Evaluating trained model (not quantized)"; the int8 model's
 # accuracy is not printed. gpu_parallel_acc: the DataParallel model on the GPU, eager and traced alike, beside
 # eager_gpu_s / traced_gpu_s ("test batch inference time": one pass over the 10,000 test images in batches of 100).
+TRACE_GPU_SPEEDUP = 2.0  # the paper's own bound: ">2x speed up in GPU time" (TorchScript, P100)
 PAPER = dict(fp32_mb=36.965367, int8_mb=9.301691, fp32_acc=65.11, gpu_parallel_acc=66.11,
              eager_gpu_s=2.5399973579997095, traced_gpu_s=1.1010754359999737, eager_first_conv_s=1.918,
              traced_first_conv_s=1.951, eager_profile_cpu_s=1.922, traced_profile_cpu_s=1.955)
@@ -548,10 +549,11 @@ INT8_CLAIMS = [  # judged on the CPU, where quantized models run
                     "speed-up the process\"; no int8 latency reported", "fp32 / int8 latency per batch",
                     claims.above(1.0, ".2f", "x"), _int8_speedup)]
 CLAIMS = INT8_CLAIMS + [
-    claims.Declared("TorchScript tracing speeds GPU inference up more than 2x", "\">2x speed up in GPU time\": "
+    claims.Declared(f"TorchScript tracing speeds GPU inference up more than {TRACE_GPU_SPEEDUP:g}x",
+                    "\">2x speed up in GPU time\": "
                     f"{PAPER['eager_gpu_s']:.2f} s -> {PAPER['traced_gpu_s']:.2f} s for the test set on a P100",
                     "eager / traced first-pass time over the test set (rounds from fresh copies)",
-                    claims.above(2.0, ".2f", "x"), _first_passes, gpu_only="the paper's GPU time"),
+                    claims.above(TRACE_GPU_SPEEDUP, ".2f", "x"), _first_passes, gpu_only="the paper's GPU time"),
     claims.Declared("TorchScript tracing changes CPU inference time little", "\"Little to no change in CPU inference "
                     f"time\": the profiler's CPU total of one inference call in its GPU run, "
                     f"{PAPER['eager_profile_cpu_s']:.3f} s eager -> {PAPER['traced_profile_cpu_s']:.3f} s traced",
