@@ -29,12 +29,13 @@ def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, 
                               batch={"resnet20": 1}, image_size=64)
     df = conv_kernels.spatial_part(args, torch.device("cpu"))
     assert list(zip(df["method"], df["tile"].fillna(0).astype(int))) == [
-        ("untiled", 0), ("spatial", 8), ("spatial", 16), ("batched", 8), ("batched", 16), ("triton", 8),
-        ("triton", 16), ("spatial_triton", 8), ("spatial_triton", 16)]
+        ("untiled", 0), ("untiled_folded", 0), ("spatial", 8), ("spatial", 16), ("spatial_folded", 8),
+        ("spatial_folded", 16), ("batched", 8), ("batched", 16), ("triton", 8), ("triton", 16), ("spatial_triton", 8),
+        ("spatial_triton", 16)]
     untiled = df.iloc[0]
     assert (untiled.time_ratio, untiled.time_ratio_low, untiled.time_ratio_high, untiled.memory_cut) == (1, 1, 1, 1)
-    spatial = df[df["method"] == "spatial"]
-    assert (spatial["rounds"] == 2).all() and spatial["skipped"].isna().all()
+    spatial = df[df["method"].isin(["spatial", "spatial_folded"])]
+    assert len(spatial) == 4 and (spatial["rounds"] == 2).all() and spatial["skipped"].isna().all()
     assert ((spatial.time_ratio_low <= spatial.time_ratio) & (spatial.time_ratio <= spatial.time_ratio_high)).all()
     assert (spatial["memory_cut"] > 1).all() and (spatial["peak_mib"] < untiled.peak_mib).all()
     assert (spatial["until"] == "avgpool").all()
@@ -44,6 +45,7 @@ def test_tiling_part_times_every_variant_beside_the_untiled_model(conv_kernels, 
     assert triton["skipped"].str.contains("only on a GPU").all() and triton["latency_ms"].isna().all()
     out = capsys.readouterr().out
     assert "Goal, spatial tiling on cpu: at most 1.0x the untiled time" in out and "spatial tile   8: time" in out
+    assert "spatial_folded tile  16: time" in out
     assert "note: 2 rounds: two identical variants come out all one way in 2/2**2 of runs" in out
     assert "not timed: triton@8, triton@16, spatial_triton@8, spatial_triton@16" in out
 
