@@ -399,7 +399,8 @@ def as_text(claims: list[Claim] | pd.DataFrame, width: int = 100) -> str:
     for i, row in enumerate(_rows(claims), 1):
         if row["source"] == SOURCES[True] and not any(BEYOND_HEADING in b for b in blocks):
             blocks.append(BEYOND_HEADING + ":")
-        head = f"{i}. {STORED[row['held']].loud if row['held'] in STORED else row['held']} on {row['device']}: {row['claim']}"
+        verdict = STORED[row["held"]].loud if row["held"] in STORED else row["held"]
+        head = f"{i}. {verdict} on {row['device']}: {row['claim']}"
         lines = textwrap.wrap(head, width, subsequent_indent="   ")
         for field in ("paper", "ours", "criterion", "note"):
             if row[field]:

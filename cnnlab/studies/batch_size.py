@@ -470,7 +470,8 @@ def _total_ratios(tops, base, missing: str):
 def _gains(ok):
     got = {m: v for m, g in ok.groupby("model", sort=False)
            if g["batch_size"].min() == 1 and (v := throughput.gains_over_smallest(g, THROUGHPUT_GAIN))[0]}
-    return claims.Measured({m: {f"batch {b}": g for b, g in v[0].items()} for m, v in got.items()}, "; ".join(f"{m} {v[1]}" for m, v in got.items()),
+    return claims.Measured({m: {f"batch {b}": g for b, g in v[0].items()} for m, v in got.items()},
+                           "; ".join(f"{m} {v[1]}" for m, v in got.items()),
                            joined(*(f"{m}: {v[2]}" for m, v in got.items() if v[2]))) if got else \
         "batch size 1 and a larger one are not both in the grid or not measured"
 

@@ -265,7 +265,8 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 
 def _test_set(acc: pd.DataFrame) -> str:
-    return f"{acc['dataset'].iloc[0]} test set ({acc['data_source'].iloc[0]}, {int(acc['num_examples'].iloc[0])} images)"
+    first = acc.iloc[0]
+    return f"{first['dataset']} test set ({first['data_source']}, {int(first['num_examples'])} images)"
 
 
 def _against_fp32(df: pd.DataFrame, what: str):
@@ -338,14 +339,15 @@ def _ends(df: pd.DataFrame, value, what: str):
     ok = _ok(df, "timing")
     sizes = sorted(ok["batch_size"].unique())
     if len(sizes) < 2:
-        return f"fp32 and a reduced precision not both measured at two batch sizes"
+        return "fp32 and a reduced precision not both measured at two batch sizes"
     ends = [int(sizes[0]), int(sizes[-1])]
     at = [_ratios_at(ok, b, value) for b in ends]
     parts = {p: [at[0][p], at[1][p]] for p in at[0] if p in at[1] and (what != "time" or p.startswith("autocast"))}
-    ours = "; ".join(f"{p} / fp32 at batch {ends[0]} {r[0].text('.2f', 'x')}, at batch {ends[1]} {r[1].text('.2f', 'x')}"
+    ours = "; ".join(f"{p} / fp32 at batch {ends[0]} {r[0].text('.2f', 'x')}, "
+                     f"at batch {ends[1]} {r[1].text('.2f', 'x')}"
                      for p, r in parts.items())
     return claims.Measured(parts, ours, labels={p: ends for p in parts}) if parts else \
-        f"fp32 and a reduced precision not both measured at two batch sizes"
+        "fp32 and a reduced precision not both measured at two batch sizes"
 
 
 def _slowdown_at_smallest(df: pd.DataFrame):
