@@ -5,9 +5,11 @@
 
 A results folder holds one folder per notebook, named as the notebook (``02_fp16``) or as its study (``fp16``;
 :data:`cnnlab.studies.STUDIES` maps one to the other), each with the ``claims.csv`` and ``environment.json`` that
-``cnnlab.studies.save`` writes. The verdicts are claims.csv's ``held`` column in the workbook's words
-(``cnnlab.claims.VERDICTS``): held, did not hold, inconclusive, n/a. Claims are matched on their text; a claim only one
-run has gets "—" in the other's column. A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of
+``cnnlab.studies.save`` writes, and the study's tables (its CSVs). The verdicts are this checkout's: each study's
+``check_claims`` judges the stored tables again (``cnnlab.studies.read``) on the device claims.csv names (its GPU, if any), so the
+table shows what today's declarations say of those measurements; a folder without the tables gives claims.csv's
+``held`` column. Verdicts are in the workbook's words (``cnnlab.claims.VERDICTS``): held, did not hold,
+inconclusive, n/a. Claims are matched on their text; a claim only one run has gets "—" in the other's column. A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of
 that run: "=== study", "--- study: rc=... in N s", "[study] measured in N s"), where there is one.
 
 Times: the CPU column is each environment.json's ``run`` record (``expected_s``, printed before the run, and
@@ -28,13 +30,16 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from cnnlab import claims  # noqa: E402
+from cnnlab import claims, studies  # noqa: E402
 from cnnlab.studies import STUDIES  # noqa: E402  (the checkout's cnnlab, not an installed one)
 
-CPU = ROOT / "docs" / "findings" / "cpu-edf9ffa"
+CPU = ROOT / "docs" / "findings" / "cpu-e651462"
 GPU = ROOT / "docs" / "findings" / "h100-16352c7"
 VERDICT = {**{k: v.word for k, v in claims.STORED.items()}, "": "n/a"}  # the workbook's words
 NOTEBOOKS = [f"{i:02d}_{s}" for i, s in enumerate(STUDIES)]
+# The name each notebook saves its tables under (``studies.save(..., name=...)``) where it is not the study's own
+# (the first GPU run, without notebooks, saved every study under its own name)
+SAVED_AS = {"fp16": "precision", "lstm_pruning": "lstm", "vgg_quantization": "vgg", "validation_li2016": "li2016"}
 
 
 def folder(results: Path, notebook: str) -> Path | None:
@@ -46,11 +51,22 @@ def folder(results: Path, notebook: str) -> Path | None:
 
 
 def verdicts(results: Path, notebook: str) -> dict[str, str] | None:
-    """{claim: verdict} of one notebook's claims.csv, in its order; None where there is none."""
+    """{claim: verdict} of one notebook's results, in its claims' order: this checkout's ``check_claims`` on the
+    stored tables, or claims.csv's verdicts where the tables are not there; None where there is no claims.csv."""
     where = folder(results, notebook)
     if where is None:
         return None
     df = pd.read_csv(where / "claims.csv", keep_default_na=False)  # "n/a" is a verdict, not a missing value
+    study = notebook.split("_", 1)[1]
+    for name in filter(None, (study, SAVED_AS.get(study))):
+        try:
+            tables = studies.read(where, name)
+        except FileNotFoundError:
+            continue
+        devices = [str(d) for d in df["device"]]  # a GPU run's int8 claims are judged on its CPU: the GPU's
+        device = next((d for d in devices if d.startswith("cuda")), devices[0])
+        judged = studies.load(study).check_claims(tables, device)
+        return {c.claim: claims.VERDICTS[c.held].word for c in judged}
     return {c: VERDICT.get(str(h).strip().lower(), str(h)) for c, h in zip(df["claim"], df["held"])}
 
 

@@ -3,7 +3,10 @@
 
 import importlib.util
 import re
+import shutil
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -68,3 +71,21 @@ def test_the_findings_table_renames_verdicts_and_marks_claims_one_run_lacks(tmp_
     assert "| 00_quickstart | same claim | held | inconclusive |" in table
     assert "|  | only in a | n/a | — |" in table and "|  | only in b | — | did not hold |" in table
     assert "| 01_batch_size |" not in table
+
+
+def test_the_findings_table_judges_the_stored_tables_with_this_checkouts_claims(tmp_path):
+    ft = _findings_table()
+    stored = ROOT / "docs" / "findings" / "cpu-e651462" / "00_quickstart"
+    for run in ("a", "b"):
+        shutil.copytree(stored, tmp_path / run / "00_quickstart")
+    judged = ft.verdicts(tmp_path / "a", "00_quickstart")
+    assert set(judged.values()) <= {"held", "did not hold", "inconclusive", "n/a"}
+    claims_csv = tmp_path / "a" / "00_quickstart" / "claims.csv"
+    table = pd.read_csv(claims_csv, keep_default_na=False)
+    table["held"] = "wrong"  # what claims.csv says is not read where the tables are there
+    table.to_csv(claims_csv, index=False)
+    assert ft.verdicts(tmp_path / "a", "00_quickstart") == judged
+    for f in (tmp_path / "b" / "00_quickstart").glob("quickstart*.csv"):
+        f.unlink()  # without the tables: claims.csv's verdicts
+    assert list(ft.verdicts(tmp_path / "b", "00_quickstart").values()) == [
+        ft.VERDICT[h] for h in pd.read_csv(stored / "claims.csv", keep_default_na=False)["held"]]

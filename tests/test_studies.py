@@ -183,6 +183,20 @@ def test_save_writes_one_csv_per_experiment_figures_and_claims(tmp_path):
     assert (single / "quickstart.csv").exists()
 
 
+def test_read_gives_back_what_save_wrote(tmp_path):
+    df = studies.combine(timing=pd.DataFrame({"x": [1, 2]}), accuracy=pd.DataFrame({"y": [0.5], "ok": [True]}))
+    studies.save(df, {}, [], tmp_path, name="prec")
+    (tmp_path / "precision_other.csv").write_text("z\n1\n")  # another study's name that starts alike: not read
+    back = studies.tables(studies.read(tmp_path, "prec"))
+    assert sorted(back) == ["accuracy", "timing"]
+    pd.testing.assert_frame_equal(back["timing"], pd.DataFrame({"x": [1, 2]}))
+    assert back["accuracy"]["ok"].tolist() == [True]
+    studies.save(pd.DataFrame({"x": [3]}), {}, [], tmp_path / "one", name="quickstart")
+    assert studies.read(tmp_path / "one", "quickstart")["x"].tolist() == [3]
+    with pytest.raises(FileNotFoundError, match="'vgg'"):
+        studies.read(tmp_path, "vgg")
+
+
 @pytest.mark.parametrize("bad, message", [
     (dict(status="done"), "unknown status"),
     (dict(status="skipped", error=""), "without a reason"),

@@ -425,6 +425,18 @@ def save(df: pd.DataFrame, figs: dict, checks: list, out: Path, *, name: str, en
     return table
 
 
+def read(out: Path, name: str) -> pd.DataFrame:
+    """The frame :func:`save` wrote into ``out`` under ``name``, back from its CSVs (``<name>_<experiment>.csv``, or
+    ``<name>.csv`` for one part), for judging a finished run again: ``study.check_claims(read(out, name), device)``.
+    Experiments come back in the order of their names. FileNotFoundError naming ``out`` and ``name`` if none is
+    there."""
+    parts = {("results" if f.stem == name else f.stem[len(name) + 1:]): pd.read_csv(f)
+             for f in sorted(Path(out).glob(f"{name}*.csv")) if f.stem == name or f.stem.startswith(name + "_")}
+    if not parts:
+        raise FileNotFoundError(f"no results named {name!r} in {out} (studies.save writes <name>_<experiment>.csv)")
+    return parts["results"] if list(parts) == ["results"] else combine(**parts)
+
+
 def check_results(df: pd.DataFrame, cfg=None) -> str:
     """Checks every study's results must pass on any hardware (a notebook's last cell); AssertionError saying which
     failed.
