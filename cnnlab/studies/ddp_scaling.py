@@ -313,18 +313,10 @@ TIME = "epoch_time_s"  # the runtime claims' quantity (add_epoch_time): measured
 AXES = {"batch_size_per_rank": "batch size", "world_size": "process count"}  # along which a claim judges a fall
 OTHER = {"batch_size_per_rank": "world_size", "world_size": "batch_size_per_rank"}  # the axis a trend holds fixed
 ONCE = "measured once per point (epochs=1): the noise of a time per epoch is unknown, so it decides nothing"
-PAPER = {
-    "runtime": 'sec. 4.3.2, Fig. 1-6: "for the half and full datasets, a more substantial decrease in runtime was '
-               'observed with increasing batch sizes and GPU counts"',
-    "calls": 'sec. 4.4, Fig. 7-9: "an increase in batch size and the number of GPUs used generally led to a decrease '
-             'in the total number of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"',
-    "memory": 'sec. 4.5, Fig. 10-15: "the CPU memory transfer remains relatively unaffected by batch size and GPU '
-              'count, the GPU memory transfer shows a substantial decrease with increased parallelism and larger batch '
-              'sizes"; sec. 4.2.3: "The maximum CPU and GPU memory transfer"',
-}
-TIME_NOISE = (f"noise: a time per epoch is the epochs' mean within their range, never narrower than "
-              f"/{spread.TIME_NOISE:g} to x{spread.TIME_NOISE:g} (a ratio: between the extremes); decided only where "
-              f"the intervals do not overlap, else inconclusive")
+MEMORY = ('sec. 4.5, Fig. 10-15: "the CPU memory transfer remains relatively unaffected by batch size and GPU count, '
+          'the GPU memory transfer shows a substantial decrease with increased parallelism and larger batch sizes"')
+TIME_NOISE = (f"noise: a time per epoch is the epochs' mean within their range, at least /{spread.TIME_NOISE:g} to "
+              f"x{spread.TIME_NOISE:g} (a ratio: between the extremes); decided only where intervals do not overlap")
 COUNT_NOISE = "noise: operator counts and peaks of live tensor bytes are exact for the batches profiled"
 
 
@@ -346,8 +338,9 @@ def _groups(ok: pd.DataFrame, metric: str, along: str, least=0.0) -> dict:
     return {k: g.sort_values(along) for k, g in rows if g[along].nunique() > 1}
 
 
-def _falls(metric: str, along: str, unit: str, note: str, least=0.0, per_epoch=False, also=""):
-    """A measure: ``metric`` (per epoch where ``per_epoch``) along ``along``, a trend per :func:`_groups` group."""
+def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit: str, noise=COUNT_NOISE, note="",
+           least=0.0, per_epoch=False, also="") -> claims.Declared:
+    """The claim that ``metric`` (per epoch where ``per_epoch``) falls along ``along`` in every :func:`_groups`."""
     def measure(ok: pd.DataFrame):
         gs = {f"f={f:g} {OTHER[along][0]}={v:g}": g for (f, v), g in _groups(ok, metric, along, least).items()}
         of = Spread.timed_range if metric == TIME else Spread.of_range
@@ -360,31 +353,33 @@ def _falls(metric: str, along: str, unit: str, note: str, least=0.0, per_epoch=F
             *(f"{k}: {_steps(g)}" for k, g in gs.items() if _steps(g))),
             {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) if parts else \
             claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
-    return measure
+    return claims.Declared(claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure,
+                           each=f"{AXES[OTHER[along]]} and data fraction" + (f" >= {least:g}" if least else ""),
+                           noise=noise)
 
 
 def _tenth(ok: pd.DataFrame):
     """Each runtime gain (first / last time of a :func:`_groups` group) at the smallest fraction / at the largest."""
-    fr, parts, texts = sorted(ok["data_fraction"].unique()), {}, []
+    fr, parts, texts, steps = sorted(ok["data_fraction"].unique()), {}, [], []
     if not fr or fr[0] > 0.1 + 1e-9 or fr[-1] < 0.5:
         return "needs the data fractions 1/10 and one >= 1/2 in the grid"
     for along, within in OTHER.items():
         gs = _groups(ok, TIME, along)
         for v in (v for f, v in gs if f == fr[0] and (fr[-1], v) in gs):
             ends = [gs[f, v].iloc[[0, -1]] for f in (fr[0], fr[-1])]
-            gains = [Spread.timed_range(e.iloc[0], TIME) / Spread.timed_range(e.iloc[1], TIME) for e in ends]
+            small, big = (Spread.timed_range(e.iloc[0], TIME) / Spread.timed_range(e.iloc[1], TIME) for e in ends)
             k = f"{along.split('_')[0]} gain at {within.split('_')[0]}={v:g}"
-            parts[k] = gains[0] / gains[1]
-            texts.append(f"{k}: " + " / ".join(f"{x.text('.3g', 'x')} at f={f:g} ({_steps(e) or 'steps unknown'})"
-                                               for x, f, e in zip(gains, (fr[0], fr[-1]), ends)))
-    return claims.Measured(parts, "; ".join(texts) + _ran(ok)) if parts else \
+            parts[k] = small / big
+            texts.append(f"{k}: {small.text('.3g', 'x')} at f={fr[0]:g} / {big.text('.3g', 'x')} at f={fr[-1]:g} = "
+                         f"{parts[k].text('.3f')}")
+            if all(map(_steps, ends)):
+                steps.append(f"{k}: " + ", ".join(f"{_steps(e)} at f={f:g}" for e, f in zip(ends, (fr[0], fr[-1]))))
+    return claims.Measured(parts, "; ".join(texts) + _ran(ok), joined(*steps)) if parts else \
         "fewer than two batch sizes or process counts measured"
 
 
 def _crossover(ok: pd.DataFrame):
-    """Per data fraction >= 1/2, 1 process vs the most: the batch step's gain / the processes' at the smallest batch
-    b0 (T(b0, most) / T(b1, 1)), the processes' / the batch step's at the largest bL (T(bL, 1)^2 / (T(bL, most) x
-    T(bL-1, 1))); each time with its floor."""
+    """At each data fraction >= 1/2: batch gain / process gain at the smallest batch, the reverse at the largest."""
     parts = {}
     for f, part in ok[ok["data_fraction"] >= 0.5].dropna(subset=[TIME]).groupby("data_fraction"):
         t = {(r["batch_size_per_rank"], r["world_size"]): Spread.timed_range(r, TIME) for _, r in part.iterrows()}
@@ -410,43 +405,35 @@ def _cpu_memory(ok: pd.DataFrame):
 
 
 CLAIMS = [
-    *(claims.Declared(
-        f"runtime per epoch falls with {what} on the larger data fractions (1, 1/2)", PAPER["runtime"],
-        f"{TIME} (wall_time_s / epochs: an epoch of the slowest process) along {what}", claims.falls(".4g", " s"),
-        _falls(TIME, along, " s", "", least=0.5), each=f"{AXES[OTHER[along]]} at data fractions >= 1/2",
-        noise=TIME_NOISE) for along, what in AXES.items()),
+    *(_falls(f"runtime per epoch falls with {AXES[a]} on the larger data fractions (1, 1/2)", 'sec. 4.3.2, Fig. 1-6: '
+             '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
+             'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
+             " s", TIME_NOISE, least=0.5) for a in AXES),
     claims.Declared(
         "runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. 4.3.1: "For '
         'the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes and GPU counts was less '
-        'pronounced"', f"{TIME}: a gain (first / last time along batch size or process count) at the smallest data "
-        f"fraction (<= 1/10) / the same gain at the largest (>= 1/2)", claims.below(1, ".3f"), _tenth, each="gain",
-        noise=TIME_NOISE),
+        'pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 of the data / the same at >= 1/2",
+        claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
     claims.Declared(
         "batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
         'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more significant impact on reducing '
-        'runtime. However, in larger batch sizes, the increase in GPU count became more influential"', f"{TIME}, 1 "
-        f"vs the most processes: T(b0, most) / T(b1, 1) at the smallest batch b0, T(bL, 1)^2 / (T(bL, most) x "
-        f"T(bL-1, 1)) at the largest bL", claims.above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2",
-        noise=TIME_NOISE),
-    *(claims.Declared(
-        f"the model's kernel calls (convolution operators) per epoch fall with {what}", PAPER["calls"],
-        f"conv_calls / epochs (convolution calls, forward and backward, per epoch per rank) along {what}",
-        claims.falls(".4g"), _falls("conv_calls", along, "", "arithmetic: calls per epoch = calls per step x steps "
-                                    "per epoch per rank; calls_total (with the loader's transforms) is not judged",
-                                    per_epoch=True), each=f"{AXES[OTHER[along]]} and data fraction", noise=COUNT_NOISE)
-      for along, what in AXES.items()),
+        'runtime. However, in larger batch sizes, the increase in GPU count became more influential"', f"{TIME} T(b, "
+        f"w): T(b0, most) / T(b1, 1) at the smallest batch b0, T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at the largest "
+        f"bL", claims.above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
+    *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '
+             '"an increase in batch size and the number of GPUs used generally led to a decrease in the total number '
+             'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"',
+             "conv_calls / epochs (convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "",
+             note="arithmetic: calls per epoch = calls per step x steps per epoch per rank; calls_total (with the "
+             "loader's transforms) is not judged", per_epoch=True) for a in AXES),
     claims.Declared(
-        "peak CPU memory is relatively unaffected by batch size and process count", PAPER["memory"],
+        "peak CPU memory is relatively unaffected by batch size and process count", MEMORY,
         "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): largest / smallest",
         claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction",
         bound="\"relatively unaffected\": our bound, the paper gives none", noise=COUNT_NOISE),
-    *(claims.Declared(
-        f"peak GPU memory falls with {what}", PAPER["memory"], f"max_gpu_mem_mib (peak of live GPU tensor memory in a "
-        f"profiled step, the largest process) along {step}", claims.falls(".4g", " MiB"),
-        _falls("max_gpu_mem_mib", along, " MiB", "", also="gpu_mem_allocated_mib"),
-        each=f"{other} and data fraction", noise=COUNT_NOISE) for along, what, step, other in (
-            ("world_size", "more GPUs", "GPU count", "batch size per GPU"),
-            ("batch_size_per_rank", "batch size", "batch size per GPU", "GPU count"))),
+    *(_falls(f"peak GPU memory falls with {what}", MEMORY, "max_gpu_mem_mib (peak of live GPU tensor memory "
+             "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib")
+      for a, what in (("world_size", "more GPUs"), ("batch_size_per_rank", "batch size"))),
 ]
 
 
