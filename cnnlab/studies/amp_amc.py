@@ -39,13 +39,8 @@ PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants us
 AROUND_PP = 5.0
 AMC_BAND = (PAPER_MEMORY_DROP_PCT[0] - AROUND_PP, PAPER_MEMORY_DROP_PCT[1] + AROUND_PP)
 # "A slight increase" in time per batch (Sec. IV-C) has no number: an increase (amp+amc slower than fp32; "we didn't
-# see faster inference times", Sec. V) of at most this much (our bound, the workbook's for "little"), judged as a band
-# (claims.band): at the times' noise it is often undecidable, and the claim's note says so.
-SLIGHT_SLOWDOWN_MAX_PCT = 100 * claims.SLIGHT
-PAPER_MEMORY = ('"a drastic reduction - around 45-50% - in the peak amount of GPU memory allocated across all the '
-                'ResNet models we tested" (Sec. IV-C, Fig. 5 bottom, Tesla T4, batch 1024)')
-PAPER_TIME = ('"we again saw a slight increase in the average time taken per batch compared to the FP32 baseline" '
-              '(Sec. IV-C, Fig. 5 top)')
+# see faster inference times", Sec. V) of at most claims.SLIGHT (our bound, the workbook's for "little"), judged as a
+# band (claims.band): at the times' noise it is often undecidable, and the claim's note says so.
 
 
 def _one_batch_size(value, parameter: str) -> int:
@@ -173,72 +168,40 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     return df
 
 
-def _time_ratio(df: pd.DataFrame, model: str) -> Spread | None:
-    """amp+amc / fp32 time per batch of ``model``, each :func:`time_spread` (None where either is missing)."""
-    rows = df[(df["model"] == model) & (df["status"] == "ok")].set_index("variant")
-    cols = [f"latency_ms_{q}" for q in ("median", "p10", "p90")]
-    pair = rows.reindex(index=["amp+amc", "fp32"], columns=cols)
-    return None if pair.isna().any(axis=None) else \
-        time_spread(rows.loc["amp+amc"].to_dict()) / time_spread(rows.loc["fp32"].to_dict())
-
-
-def _amc_rows(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["status"] == "ok") & (df["variant"] == "amp+amc")].dropna(subset=["mem_change_pct_vs_fp32"])
-
-
-def _batch_note(df: pd.DataFrame) -> str:
+def _amp_amc(df: pd.DataFrame, memory: bool):
+    """Each model's amp+amc / fp32: peak memory of its own tensors (exact allocator bytes), or time per batch."""
+    ok = df[df["status"] == "ok"].set_index("model")
+    ok = ok[memory | ok.reindex(columns=[f"latency_ms_{q}" for q in ("median", "p10", "p90")]).notna().all(axis=1)]
+    amc, fp32 = ok[ok["variant"] == "amp+amc"].dropna(subset=["mem_change_pct_vs_fp32"]), ok[ok["variant"] == "fp32"]
+    parts = {m: Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100) if memory else
+             time_spread(r) / time_spread(fp32.loc[m]) for m, r in amc.iterrows() if memory or m in fp32.index}
     sizes = sorted({int(b) for b in df["batch_size"].dropna()}) if "batch_size" in df else []
-    batch = (f"batch {', '.join(map(str, sizes))}" if sizes else "batch not recorded") + \
-        f" (the paper's {PAPER_BATCH_SIZE})"
-    return f"judged at {batch}" + (": another point than the paper's, and the drop depends on the batch "
-                                   "(activations grow with it, weights do not)" if sizes != [PAPER_BATCH_SIZE] else "")
+    note = (f"AMP is autocast {next(iter(amc.get('autocast', [])), '?')} here; judged at batch "
+            f"{', '.join(map(str, sizes)) or 'not recorded'} (the paper's {PAPER_BATCH_SIZE})"
+            + ("" if sizes == [PAPER_BATCH_SIZE] else ": another point than the paper's, and the effect depends on it"))
+    other = amc.get("peak_mem_other_mib", pd.Series(dtype=float)).dropna()
+    ours = ", ".join(f"{m} {r.mem_change_pct_vs_fp32:+.1f}%" for m, r in amc.iterrows()) + (
+        f"; {other.min():.1f}-{other.max():.1f} MiB of library workspaces beside them, left out" if len(other) else "")
+    return claims.Measured(parts, ours if memory else "", note) if parts else "no amp+amc point measured beside fp32"
 
 
-def _memory_ratios(df: pd.DataFrame):
-    """Every model's amp+amc / fp32 peak memory of its own tensors (exact allocator bytes)."""
-    ok = _amc_rows(df)
-    if ok.empty:
-        return "no amp+amc point measured"
-    other = ok["peak_mem_other_mib"].dropna() if "peak_mem_other_mib" in ok else pd.Series(dtype=float)
-    amp = ok["autocast"].iloc[0] if "autocast" in ok else ""
-    ours = (", ".join(f"{r.model} {r.mem_change_pct_vs_fp32:+.1f}%" for r in ok.itertuples())
-            + (f" (autocast {amp}, channels_last)" if amp == "bfloat16" else "")
-            + (f"; beside them {other.min():.1f}-{other.max():.1f} MiB of library workspaces and other resident "
-               "memory, the same in every variant, left out" if len(other) else ""))
-    return claims.Measured({r.model: Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100) for r in ok.itertuples()},
-                           ours, _batch_note(df))
-
-
-def _time_ratios(df: pd.DataFrame):
-    ratios = {m: r for m in _amc_rows(df)["model"] if (r := _time_ratio(df, m)) is not None}
-    amp = _amc_rows(df)["autocast"].iloc[0] if ratios and "autocast" in df else "?"
-    return claims.Measured(ratios, "", f"AMP is autocast {amp} here; {_batch_note(df)}") if ratios else \
-        "no amp+amc point measured with its fp32 baseline"
-
-
-_LOW, _HIGH = AMC_BAND
 CLAIMS = [
     claims.Declared(
-        f"AMP + AMC cuts peak memory allocated by around {PAPER_MEMORY_DROP_PCT[0]:.0f}-"
-        f"{PAPER_MEMORY_DROP_PCT[1]:.0f}%", PAPER_MEMORY,
-        "amp+amc / fp32 peak memory of the model's own tensors (weights, input, the batch's peak; not the libraries' "
-        "workspaces) at the batch measured", claims.within(1 - _HIGH / 100, 1 - _LOW / 100, ".2f", "x"),
-        _memory_ratios, each="model",
-        bound=f"a {_LOW:.0f}-{_HIGH:.0f}% drop, \"around\" the paper's read as +-{AROUND_PP:g} pp, our bound",
-        noise="noise: none, allocator bytes are exact, so the whole interval is the value",
-        gpu_only="CUDA allocator, fp16 on a T4"),
-    claims.Declared(
-        "AMP + AMC is slightly slower per batch than fp32", PAPER_TIME, "amp+amc / fp32 median time per batch",
-        claims.within(1.0, 1 + SLIGHT_SLOWDOWN_MAX_PCT / 100, ".3f", "x"), _time_ratios, each="model",
-        bound=f"an increase, and \"slight\": +{SLIGHT_SLOWDOWN_MAX_PCT:.0f}% at most, our bound, the paper gives none",
-        noise=f"{claims.NOISE_RULE}; each time the median within the least and most of its rounds' medians, its "
-              "p10-p90 with one round; the ratio's interval between the extremes"),
+        "AMP + AMC cuts peak memory allocated by around {:.0f}-{:.0f}%".format(*PAPER_MEMORY_DROP_PCT),
+        '"a drastic reduction - around 45-50% - in the peak amount of GPU memory allocated" (Sec. IV-C, Fig. 5 bottom, '
+        'T4, batch 1024)', "amp+amc / fp32 peak memory of the model's own tensors (not the libraries' workspaces)",
+        claims.within(1 - AMC_BAND[1] / 100, 1 - AMC_BAND[0] / 100, ".2f", "x"), partial(_amp_amc, memory=True),
+        each="model", noise="noise: none, allocator bytes are exact", gpu_only="CUDA allocator, fp16 on a T4",
+        bound=f"a {AMC_BAND[0]:.0f}-{AMC_BAND[1]:.0f}% drop: \"around\" as +-{AROUND_PP:g} pp, our bound"),
+    claims.Declared("AMP + AMC is slightly slower per batch than fp32", '"a slight increase in the average time taken '
+                    'per batch compared to the FP32 baseline" (Sec. IV-C, Fig. 5 top)', "amp+amc / fp32 median time "
+                    "per batch", claims.within(1.0, 1 + claims.SLIGHT, ".3f", "x"), partial(_amp_amc, memory=False),
+                    each="model", bound=f"an increase, and \"slight\": +{claims.SLIGHT:.0%} at most, our bound"),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-C (:data:`CLAIMS`) judged on :func:`measure`'s result by the noise rule of
-    ``cnnlab.claims``; each claim's ``criterion`` says its quantity, test and bound."""
+    """The claims of Sec. IV-C (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
     return claims.check(CLAIMS, df, device)
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, data, models, plotting, studies, train
-from cnnlab.claims import SLIGHT, Claim, Spread, joined
+from cnnlab.claims import Claim, Spread
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.studies import Experiment, Parameter
@@ -85,10 +85,9 @@ configure = PARAMETERS.configure
 
 ACCURACY_TOLERANCE_PP = 0.5  # issue 4: "accuracy changes by at most 0.5 percentage points"
 # "A slight increase in the inference time at smaller batch sizes" (Sec. IV-B) has no number: an increase (autocast
-# slower than fp32; "we didn't see faster inference times", Sec. V) of at most this ratio (our bound, the workbook's
-# for "little"), judged as a band (claims.band). A one-sided reading would, with the times' noise floor, hold only for
-# rises well beyond the bound; at that noise the band is often undecidable, and the claim's note says so.
-SLIGHT_SLOWDOWN_MAX = 1 + SLIGHT
+# slower than fp32; "we didn't see faster inference times", Sec. V) of at most claims.SLIGHT (our bound, the
+# workbook's for "little"), judged as a band (claims.band). A one-sided reading would, with the times' noise floor,
+# hold only for rises well beyond the bound; at that noise the band is often undecidable, and the claim's note says so.
 # "No significant ... increase in test loss" (Sec. IV-B) has no number either; we read it as at most 5% above fp32's
 # loss (the accuracy bound's counterpart: a relative change, as the loss's scale depends on the data set).
 LOSS_INCREASE_MAX = 0.05
@@ -96,10 +95,6 @@ LOSS_INCREASE_MAX = 0.05
 # fp32's at the largest batch (reduced / fp32 < 0.9); FP16 activations alone would halve them.
 NOTICEABLE_MEM_RATIO = 0.9
 AVG_MEM_REPEATS = 3  # one-pass time-weighted averages per point: their range is the noise of avg_mem_mib
-MIB = 1024**2
-EXACT_EVAL = ("noise: not estimated, the same trained weights on the same test set give the same loss on every run "
-              "(the test set's own sampling error is not modelled for the loss)")
-
 
 
 def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, device) -> dict:
@@ -124,7 +119,6 @@ def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, dev
     return {**memory.average_memory(step, dev, resident=memory.resident_bytes(model, [x], dev),
                                     repeats=AVG_MEM_REPEATS),
             "avg_mem_other_mib": other, "avg_mem_other_missing_reason": why}
-
 
 
 def _trained_dtype(net: torch.nn.Module) -> str:
@@ -260,160 +254,81 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     return studies.combine(training=history, timing=times, accuracy=acc)
 
 
-def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    return df[(df["experiment"] == experiment) & (df["status"] == "ok")]
-
-
-def _test_set(acc: pd.DataFrame) -> str:
-    first = acc.iloc[0]
-    return f"{first['dataset']} test set ({first['data_source']}, {int(first['num_examples'])} images)"
-
-
-def _against_fp32(df: pd.DataFrame, what: str):
-    """(fp32's accuracy row, the reduced precisions' rows), or why they cannot be compared."""
-    acc = _ok(df, "accuracy")
-    base, reduced = acc[acc["precision"] == "fp32"], acc[acc["precision"] != "fp32"]
-    return (base.iloc[0], reduced) if len(base) and len(reduced) else f"fp32 and a reduced precision {what}"
-
-
-def _accuracy_changes(df: pd.DataFrame):
-    """Each reduced precision's accuracy - fp32's (pp), with the test set's interval (``profiling.accuracy``)."""
-    if isinstance(pair := _against_fp32(df, "were not both evaluated"), str):
-        return pair
-    base, reduced = pair
-    n = int(base["num_examples"])
-    fp32 = accuracy.correct_count(float(base["accuracy_pct"]), n)
-    changes = {r.precision: accuracy.difference(accuracy.correct_count(r.accuracy_pct, n), fp32, n)
-               for r in reduced.itertuples()}
-    ours = f"fp32 {accuracy.text(accuracy.accuracy(fp32, n), '%', False)}; " + \
-        ", ".join(f"{p} {accuracy.text(d)}" for p, d in changes.items())
-    return claims.Measured(changes, ours, _test_set(_ok(df, "accuracy")))
-
-
-def _loss_ratios(df: pd.DataFrame):
-    """Each reduced precision's test loss / fp32's (exact: the same weights give the same loss)."""
-    if isinstance(pair := _against_fp32(df, "were not both evaluated"), str):
-        return pair
-    base, reduced = pair
-    ours = f"fp32 {base['loss']:.4f} nats; " + ", ".join(f"{r.precision} {r.loss:.4f} ({r.loss_change:+.4f})"
-                                                         for r in reduced.itertuples())
-    return claims.Measured({r.precision: Spread.exact(r.loss / base["loss"]) for r in reduced.itertuples()}, ours,
-                           _test_set(_ok(df, "accuracy")))
+def _evaluated(df: pd.DataFrame, loss: bool):
+    """Each reduced precision's test loss / fp32's (exact: the same weights give the same loss), or its accuracy -
+    fp32's (pp, within the test set's interval: ``profiling.accuracy``)."""
+    acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")].set_index("precision")
+    if "fp32" not in acc.index or len(acc) < 2:
+        return "fp32 and a reduced precision were not both evaluated"
+    b, n = acc.loc["fp32"], int(acc.loc["fp32", "num_examples"])
+    fp32 = accuracy.correct_count(float(b["accuracy_pct"]), n)
+    parts = {p: Spread.exact(r["loss"] / b["loss"]) if loss else
+             accuracy.difference(accuracy.correct_count(r["accuracy_pct"], n), fp32, n) for p, r in acc.iterrows()
+             if p != "fp32"}
+    ours = f"fp32 {b['loss']:.4f} nats" if loss else f"fp32 {accuracy.text(accuracy.accuracy(fp32, n), '%', False)}"
+    ours += "; " + ", ".join(f"{p} {x.text('.4f', 'x') if loss else accuracy.text(x)}" for p, x in parts.items())
+    return claims.Measured(parts, ours, f"{b['dataset']} test set ({b['data_source']}, {n} images)")
 
 
 def _avg_mem(row) -> Spread | None:
     """``avg_mem_mib`` of a timing row within its repeated passes' range; None where it was not measured."""
     cols = ("avg_mem_mib", "avg_mem_mib_low", "avg_mem_mib_high")
-    if not all(c in row and pd.notna(row[c]) for c in cols):
-        return None
-    return Spread(*(float(row[c]) for c in cols))
+    return Spread(*(float(row[c]) for c in cols)) if all(c in row and pd.notna(row[c]) for c in cols) else None
 
 
-def _ratios_at(ok: pd.DataFrame, batch, value) -> dict:
-    """{reduced precision: its ``value(row)`` / fp32's} at ``batch``, where both were measured."""
-    got = {p: v for p, r in ok[ok["batch_size"] == batch].set_index("precision").iterrows()
-           if (v := value(r)) is not None}
-    return {p: v / got["fp32"] for p, v in got.items() if p != "fp32"} if "fp32" in got else {}
+def _timed(df: pd.DataFrame, value, ends: tuple, autocast: bool = False):
+    """Each reduced precision's (autocast's alone with ``autocast``) ``value(row)`` / fp32's at the batch sizes
+    ``ends`` (indices into the sorted sizes timed: the smallest, the largest, or both for a trend)."""
+    ok = df[(df["experiment"] == "timing") & (df["status"] == "ok")]
+    sizes = sorted({int(b) for b in ok["batch_size"]})
+    at = [sizes[i] for i in ends] if len(sizes) >= len(ends) else []
+    got = [{p: v for p, r in ok[ok["batch_size"] == b].set_index("precision").iterrows() if (v := value(r)) is not None}
+           for b in at]
+    ratios = {p: [g[p] / g["fp32"] for g in got] for p in (got[0] if got else {}) if p != "fp32" and all(
+        p in g and "fp32" in g for g in got) and p.startswith("autocast" if autocast else "")}
+    ours = "; ".join(f"{p} / fp32 " + ", ".join(f"at batch {b} {x.text('.2f', 'x')}" for b, x in zip(at, r))
+                     for p, r in ratios.items())
+    bf16 = "autocast-bf16 is bfloat16, not the paper's float16" if "autocast-bf16" in ratios else ""
+    return claims.Measured({p: r if len(at) > 1 else r[0] for p, r in ratios.items()}, ours, bf16,
+                           {p: at for p in ratios}) if ratios else "fp32 and a reduced precision not both timed there"
 
 
-def _memory_at_largest(df: pd.DataFrame):
-    ok = _ok(df, "timing")
-    if ok.empty:
-        return "no point measured"
-    largest = ok["batch_size"].max()
-    rows = ok[ok["batch_size"] == largest].set_index("precision")
-    mem = {p: m for p, r in rows.iterrows() if (m := _avg_mem(r)) is not None}
-    ratios = _ratios_at(ok, largest, _avg_mem)
-    if not ratios:
-        return "fp32 and a reduced precision were not both measured there"
-    other = rows["avg_mem_other_mib"].dropna() if "avg_mem_other_mib" in rows else pd.Series(dtype=float)
-    ours = (", ".join(f"{p} {m.text('.1f', ' MiB')}" for p, m in mem.items()) + f" at batch {int(largest)}; / fp32: "
-            + ", ".join(f"{p} {r.text('.2f', 'x')}" for p, r in ratios.items())
-            + (f"; {other.min():.1f}-{other.max():.1f} MiB of library workspaces beside them, left out" if len(other)
-               else ""))
-    return claims.Measured(ratios, ours)
+_PAPER_ACC = "Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss\" (Fig. 4)"
+_PAPER_TIME = "Sec. IV-B: \"a slight *increase* in the inference time at smaller batch sizes\" (Fig. 3 top)"
+_PAPER_MEM = "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\""
+_AVG = f"average: model and input bytes + a pass's time-weighted tensor memory; range of {AVG_MEM_REPEATS} passes"
+_slowdown = partial(_timed, value=partial(Spread.of, metric="latency_ms"), autocast=True)
 
-
-def _ends(df: pd.DataFrame, value, what: str):
-    """Each reduced precision's ``value`` / fp32's at the smallest and the largest batch (a trend of two)."""
-    ok = _ok(df, "timing")
-    sizes = sorted(ok["batch_size"].unique())
-    if len(sizes) < 2:
-        return "fp32 and a reduced precision not both measured at two batch sizes"
-    ends = [int(sizes[0]), int(sizes[-1])]
-    at = [_ratios_at(ok, b, value) for b in ends]
-    parts = {p: [at[0][p], at[1][p]] for p in at[0] if p in at[1] and (what != "time" or p.startswith("autocast"))}
-    ours = "; ".join(f"{p} / fp32 at batch {ends[0]} {r[0].text('.2f', 'x')}, "
-                     f"at batch {ends[1]} {r[1].text('.2f', 'x')}"
-                     for p, r in parts.items())
-    return claims.Measured(parts, ours, labels={p: ends for p in parts}) if parts else \
-        "fp32 and a reduced precision not both measured at two batch sizes"
-
-
-def _slowdown_at_smallest(df: pd.DataFrame):
-    ok = _ok(df, "timing")
-    auto = [p for p in ok["precision"].unique() if p.startswith("autocast")][:1]
-    smallest = ok["batch_size"].min() if len(ok) else None
-    small = ok[ok["batch_size"] == smallest].set_index("precision")
-    if not auto or not {"fp32", auto[0]} <= set(small.index):
-        return "autocast and fp32 not both measured"
-    a, f = Spread.of(small.loc[auto[0]], "latency_ms"), Spread.of(small.loc["fp32"], "latency_ms")
-    repeats = ok["repeats"].dropna() if "repeats" in ok else pd.Series(dtype=float)
-    return claims.Measured({auto[0]: a / f}, f"{auto[0]} / fp32 time per batch at batch {int(smallest)}: "
-                           f"{(a / f).text('.2f', 'x')} ({a.text('.3g', ' ms')} vs {f.text('.3g', ' ms')})",
-                           joined(f"p10-p90 of {int(repeats.min())} timed batches" if len(repeats) else "",
-                                  "on a CPU autocast runs in bfloat16, not the paper's float16"
-                                  if auto[0] == "autocast-bf16" else ""))
-
-
-_PAPER_ACC = ("Sec. IV-B: \"we didn't find any significant drop in test accuracy or increase in test loss "
-              "compared to the FP32 baseline\" (Fig. 4)")
-_PAPER_TIME = ("Sec. IV-B: \"a slight *increase* in the inference time at smaller batch sizes compared to "
-               "using only FP32\" (Fig. 3 top)")
-_PAPER_MEM = ("Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes ... "
-              "the activation maps could be stored using half the precision\" (Fig. 3 bottom)")
-_GPU = "CUDA allocator, fp16 activations"
-_AVG = ("average = the model's and input's bytes + the time-weighted tensor memory of one pass, the libraries' "
-        f"workspaces left out; range of {AVG_MEM_REPEATS} passes")
 
 CLAIMS = [
-    claims.Declared(
-        f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced precision",
-        _PAPER_ACC, "accuracy - fp32 accuracy",
-        claims.within(-ACCURACY_TOLERANCE_PP, ACCURACY_TOLERANCE_PP, unit=" pp"), _accuracy_changes,
-        each="reduced precision", bound="\"no significant drop\": our bound, the paper gives none",
-        noise=accuracy.RULE),
-    claims.Declared(
-        f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", _PAPER_ACC,
-        "test loss (mean cross-entropy) / fp32's", claims.below(1 + LOSS_INCREASE_MAX, ".3g", "x"), _loss_ratios,
-        each="reduced precision",
-        bound="\"no significant ... increase in test loss\": our bound, the paper gives none; a fall passes",
-        noise=EXACT_EVAL),
-    claims.Declared(
-        "average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
-        "average memory / fp32's at the largest batch", claims.below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
-        _memory_at_largest, each="reduced precision",
-        bound=f"\"noticeable\": our bound, the paper gives none; {_AVG}", gpu_only=_GPU),
-    claims.Declared(
-        "autocast is slightly slower than fp32 at small batches", _PAPER_TIME,
-        "autocast / fp32 time per batch at the smallest batch", claims.within(1.0, SLIGHT_SLOWDOWN_MAX, ".2f", "x"),
-        _slowdown_at_smallest, bound="an increase, and \"slight\": our bound, the paper gives none"),
-    claims.Declared(
-        "the reduced precisions' memory saving grows with batch size",
-        "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\"",
-        "average memory / fp32's, smallest batch -> largest", claims.falls(".2f", "x"),
-        partial(_ends, value=_avg_mem, what="memory"), each="reduced precision", bound=_AVG, gpu_only=_GPU),
-    claims.Declared(
-        "autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size", _PAPER_TIME,
-        "autocast / fp32 time per batch, smallest batch -> largest", claims.falls(".2f", "x"),
-        partial(_ends, value=lambda r: Spread.of(r, "latency_ms"), what="time"), each="autocast precision",
-        bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading"),
+    claims.Declared(f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced "
+                    "precision", _PAPER_ACC, "accuracy - fp32 accuracy", noise=accuracy.RULE, each="reduced precision",
+                    test=claims.within(-ACCURACY_TOLERANCE_PP, ACCURACY_TOLERANCE_PP, unit=" pp"),
+                    measure=partial(_evaluated, loss=False), bound="our bound, the paper gives none"),
+    claims.Declared(f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", _PAPER_ACC,
+                    "test loss / fp32's", claims.below(1 + LOSS_INCREASE_MAX, ".3g", "x"),
+                    partial(_evaluated, loss=True), each="reduced precision", bound="our bound; a fall passes",
+                    noise="noise: none, the same weights on the same test set give the same loss"),
+    claims.Declared("average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
+                    "average memory / fp32's at the largest batch", claims.below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
+                    partial(_timed, value=_avg_mem, ends=(-1,)), each="reduced precision",
+                    bound=f"\"noticeable\": our bound; {_AVG}", gpu_only="CUDA allocator, fp16 activations"),
+    claims.Declared("autocast is slightly slower than fp32 at small batches", _PAPER_TIME, each="autocast precision",
+                    quantity="autocast / fp32 time per batch, smallest batch", measure=partial(_slowdown, ends=(0,)),
+                    test=claims.within(1.0, 1 + claims.SLIGHT, ".2f", "x"), bound="a rise, and \"slight\": our bound"),
+    claims.Declared("the reduced precisions' memory saving grows with batch size", _PAPER_MEM,
+                    "average memory / fp32's, smallest batch -> largest", claims.falls(".2f", "x"),
+                    partial(_timed, value=_avg_mem, ends=(0, -1)), each="reduced precision", bound=_AVG,
+                    gpu_only="CUDA allocator, fp16 activations"),
+    claims.Declared("autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size",
+                    _PAPER_TIME, "autocast / fp32 time per batch, smallest batch -> largest", claims.falls(".2f", "x"),
+                    partial(_slowdown, ends=(0, -1)), each="autocast precision",
+                    bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading"),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-B (:data:`CLAIMS`) judged on :func:`measure`'s result by the noise rule of
-    ``cnnlab.claims``; each claim's ``criterion`` says its quantity, test and bound."""
+    """The claims of Sec. IV-B (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
     return claims.check(CLAIMS, df, device)
 
 
