@@ -23,9 +23,9 @@ input shape (``data_source = synthetic``): a dense CNN does the same work whatev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -65,14 +65,6 @@ AVG_MEM_REPEATS = 3
 SIGNIFICANT_DROP = 0.9  # time at the largest tile / at the smallest < this
 SLIGHT_RISE = 1 + claims.SLIGHT  # average memory at the largest tile / at the smallest < this (and > 1)
 EFFECTIVE_VS_UNTILED = 1 - claims.SLIGHT  # time at the largest tile / untiled < this
-PAPER_TIME = ('"The time taken for inference dropped significantly as we increased the tile size" (Sec. IV-D, Fig. 6 '
-              'red line)')
-PAPER_UTIL = ('"As the inference time dropped, the GPU utilization increased with larger tile sizes" (Sec. IV-D, '
-              'Fig. 6 blue dashed line)')
-PAPER_MEM = ('"We observed a slight increase in the average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 '
-             'green dash-dot line)')
-PAPER_UNTILED = ('"This proved very effective at reducing latency and boosting GPU utilization, particularly when '
-                 'dealing with larger input images like those in ImageNet" (Sec. V, on memory tiling)')
 
 
 def _resnet(value, parameter: str) -> str:  # the models tile_spatially splits at layer1-3 or avgpool
@@ -338,12 +330,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 # ------------------------------------------------------------------------------------------------ claims
 
-def _spread(row, metric: str) -> Spread | None:
-    """``row``'s ``metric`` with its noise: a time by :func:`cnnlab.profiling.time_spread`, utilisation and average
-    memory within their repeated measurements' least and most (``_low``/``_high``); None where either is missing."""
+def _spread(row, m: str) -> Spread | None:
+    """``row``'s metric ``m`` with its noise (a time: :func:`time_spread`, else within its _low-_high), or None."""
     try:
-        return time_spread(row) if metric == "latency_ms" else Spread.of_range(row, metric, ("low", "high"),
-                                                                                required=True)
+        return time_spread(row) if m == "latency_ms" else Spread.of_range(row, m, ("low", "high"), required=True)
     except (KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses)
         return None
 
@@ -358,77 +348,64 @@ def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
     return "; ".join(sorted(reasons))
 
 
-@dataclass(frozen=True)
-class _Ends:
-    """A test cnnlab.claims lacks: the tiles' values step by step (``steps``, a trend; None: no step clearly down,
-    steps within noise count as level) and the largest tile's / the smallest's by ``ratio``, both to pass."""
+class _Ends(NamedTuple):
+    """A test cnnlab.claims lacks: ``steps`` tile to tile (None: none clearly down) and the ends' ``ratio``, both."""
     ratio: claims.Test
     steps: claims.Test | None = None
 
     def words(self) -> str:
         steps = self.steps.words() if self.steps else "never clearly falls"
-        return f"{steps}, and the largest tile's / the smallest's {self.ratio.words()}"
+        return f"{steps}, and largest / smallest tile {self.ratio.words()}"
 
     def __call__(self, xs, labels):
-        down = [f"{a} -> {b}" for (x, a), (y, b) in zip(zip(xs, labels), zip(xs[1:], labels[1:])) if y.high < x.low]
-        steps = (self.steps(xs, labels) if self.steps else
-                 (False, "clearly down at tile " + ", ".join(down)) if down else (True, ""))
+        down = ", ".join(f"{a} -> {b}" for a, b, x, y in zip(labels, labels[1:], xs, xs[1:]) if y.high < x.low)
+        steps = self.steps(xs, labels) if self.steps else (not down, down and f"clearly down at tile {down}")
         return claims.all_of(steps, self.ratio(xs[-1] / xs[0]))
 
 
-def _measured(df: pd.DataFrame, method: str, metric: str):
-    """``method``'s ``metric`` at each tile, smallest first (``untiled``: the largest tile's time / the untiled
-    model's), or why fewer than two tiles were measured."""
-    rows = df[df["method"] == method]
-    ok = rows[rows["status"] == "ok"].sort_values("tile_px")
-    at = {int(r["tile_px"]): x for _, r in ok.iterrows()
+def _measured(metric: str, method: str, df: pd.DataFrame):
+    """``method``'s ``metric`` tile by tile ("untiled": its largest tile's time / the untiled model's), or why not."""
+    rows, unit = df[df["method"] == method], {"gpu_util_pct": "%", "avg_mem_mib": " MiB"}.get(metric, " ms")
+    at = {int(r["tile_px"]): x for _, r in rows[rows["status"] == "ok"].sort_values("tile_px").iterrows()
           if (x := _spread(r, "latency_ms" if metric == "untiled" else metric)) is not None}
     if len(at) < 2:
         return _reasons(rows, metric) or "fewer than two tile sizes measured with their spread"
-    xs, unit = list(at.values()), {"gpu_util_pct": "%", "avg_mem_mib": " MiB"}.get(metric, " ms")
+    xs, base = list(at.values()), df[(df["method"] == "untiled") & (df["status"] == "ok")]
     if metric != "untiled":
-        return claims.Measured({method: xs}, " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in at.items()) + (
-            f"; largest / smallest tile {(xs[-1] / xs[0]).text('.2f', 'x')}" if metric != "gpu_util_pct" else ""),
-            labels={method: list(at)})
-    base = df[(df["method"] == "untiled") & (df["status"] == "ok")]
+        ends = "" if metric == "gpu_util_pct" else f"; largest / smallest tile {(xs[-1] / xs[0]).text('.2f', 'x')}"
+        return claims.Measured({method: xs}, " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in at.items()) + ends,
+                               labels={method: list(at)})
     if not len(base) or (untiled := _spread(base.iloc[0], "latency_ms")) is None:
         return "the untiled model was not measured"
     return claims.Measured({method: xs[-1] / untiled}, f"tile {list(at)[-1]}: {xs[-1].text('.3g', unit)} vs untiled "
                            f"{untiled.text('.3g', unit)}: {(xs[-1] / untiled).text('.2f', 'x')} the untiled time")
 
 
-def _declared(method: str) -> list[claims.Declared]:
-    """The claims of Sec. IV-D (and Sec. V's "very effective at reducing latency") on ``method``'s tiles."""
-    def on(metric):
-        return partial(_measured, method=method, metric=metric)
-
-    no_number = "our bound, the paper gives no number"
-    return [
-        claims.Declared(f"inference time falls as tiles grow ({method})", PAPER_TIME, "time per batch, tile to tile,",
-                        _Ends(claims.below(SIGNIFICANT_DROP, ".2f", "x"), claims.falls(unit=" ms")), on("latency_ms"),
-                        bound=f"\"significantly\": {no_number}"),
-        claims.Declared(f"GPU utilisation rises with tile size ({method})", PAPER_UTIL,
-                        "GPU utilisation (one timed loop's NVML mean a round), tile to tile,", claims.rises(unit="%"),
-                        on("gpu_util_pct")),
-        claims.Declared(f"average memory rises slightly with tile size ({method})", PAPER_MEM,
-                        f"average memory ({AVG_MEM_REPEATS} profiled passes a round), tile to tile,",
-                        _Ends(claims.within(1.0, SLIGHT_RISE, ".2f", "x")), on("avg_mem_mib"),
-                        bound=f"an increase, and \"slight\": the workbook's bound for 'slight', {no_number}"),
-        claims.Declared(f"tiling cuts latency against the untiled model ({method})", PAPER_UNTILED,
-                        "time per batch at the largest tile / the untiled model's",
-                        claims.below(EFFECTIVE_VS_UNTILED, ".2f", "x"), on("untiled"),
-                        bound=f"\"very effective\": a cut of more than a 'slight' change, {no_number}", beyond=True),
-    ]
-
-
-CLAIMS = {method: _declared(method) for method in TILED_METHODS}
+CLAIMS = {method: [  # Sec. IV-D (Fig. 6) and Sec. V's "very effective at reducing latency", on each tiling
+    claims.Declared(f"inference time falls as tiles grow ({method})", '"The time taken for inference dropped '
+                    'significantly as we increased the tile size" (Sec. IV-D, Fig. 6 red line)', "time per batch, "
+                    "tile to tile,", _Ends(claims.below(SIGNIFICANT_DROP, ".2f", "x"), claims.falls(unit=" ms")),
+                    partial(_measured, "latency_ms", method), bound='"significantly": ours (the paper gives none)'),
+    claims.Declared(f"GPU utilisation rises with tile size ({method})", '"As the inference time dropped, the GPU '
+                    'utilization increased with larger tile sizes" (Sec. IV-D, Fig. 6 blue dashed line)',
+                    "GPU utilisation (one timed loop's NVML mean a round), tile to tile,", claims.rises(unit="%"),
+                    partial(_measured, "gpu_util_pct", method)),
+    claims.Declared(f"average memory rises slightly with tile size ({method})", '"We observed a slight increase in '
+                    'the average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 green dash-dot line)',
+                    f"average memory ({AVG_MEM_REPEATS} profiled passes a round), tile to tile,",
+                    _Ends(claims.within(1.0, SLIGHT_RISE, ".2f", "x")), partial(_measured, "avg_mem_mib", method),
+                    bound="an increase, and \"slight\": the workbook's bound for 'slight' (the paper gives none)"),
+    claims.Declared(f"tiling cuts latency against the untiled model ({method})", '"This proved very effective at '
+                    'reducing latency" (Sec. V, on memory tiling)', "time per batch at the largest tile / the untiled "
+                    "model's", claims.below(EFFECTIVE_VS_UNTILED, ".2f", "x"), partial(_measured, "untiled", method),
+                    bound="\"very effective\": a cut beyond a 'slight' change (the paper gives none)", beyond=True),
+] for method in TILED_METHODS}
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """:data:`CLAIMS` of each tiling method measured, claim by claim, on the "tiles" rows (``cnnlab.claims.check``)."""
+    """:data:`CLAIMS` of each tiling method measured, claim by claim, on the "tiles" rows."""
     tiles = df[df["experiment"] == "tiles"]
-    return claims.check([d for same in zip(*(CLAIMS[m] for m in TILED_METHODS if m in set(tiles["method"])))
-                         for d in same], tiles, device)
+    return claims.check(sum(zip(*(CLAIMS[m] for m in TILED_METHODS if m in set(tiles["method"]))), ()), tiles, device)
 
 
 # ------------------------------------------------------------------------------------------------ figures

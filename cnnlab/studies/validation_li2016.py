@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -63,7 +62,6 @@ CONTROL = "gemm_again"
 # Sec. IV-E, Key observation 3 ("5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG"); none for CIFAR.
 PAPER_OPT_SPEEDUP = {"LeNet": (5.6, "5.6x"), "AlexNet": (2.0, "roughly 2x"), "ZFNet": (2.0, "roughly 2x"),
                      "VGG": (2.0, "roughly 2x")}
-DIRECT_CPU_REASON = TRITON_CPU_REASON  # "Triton kernels are timed only on a GPU"
 DATA_SOURCE = "synthetic"
 DIRECT_CHECK_BATCH = 2  # images per batch of the direct strategy's correctness check (interpreted on a CPU: slow)
 MAX_REPEATS = 200  # timed batches per point at most, however fast the point
@@ -74,25 +72,18 @@ BENCH_COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "laten
 # Why two of the paper's claims are shown, not judged (issue 32, item 4): Li et al.'s six strategies are all vendor
 # code; here gemm, fft and fft_tiled are cnnlab's kernels in PyTorch operators (best picks among them), while opt and
 # native run the vendor's convolution (oneDNN, cuDNN). Only opt against native is like for like.
-NOT_LIKE_FOR_LIKE = ("not judged: best picks among cnnlab's PyTorch-level kernels (gemm, fft, fft_tiled) and opt runs "
-                     "the vendor's convolution, so which is faster says how far the vendor's code is ahead, not what "
-                     "Opt's layouts do; the like-for-like comparison is opt against native (the vendor's convolution "
-                     "without Opt's measures), judged in the claim that opt is the fastest")
-MAGNITUDE_NOT_JUDGED = ("not judged: the paper's speed-ups are over cuDNN-MM, a cuDNN mode that PyTorch cannot select; "
-                        "native is the library's own choice of algorithm and gemm a PyTorch-level GEMM, neither is "
-                        "that baseline; shown for reference")
-PAPER = {  # Sec. IV-E, "Key Observations", as the paper words them
-    "winner": '"No single kernel wins everywhere."',
-    "pattern": '"cuda-convnet tops the tiny LeNet and CIFAR models, whereas cuDNN variants gain the edge once the '
-               'networks scale up (AlexNet, ZFNet, VGG)."',
-    "best": '"cuDNN-Best-which cherry-picks the fastest kernel per layer-narrows the gap, but still trails Opt."',
-    "opt": '"Opt delivers the highest throughput across the board: 5.6x on LeNet and roughly 2x on AlexNet, ZFNet, '
-           'and VGG"',
-}
+NOT_LIKE_FOR_LIKE = ("not judged: best picks among cnnlab's PyTorch-level kernels, opt runs the vendor's convolution, "
+                     "so this says how far the vendor's code is ahead; opt against native, like for like, is judged")
+MAGNITUDE_NOT_JUDGED = ("not judged: the paper's speed-ups are over cuDNN-MM, a cuDNN mode that PyTorch cannot select, "
+                        "and neither native (the library's choice) nor gemm (a PyTorch-level GEMM) is that baseline")
+# Sec. IV-E, "Key Observations", as the paper words them (those quoted by one claim are in it)
+PAPER_BEST = ('"cuDNN-Best-which cherry-picks the fastest kernel per layer-narrows the gap, but still trails Opt." '
+              '(Sec. IV-E)')
+PAPER_OPT = ('"Opt delivers the highest throughput across the board: 5.6x on LeNet and roughly 2x on AlexNet, ZFNet, '
+             'and VGG" (Sec. IV-E)')
 # The pattern claim: direct (cnnlab's Triton direct convolution) stands for cuda-convnet, gemm / fft / fft_tiled for
 # cuDNN's MM / FFT / FFT-T modes.
 PATTERN_DIRECT_WINS, PATTERN_CUDNN_WINS = ("LeNet", "CIFAR"), ("AlexNet", "ZFNet", "VGG")
-CUDNN_KERNELS = ("gemm", "fft", "fft_tiled")
 
 
 def _strategies(value, parameter: str) -> list[str]:
@@ -296,7 +287,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     columns (latency_ms_* per batch; first_call_ms: where best times its candidates
     per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s`` per round), rounds,
     round_medians_ms, then :func:`add_speedups`' columns; direct "skipped" where Triton is not timed (CPU:
-    :data:`DIRECT_CPU_REASON`). "speedups": per network, speedup_vs_gemm per strategy (a column each, 2 decimals),
+    :data:`TRITON_CPU_REASON`). "speedups": per network, speedup_vs_gemm per strategy (a column each, 2 decimals),
     opt_vs_native and paper_opt (the paper's Opt, its words). Runs with ``cfg.threads`` intra-op CPU threads, the
     count in use being part of the stores' key."""
     threads = config.set_threads(cfg.threads)
@@ -390,30 +381,19 @@ def _fastest(times: dict, network: str, among) -> str:  # by median, to name it;
     return min(among, key=lambda s: times[network][s].value)
 
 
-@dataclass(frozen=True)
-class _Test:
-    """A test that cnnlab.claims lacks: its ``text`` for the criterion and ``judge(x) -> (held, note)``."""
-    text: str
-    judge: object
-
-    def words(self) -> str:
-        return self.text
-
-    def __call__(self, x, labels=None):
-        return self.judge(x)
-
-
 _FASTER = claims.above(1.0, ".2f", "x")  # a time / another's > 1: the other is faster
 
 
-def _beaten(ratios: dict):  # a kernel clearly slower than another somewhere; False: it won everywhere
-    held, note = claims.any_of(*(claims.named(k, _FASTER(r)) for k, r in ratios.items()))
-    return held, note if held is not False else "clearly faster than every other on every network"
+class _SpansOne:
+    """The control's test, which cnnlab.claims lacks: identical work's time ratio must stay within noise of 1."""
+    fmt, unit = _FASTER.fmt, _FASTER.unit  # its ratios in words, as _FASTER's
 
+    def words(self) -> str:
+        return "spans 1 (inconclusive), as identical work must"
 
-def _same_work(r: Spread):  # the control: identical work's time ratio must span 1
-    held, note = _FASTER(r)
-    return (held, note) if held == claims.INCONCLUSIVE else (False, "the noise rule failed its control: decided")
+    def __call__(self, ratio: Spread, labels=None):
+        held, note = _FASTER(ratio)
+        return (held, note) if held == claims.INCONCLUSIVE else (False, "the noise rule failed its control: decided")
 
 
 def _winner(runs: pd.DataFrame):
@@ -428,102 +408,77 @@ def _winner(runs: pd.DataFrame):
 
 def _pattern(runs: pd.DataFrame):
     times, networks, measured, _ = _grid(runs)
-    cudnn = [s for s in CUDNN_KERNELS if s in measured]
-    pattern = [n for n in networks if n in PATTERN_DIRECT_WINS + PATTERN_CUDNN_WINS]
     if "direct" in set(runs.loc[runs["status"] != "ok", "strategy"]):
-        return (f"{DIRECT_CPU_REASON}: direct, the counterpart of cuda-convnet (a direct convolution), is not timed "
-                "here and no other strategy is a direct convolution: nothing to set against cuDNN's modes")
-    if "direct" not in measured or not cudnn or not pattern:
-        return "direct (cuda-convnet), cuDNN's modes (gemm, fft, fft_tiled) or the pattern's networks not measured"
-    tops = {n: _fastest(times, n, cudnn) for n in pattern}  # the paper's loser's time / its winner's:
-    pairs = {n: (t, "direct") if n in PATTERN_DIRECT_WINS else ("direct", t) for n, t in tops.items()}
-    return claims.Measured({f"{n} {a} / {b}": times[n][a] / times[n][b] for n, (a, b) in pairs.items()},
-                           note="direct stands for cuda-convnet's direct convolution; gemm, fft and fft_tiled for "
-                                "cuDNN's modes")
+        return (f"{TRITON_CPU_REASON}: direct, cuda-convnet's counterpart, is not timed here, and no other strategy is "
+                "a direct convolution to set against cuDNN's modes")
+    if "direct" not in measured:  # gemm, a cuDNN mode, is timed wherever a network is
+        return "direct (cuda-convnet), to set against cuDNN's modes, not measured"
+    cudnn = [s for s in ("gemm", "fft", "fft_tiled") if s in measured]  # the paper's loser's time / its winner's:
+    pairs = {n: (top, "direct") if n in PATTERN_DIRECT_WINS else ("direct", top) for n in networks
+             if n in PATTERN_DIRECT_WINS + PATTERN_CUDNN_WINS for top in [_fastest(times, n, cudnn)]}
+    return claims.Measured({f"{n} {a} / {b}": times[n][a] / times[n][b] for n, (a, b) in pairs.items()})
 
 
 def _narrows(runs: pd.DataFrame):
     times, networks, measured, left_out = _grid(runs)
-    singles = [s for s in SINGLE_KERNELS if s in measured]
-    if "best" not in measured or not singles:
-        return "best or the single kernels not measured"
-    same = identical_kernels(runs)
-    same = ", ".join(sorted(set(same.loc[same["strategy"] == "best", "network"])))
-    return claims.Measured({f"{n} best vs {top}": times[n][top] / times[n]["best"] for n in networks
-                            for top in [_fastest(times, n, singles)]}, note=claims.joined(left_out, same and (
-        f"best picked one kernel for every layer on {same}: it ran that kernel, so no narrowing can show there")))
+    if "best" not in measured:  # gemm, a single kernel, is timed wherever a network is
+        return "best not measured"
+    same = ", ".join(sorted(set(identical_kernels(runs).query("strategy == 'best'")["network"])))
+    return claims.Measured({f"{n} best vs {top}": times[n][top] / times[n]["best"] for n in networks for top in [
+        _fastest(times, n, [s for s in SINGLE_KERNELS if s in measured])]}, note=claims.joined(left_out, same and (
+            f"best picked one kernel for every layer on {same}: it ran that kernel, so no narrowing can show there")))
 
 
 def _ratios(runs: pd.DataFrame, a: str, b: str, networks=None) -> dict:
-    """{network: ``a``'s time / ``b``'s} on ``networks`` (default: every network with gemm timed) where both were
-    timed on every network, else {}."""
-    times, measured_on, measured, _ = _grid(runs)
-    return {n: times[n][a] / times[n][b] for n in networks or measured_on if n in measured_on} if {a, b} <= measured \
-        else {}
+    """{network: ``a``'s time / ``b``'s} on ``networks`` (default: all with gemm timed) if both were timed on all."""
+    times, on, measured, _ = _grid(runs)
+    return {n: times[n][a] / times[n][b] for n in networks or on if n in on} if {a, b} <= measured else {}
 
 
-def _best_opt(runs: pd.DataFrame):
-    r = _ratios(runs, "best", "opt")
-    return claims.Measured({"shown": r}, ", ".join(f"{n}: best / opt time {x.text('.2f', 'x')}" for n, x in
-                                                    r.items())) if r else "best or opt not measured"
-
-
-def _opt_native(runs: pd.DataFrame):
-    r, gemm = _ratios(runs, "native", "opt"), _ratios(runs, BASELINE, "opt")
-    return claims.Measured({f"{n} native / opt": x for n, x in r.items()}, "opt / native " + ", ".join(
-        f"{n} {x.text('.2f', 'x')}" for n, x in r.items()) + "; opt / gemm " + ", ".join(
-        f"{n} {x.text('.2f', 'x')}" for n, x in gemm.items()), _grid(runs)[3]) if r else "opt or native not measured"
+def _versus(a: str, b: str, runs: pd.DataFrame):
+    """``a``'s time / ``b``'s on every network, or why not."""
+    r = {f"{n} {a} / {b}": x for n, x in _ratios(runs, a, b).items()}
+    return claims.Measured(r, note=_grid(runs)[3]) if r else f"{a} or {b} not measured"
 
 
 def _magnitude(runs: pd.DataFrame):
-    gemm, native = _ratios(runs, BASELINE, "opt", PAPER_OPT_SPEEDUP), _ratios(runs, "native", "opt", PAPER_OPT_SPEEDUP)
-    return claims.Measured({"shown": gemm}, ", ".join(
-        f"{n} opt / gemm {x.text('.2f', 'x')}" + (f", opt / native {native[n].text('.2f', 'x')}" if n in native else "")
-        + f" (paper {PAPER_OPT_SPEEDUP[n][1]})" for n, x in gemm.items())) if gemm else \
-        "opt not measured on LeNet, AlexNet, ZFNet or VGG"
+    gemm, native = (_ratios(runs, s, "opt", PAPER_OPT_SPEEDUP) for s in (BASELINE, "native"))
+    return claims.Measured({"shown": gemm}, ", ".join(f"{n} opt / gemm {x.text('.2f', 'x')}" + (
+        f", opt / native {native[n].text('.2f', 'x')}" if n in native else "") + f" (paper {PAPER_OPT_SPEEDUP[n][1]})"
+        for n, x in gemm.items())) if gemm else "opt not measured on LeNet, AlexNet, ZFNet or VGG"
 
 
-def _control(runs: pd.DataFrame):
-    times, networks, _, _ = _grid(runs)
-    r = {n: times[n][CONTROL] / times[n][BASELINE] for n in networks if CONTROL in times[n]}
-    return claims.Measured(r, ", ".join(f"{n}: {x.text('.2f', 'x')}" for n, x in r.items())) if r else \
-        f"{CONTROL} (gemm timed again) not measured"
-
-
-_SHOWN = "(shown, not judged)"
 CLAIMS = [
-    claims.Declared("no single kernel wins everywhere", PAPER["winner"],
-                    "a single kernel's time per batch / another's on one network",
-                    _Test(f"{_FASTER.words()} on some network against some other", _beaten), _winner,
-                    each="single kernel measured",
+    claims.Declared("no single kernel wins everywhere", '"No single kernel wins everywhere." (Sec. IV-E)',
+                    "a single kernel's time per batch / another's on one network", claims.above(
+                        1.0, ".2f", "x", once=True), _winner, each="single kernel measured",
                     bound="did not hold when one is clearly faster than every other on every network"),
     claims.Declared("cuda-convnet (direct) tops LeNet and CIFAR, cuDNN's modes win on AlexNet, ZFNet and VGG",
-                    PAPER["pattern"], "the paper's loser's time / its winner's: the fastest of gemm, fft, fft_tiled "
-                    "(cuDNN's MM, FFT, FFT-T) / direct on LeNet and CIFAR, direct / that fastest on AlexNet, ZFNet "
-                    "and VGG", _FASTER, _pattern, each="network of these measured"),
-    claims.Declared("best (per-layer pick) narrows the gap to the fastest kernel", PAPER["best"],
+                    '"cuda-convnet tops the tiny LeNet and CIFAR models, whereas cuDNN variants gain the edge once the '
+                    'networks scale up (AlexNet, ZFNet, VGG)." (Sec. IV-E)', "the paper's loser's time / its "
+                    "winner's, direct against the fastest of gemm, fft, fft_tiled (cuDNN's MM, FFT, FFT-T)", _FASTER,
+                    _pattern, each="network of these measured"),
+    claims.Declared("best (per-layer pick) narrows the gap to the fastest kernel", PAPER_BEST,
                     "the fastest single kernel's time / best's", _FASTER, _narrows, each="network",
                     bound="where best picked one kernel for every layer it runs that kernel: identical work"),
-    claims.Declared("best still trails opt", PAPER["best"], "best's time / opt's",
-                    _Test(_SHOWN, lambda x: (None, NOT_LIKE_FOR_LIKE)), _best_opt),
-    claims.Declared("opt is the fastest strategy on every network", PAPER["opt"], "native's time / opt's", _FASTER,
-                    _opt_native, each="network",
+    claims.Declared("best still trails opt", PAPER_BEST, "best's time / opt's", _FASTER,
+                    partial(_versus, "best", "opt"), not_judged=NOT_LIKE_FOR_LIKE),
+    claims.Declared("opt is the fastest strategy on every network", PAPER_OPT, "native's time / opt's", _FASTER,
+                    partial(_versus, "native", "opt"), each="network",
                     bound="the like-for-like comparison, the vendor's convolution with Opt's memory measures "
-                          "(channels_last, BatchNorm folded, autotuning) and without; the PyTorch-level kernels' "
-                          "ratios are shown, not judged"),
-    claims.Declared("opt's speed-up over gemm has the paper's magnitude", PAPER["opt"],
-                    "opt / gemm and opt / native beside the paper's Opt / cuDNN-MM",
-                    _Test(_SHOWN, lambda x: (None, MAGNITUDE_NOT_JUDGED)), _magnitude),
+                          "(channels_last, BatchNorm folded, autotuning) and without"),
+    claims.Declared("opt's speed-up over gemm has the paper's magnitude", PAPER_OPT,
+                    "opt / gemm and opt / native beside the paper's Opt / cuDNN-MM", _FASTER, _magnitude,
+                    not_judged=MAGNITUDE_NOT_JUDGED),
     claims.Declared("control (beyond the paper): gemm timed again, the same work, is within noise of gemm",
                     "none: a control of the noise rule, not a claim of the paper", f"{CONTROL} / {BASELINE} time",
-                    _Test("spans 1 (inconclusive), as identical work must", _same_work), _control, each="network",
+                    _SpansOne(), partial(_versus, CONTROL, BASELINE), each="network",
                     bound="decided, the noise rule failed its control", beyond=True),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Sec. IV-E's claims (:data:`CLAIMS`) on the "strategies" rows (``cnnlab.claims.check``): every time is
-    :func:`time_spread`; strategies not measured here (direct on a CPU) are left out and named in the note."""
+    """Sec. IV-E's :data:`CLAIMS` on the "strategies" rows, every time by :func:`time_spread`."""
     return claims.check(CLAIMS, df[df["experiment"] == "strategies"], device)
 
 
