@@ -14,7 +14,6 @@ does not depend on pixel values.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, plotting, studies
-from cnnlab.claims import FAR_ABOVE, Claim, Spread, any_of, joined
+from cnnlab.claims import FAR_ABOVE, Claim, Spread, joined
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -81,10 +80,7 @@ PROFILER_WARMUP = 2  # steps under the profiler before the profiled ones, discar
 # host's launches, so its time says little about the arithmetic (the first H100 run: every quick point)
 LAUNCH_BOUND = 0.5
 DATA_SOURCE = "synthetic"
-THROUGHPUT_GAIN = FAR_ABOVE  # "far above batch 1": a larger batch gives more than this many times batch 1's images/s
-FRAME_BUDGET_MS = 15.0  # Sec. I: AR/VR "each frame needs to be processed in under 15 milliseconds"
 SYNC_SAMPLES = 3  # at least this many one-step profiles per point on a GPU: the spread of its sync wait
-EXACT_MEMORY = "noise: none, allocator bytes are exact; an equal step is no rise: did not hold"
 
 
 def _build(name: str, batch_size: int, device) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -423,113 +419,69 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return df[(df["experiment"] == experiment) & (df["status"] == "ok")].sort_values("batch_size", kind="stable")
 
 
-def _total_time(row) -> Spread:
-    """``total_time_s`` of ``row`` with its interval: its ``images`` at its throughput (``throughput.time_for``)."""
-    return throughput.time_for(row, float(row["images"]))
+def _bound(ok: pd.DataFrame) -> str:
+    """The launch-bound points of ``ok`` (:func:`mark_launch_bound`): said on every claim about the time."""
+    bound = ok[ok["launch_bound"] == True] if "launch_bound" in ok else ok[:0]  # noqa: E712 (None: not known)
+    return "" if bound.empty else f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch): " + \
+        ", ".join(f"{m} batch {b:.0f}" for m, b in zip(bound["model"], bound["batch_size"]))
 
 
-def _timed(measure):
-    """``measure`` of experiment "batch", its note naming the launch-bound points (:func:`mark_launch_bound`): said on
-    every claim about the arithmetic's time."""
-    def measured(df):
-        ok = _ok(df, "batch")
-        bound = ok[ok["launch_bound"] == True] if "launch_bound" in ok else ok[:0]  # noqa: E712 (None: not known)
-        note = (f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch: the GPU waits on the host, so "
-                "these times say little about the arithmetic): " + ", ".join(
-                    f"{m} batch {', '.join(str(int(b)) for b in g['batch_size'])}"
-                    for m, g in bound.groupby("model", sort=False))) if len(bound) else ""
-        got = measure(ok)
-        return joined(got, note) if isinstance(got, str) else dataclasses.replace(got, note=joined(got.note, note))
-    return measured
+def _trend(rows: pd.DataFrame, spread, missing: str, ends=False, more=None, **kw):
+    """Each model's ``rows`` (two or more; ``ends``: its first and last) and ``more`` {part: rows} as trends of
+    ``spread(row)``, labelled "<model> batch <size>" or by a ``label`` column; ``missing`` where there are none."""
+    parts = {**{m: g.iloc[[0, -1]] if ends else g for m, g in rows.groupby("model", sort=False) if len(g) > 1},
+             **(more or {})}
+    return claims.Measured({k: [spread(r) for _, r in g.iterrows()] for k, g in parts.items()}, **kw, labels={
+        k: [r.get("label") or f"{r['model']} batch {r['batch_size']:.0f}" for _, r in g.iterrows()]
+        for k, g in parts.items()}) if parts else missing
 
 
-def _memory(df):
+def _total_ratios(tops, bases: tuple, missing: str, df):
+    """A Fig. 1 top claim's measure: each model's total time at batch ``tops(sizes)`` / at the largest of ``bases``."""
     ok = _ok(df, "batch")
-    col = next(c for c in ("peak_mem_model_mib", "peak_mem_alloc_mib") if c in ok)  # an older table: the allocator's
-    mem = {m: g[col] for m, g in ok.groupby("model", sort=False)}
-    if not any(len(v) > 1 for v in mem.values()):
-        return "the grid needs two batch sizes" if mem else "no point measured"
-    return claims.Measured({m: [Spread.exact(x) for x in v] for m, v in mem.items() if len(v) > 1}, ", ".join(
-        f"{m} {v.iloc[0]:.1f}->{v.iloc[-1]:.1f} MiB ({v.iloc[-1] / v.iloc[0]:.1f}x)" for m, v in mem.items()),
-        "" if col == "peak_mem_model_mib" else f"{col} judged: this table predates peak_mem_model_mib")
+    t = {(r["model"], int(r["batch_size"])): throughput.time_for(r, float(r["images"])) for _, r in ok.iterrows()}
+    at, b0 = tops(sorted({b for _, b in t})), max((b for b in bases if b in {s for _, s in t}), default=None)
+    ratio = {f"{m} batch {b} / batch {b0}": t[m, b] / t[m, b0] for m, b in t if b in at and (m, b0) in t}
+    return claims.Measured(ratio, note=_bound(ok)) if ratio else missing
 
 
-def _total_ratios(tops, base, missing: str):
-    """A Fig. 1 top claim's measure: each model's total time at batch ``tops(sizes)`` / at ``base(sizes)``."""
-    def measure(ok):
-        rows = {(r["model"], int(r["batch_size"])): r for _, r in ok.iterrows()}
-        sizes = sorted({b for _, b in rows})
-        at, b0 = (tops(sizes), base(sizes)) if sizes else ([], None)
-        ratio = {f"{m} batch {b} / batch {b0}": _total_time(rows[m, b]) / _total_time(rows[m, b0])
-                 for m, b in rows if b in at and (m, b0) in rows}
-        return claims.Measured(ratio) if ratio else missing
-    return _timed(measure)
+def _gains(df):
+    ok = _ok(df, "batch")
+    got = {m: throughput.gains_over_smallest(g, FAR_ABOVE) for m, g in ok.groupby("model", sort=False)
+           if g["batch_size"].min() == 1 and len(g) > 1}
+    return claims.Measured({m: {f"batch {b}": x for b, x in v[0].items()} for m, v in got.items()}, "; ".join(
+        f"{m} {v[1]}" for m, v in got.items()), joined(*(v[2] and f"{m}: {v[2]}" for m, v in got.items()), _bound(ok))
+    ) if got else "the grid needs batch 1 and a larger one"
 
 
-@_timed
-def _gains(ok):
-    got = {m: v for m, g in ok.groupby("model", sort=False)
-           if g["batch_size"].min() == 1 and (v := throughput.gains_over_smallest(g, THROUGHPUT_GAIN))[0]}
-    return claims.Measured({m: {f"batch {b}": g for b, g in v[0].items()} for m, v in got.items()},
-                           "; ".join(f"{m} {v[1]}" for m, v in got.items()),
-                           joined(*(f"{m}: {v[2]}" for m, v in got.items() if v[2]))) if got else \
-        "batch size 1 and a larger one are not both in the grid or not measured"
-
-
-@_timed
-def _latency(ok):
-    if ok.empty:
-        return "no point measured"
-    work = ok.groupby("model", sort=False)["gflops_per_image"].first().sort_values(kind="stable")
-    by_work = {f"batch {b}": g.set_index("model").reindex([m for m in work.index if m in set(g["model"])])
-               .reset_index() for b, g in ok.groupby("batch_size") if len(g) > 1}
-    by = {**{m: g for m, g in ok.groupby("model", sort=False) if len(g) > 1}, **by_work}
-    ours = "; ".join(f"{m} {Spread.of(a, 'latency_ms').text()} -> {Spread.of(z, 'latency_ms').text()} ms (batch "
-                     f"{int(a['batch_size'])} -> {int(z['batch_size'])}, {work[m]:.3g} GFLOPs/image)"
-                     for m, g in ok.groupby("model", sort=False) for a, z in [(g.iloc[0], g.iloc[-1])])
-    return claims.Measured({k: [Spread.of(r, "latency_ms") for _, r in g.iterrows()] for k, g in by.items()}, ours,
-                           "" if by_work else "one model: the complexity half is not checked",
-                           {k: [f"{m} batch {int(b)}" for m, b in zip(g["model"], g["batch_size"])]
-                            for k, g in by.items()})
+def _latency(df):
+    ok, ms = _ok(df, "batch"), partial(Spread.of, metric="latency_ms")
+    work = {f"batch {b:.0f}": g.sort_values("gflops_per_image", kind="stable") for b, g in ok.groupby("batch_size")
+            if len(g) > 1}
+    ours = "; ".join(f"{m} ({g['gflops_per_image'].iloc[0]:.3g} GFLOPs/image) {ms(g.iloc[0]).text()} -> "
+                     f"{ms(g.iloc[-1]).text('.3g', ' ms')}" for m, g in ok.groupby("model", sort=False))
+    return _trend(ok, ms, "the grid needs two batch sizes or two models", more=work, ours=ours,
+                  note=joined("" if work else "one model: the complexity half is not checked", _bound(ok)))
 
 
 def _utilisation(df):
     ok = _ok(df, "batch")
     util = ok.dropna(subset=["gpu_util_pct"])
-    if util.empty:
-        return claims.missing(ok, "gpu_util", "no GPU utilisation measured")
-    ends = ["gpu_util_pct_low", "gpu_util_pct_high"]  # no interval recorded: a point is anywhere in 0-100%
-    spread = set(ends) <= set(util) and not (util[ends[0]] == util[ends[1]]).all()
-    point = {m: [Spread(r["gpu_util_pct"], *(r[ends] if spread else (0, 100))) for _, r in g.iterrows()]
-             for m, g in util.groupby("model", sort=False)}
-    work = ok.groupby("model")["gflops_per_image"].first()  # ResNet depth order = order of work per image
-    deeper = [m for m in sorted(work.index, key=work.get) if models.spec(m).family == "resnet_cifar" and m in point]
-    mean = {m: Spread(*(float(np.mean([getattr(x, k) for x in point[m]])) for k in ("value", "low", "high")))
-            for m in deeper}
-    parts = {m: [s[0], s[-1]] for m, s in point.items() if len(s) > 1}
-    labels = {**{m: [f"{m} smallest batch", f"{m} largest batch"] for m in parts}, "depth": deeper}
-    skipped = int(ok["gpu_util_pct"].isna().sum())
-    return claims.Measured(
-        {**parts, **({"depth": list(mean.values())} if len(deeper) > 1 else {})},
-        ", ".join(f"{m} {s[0].value:.0f}->{s[-1].value:.0f}%" for m, s in point.items())
-        + (f"; mean over batches by depth: {', '.join(f'{x.value:.0f}%' for x in mean.values())}" if deeper else ""),
-        joined("" if spread else "no noise interval recorded: gpu_util_pct is one loop's mean of NVML samples per "
-               "point, so the noise rule cannot decide", f"{skipped} point(s) without utilisation left out "
-               "(gpu_util_missing_reason says why)" if skipped else ""), labels)
+    e = ["gpu_util_pct_low", "gpu_util_pct_high"]  # none recorded (one loop's mean): a point is anywhere in 0-100%
+    spread = set(e) <= set(util) and not (util[e[0]] == util[e[1]]).all()
+    util = util.assign(lo=util[e[0]] if spread else 0.0, hi=util[e[1]] if spread else 100.0)
+    deep = util[util["model"].map(lambda m: models.spec(m).family == "resnet_cifar").astype(bool)].groupby("model")[
+        ["gflops_per_image", "gpu_util_pct", "lo", "hi"]].mean().sort_values("gflops_per_image", kind="stable")
+    more = {"by depth": deep.assign(label=deep.index)} if len(deep) > 1 else None
+    return _trend(util, lambda r: Spread(r["gpu_util_pct"], r["lo"], r["hi"]), claims.missing(
+        ok, "gpu_util", "the grid needs two batch sizes"), True, more,
+        note="" if spread else "no noise interval recorded (one NVML mean a point): the noise rule cannot decide")
 
 
 def _host_wait(df):
-    parts = _ok(df, "breakdown")
-    rows = parts[parts["component"] == HOST_WAIT] if len(parts) else parts
-    wait = rows.dropna(subset=["time_per_batch_ms"]) if len(rows) else rows
-    if wait.empty:
-        return (claims.missing(rows, "time", "no breakdown measured") + ": a CPU runs the operators itself, there "
-                "is no device to wait for; and no quantity here is the paper's semwait")
-    ends = {m: [(int(r["batch_size"]), Spread.timed(*(r[f"time_per_batch_ms{e}"] for e in ("", "_low", "_high"))))
-                for r in (g.iloc[0], g.iloc[-1])] for m, g in wait.groupby("model", sort=False)}
-    return "not judged: no quantity measured here is the paper's (see the criterion); " + f"{HOST_WAIT}, for " \
-        "reference: " + ", ".join(f"{m} {a.text()} -> {b.text('.3g', ' ms')} (batch {i} -> {j})"
-                                  for m, ((i, a), (j, b)) in ends.items())
+    rows = _ok(df, "breakdown").query(f"component == {HOST_WAIT!r}") if "component" in df else df[:0]
+    return _trend(rows.dropna(subset=["time_per_batch_ms"]) if len(rows) else rows, lambda r: Spread.timed_range(
+        r, "time_per_batch_ms", ("low", "high")), claims.missing(rows, "time", "no breakdown measured"), True)
 
 
 def _at_batch_1(df):
@@ -537,70 +489,52 @@ def _at_batch_1(df):
     return claims.Measured(ones) if ones else "the grid needs batch size 1"
 
 
-_FIG1 = "Sec. IV-A: \"{}\" (Fig. 1 top)"
+FRAME_BUDGET_MS = 15.0  # Sec. I: AR/VR "each frame needs to be processed in under 15 milliseconds"
 _RULE = f"total_time_s = images / throughput ({throughput.DEFINITION}); the ratio's interval from both points' ends"
 CLAIMS = [
-    claims.Declared(
-        "peak memory grows monotonically with batch size", "Sec. IV-A: \"Peak GPU Memory Allocated: Increased "
-        "monotonically and significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (the model's own "
-        "bytes: weights, inputs and the batch's peak, not the libraries' workspaces) over batch sizes",
-        claims.rises(unit=" MiB"), _memory, each="model", noise=EXACT_MEMORY),
-    claims.Declared(
-        "total inference time drops from batch 1 to batch 64", _FIG1.format(
-            "the total time to run inference generally dropped as we increased the batch size (up to around 64)"),
-        "total_time_s at the largest batch up to 64 / at batch 1", claims.below(1.0, unit="x"),
-        _total_ratios(lambda s: [b for b in s if 1 < b <= 64][-1:] if 1 in s else [], lambda s: 1,
-                      "the grid needs batch size 1 and a larger one <= 64"), each="model", bound=_RULE),
-    claims.Declared(
-        "total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
-        _FIG1.format("for mid-range sizes (like 128 or 256), we sometimes saw the time increase again"),
-        "total_time_s at batch 128 or 256 / at batch 64", claims.above(1.0, unit="x"),
-        _total_ratios(lambda s: [128, 256], lambda s: 64, "the grid needs batch 64 and 128 or 256"),
-        each="model and batch size", some=True, bound=f"the paper: 'sometimes'; {_RULE}"),
-    claims.Declared(
-        "total inference time drops again at very large batch sizes (512-1024)",
-        _FIG1.format("At very large sizes (512, 1024), the time might drop again as the GPU becomes fully saturated"),
-        "total_time_s at batch 512 or 1024 / at the largest of batch 128 and 256", claims.below(1.0, unit="x"),
-        _total_ratios(lambda s: [512, 1024], lambda s: ([b for b in (128, 256) if b in s] or [None])[-1],
-                      "the grid needs 128 or 256 and 512 or 1024 (the paper preset has them)"),
-        each="model and batch size", some=True, bound=f"the paper: 'might'; {_RULE}"),
-    claims.Declared(
-        f"throughput at the best batch is far (> {THROUGHPUT_GAIN:g}x) above batch 1",
-        "Sec. IV-A: \"larger batches make better use of the GPU's compute power\"",
-        "images/s at some larger batch / at batch 1", claims.above(THROUGHPUT_GAIN, unit="x", once=True), _gains,
-        each="model", bound=f"{throughput.DEFINITION}; each ratio's interval from the two rates' ends; held when one "
-        "larger batch is clear of the threshold, did not hold when every one is clearly under it"),
-    claims.Declared(
-        "time per batch rises with batch size and model complexity", "Sec. IV-A: \"The time taken per batch "
-        "naturally increased with both the batch size and the model's complexity\" (Fig. 2 top)",
-        "latency_ms (time per batch), over every model's batch sizes and at every batch size over the models by "
-        "GFLOPs per image (complexity),", claims.rises(unit=" ms"), _latency),
-    claims.Declared(
-        "GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"the overall GPU utilization generally "
-        "went up with both batch size and the complexity of the model (e.g., ResNet-56 was busier than ResNet-20)\" "
-        "(Fig. 2 bottom)", "gpu_util_pct, from every model's smallest batch to its largest, and its mean over batch "
-        "sizes by ResNet depth,", claims.rises(unit="%"), _utilisation, gpu_only="NVML's busy time of a GPU",
-        bound=f"each point's interval: the least and most of its {UTIL_WINDOWS} timed loops' NVML means"),
-    claims.Declared(
-        "time waiting on semaphores (semwait) per batch rises with batch size", "Sec. V: \"the choice of batch size "
-        "... introduces system-level overheads, such as time spent waiting on semaphores\"; Sec. III-A: \"time spent "
-        "waiting on system calls (like semwait or poll)\"", "the paper's semwait (time blocked in operating-system "
-        "semaphore waits: sem_wait, poll; an OS-runtime trace, e.g. Nsight Systems' osrt)",
-        claims.rises(unit=" ms"), _host_wait, noise="no verdict, so no noise rule to apply", bound="not judged: "
-        f"torch's profiler does not record it; the nearest it records, \"{HOST_WAIT}\" (the host blocked in "
-        "cuda*Synchronize: in this serving step mostly the final .cpu(), a spin-wait by CUDA's default), is another "
-        "quantity, shown in the note for reference"),
-    claims.Declared(
-        f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget", "Sec. I: \"each frame "
-        "needs to be processed in under 15 milliseconds\" (a requirement the paper names, not a result it reports)",
-        "time per batch at batch 1", claims.below(FRAME_BUDGET_MS, unit=" ms"), _at_batch_1, each="model",
-        beyond=True),
+    claims.Declared("peak memory grows monotonically with batch size", "Sec. IV-A: \"Increased monotonically and "
+                    "significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (the model's bytes; older "
+                    "tables: peak_mem_alloc_mib)", claims.rises(unit=" MiB"), lambda df: _trend(_ok(df, "batch"), lambda
+                    r: Spread.exact(r.get("peak_mem_model_mib", r.get("peak_mem_alloc_mib"))), "the grid needs two "
+                    "batch sizes"), each="model", noise="noise: none, allocator bytes are exact"),
+    claims.Declared("total inference time drops from batch 1 to batch 64", "Sec. IV-A: \"generally dropped as we "
+                    "increased the batch size (up to around 64)\" (Fig. 1 top)", "total_time_s at the largest batch up "
+                    "to 64 / at batch 1", claims.below(1.0, unit="x"), partial(_total_ratios, lambda s: [
+                        b for b in s if 1 < b <= 64][-1:], (1,), "the grid needs batch 1 and a larger one <= 64"),
+                    each="model", bound=_RULE),
+    claims.Declared("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
+                    "Sec. IV-A: \"we sometimes saw the time increase again\" (Fig. 1 top)", "total_time_s at batch 128 "
+                    "or 256 / at batch 64", claims.above(1.0, unit="x"), partial(_total_ratios, lambda s: (128, 256),
+                    (64,), "the grid needs batch 64 and 128 or 256"), each="model and batch size", some=True,
+                    bound=_RULE),
+    claims.Declared("total inference time drops again at very large batch sizes (512-1024)", "Sec. IV-A: \"the time "
+                    "might drop again\" (Fig. 1 top)", "total_time_s at batch 512 or 1024 / at the largest of 128 and "
+                    "256", claims.below(1.0, unit="x"), partial(_total_ratios, lambda s: (512, 1024), (128, 256), "the "
+                    "grid needs 128 or 256 and 512 or 1024 (the paper preset)"), each="model and batch size", some=True,
+                    bound=_RULE),
+    claims.Declared(f"throughput at the best batch is far (> {FAR_ABOVE:g}x) above batch 1", "Sec. IV-A: \"larger "
+                    "batches make better use of the GPU's compute power\"", "images/s at a larger batch / at batch 1",
+                    claims.above(FAR_ABOVE, unit="x", once=True), _gains, each="model", bound=throughput.DEFINITION),
+    claims.Declared("time per batch rises with batch size and model complexity", "Sec. IV-A: \"The time taken per "
+                    "batch naturally increased with both the batch size and the model's complexity\" (Fig. 2 top)",
+                    "latency_ms by batch size, and by GFLOPs/image at each batch size,", claims.rises(unit=" ms"),
+                    _latency),
+    claims.Declared("GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"GPU utilization generally "
+                    "went up with both batch size and the complexity of the model\" (Fig. 2 bottom)", f"gpu_util_pct "
+                    f"(within its {UTIL_WINDOWS} loops' least-most) from each model's smallest batch to its largest, "
+                    "and its mean by ResNet depth,", claims.rises(unit="%"), _utilisation, gpu_only="NVML's busy time"),
+    claims.Declared("time waiting on semaphores (semwait) per batch rises with batch size", "Sec. V: \"time spent "
+                    "waiting on semaphores\"", "semwait (time blocked in OS semaphore waits: sem_wait, poll)",
+                    claims.rises(unit=" ms"), _host_wait, not_judged="not judged: torch's profiler does not record "
+                    f"semwait; ours is the nearest it records, {HOST_WAIT} (cuda*Synchronize), another quantity"),
+    claims.Declared(f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget", "Sec. I: "
+                    "\"each frame needs to be processed in under 15 milliseconds\" (a requirement)", "latency_ms at "
+                    "batch 1", claims.below(FRAME_BUDGET_MS, unit=" ms"), _at_batch_1, each="model", beyond=True),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-A and Sec. V (:data:`CLAIMS`) by the noise rule of ``cnnlab.claims``; each claim's
-    ``criterion`` says its quantity, test and bound. Semwait is not judged: nothing here measures its quantity."""
+    """The claims of Sec. IV-A and Sec. V (:data:`CLAIMS`) by the noise rule of ``cnnlab.claims``."""
     return claims.check(CLAIMS, df, device)
 
 
