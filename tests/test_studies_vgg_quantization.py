@@ -371,9 +371,10 @@ def test_every_timing_comes_before_the_first_profile(monkeypatch):
 
 def test_the_first_pass_reasoning_follows_the_papers_profiles():
     """Issue 22 item 6: the paper's traced model also spent 1.951 s in aten::_convolution over 8 calls, so the
-    first-call cost is not the eager pass's alone; the claim says so instead of blaming eager."""
+    first-call cost is not the eager pass's alone; the claim says so beside the paper's numbers instead of blaming
+    eager."""
     claim = vq.check_claims(_claims_frame(first_pass=(2.5, 1.0)), "cuda:0")[4]
-    assert "1.951 s (traced" in claim.note and "both forms paid" in claim.note
+    assert "1.951 s (traced" in claim.paper and "both forms paid" in claim.paper
     assert "1.951" in vq.__doc__ and "both forms paid" in vq.__doc__
 
 
@@ -386,15 +387,15 @@ def test_accuracy_claims_carry_the_test_sets_interval():
             assert checks[name].held == INCONCLUSIVE and "within noise" in checks[name].note, (frame, name)
             assert "Wilson" in checks[name].criterion and "95%" in checks[name].ours
     paired = vq.check_claims(_claims_frame(**one, discordant=(1, 0)), "cpu")[1].ours
-    assert "1 image(s) right only in int8, 0 only in fp32" in paired
+    assert "paired: 1 right only in int8, 0 only in fp32" in paired
     assert "unpaired" in vq.check_claims(_claims_frame(**one), "cpu")[1].ours
     # identical first-pass accuracies on 360 images cannot show a difference under 0.1 pp: inconclusive
     traced = vq.check_claims(_claims_frame(items=360, accuracy=(97.5, 97.5)), "cpu")[6]
-    assert traced.held == INCONCLUSIVE and "unpaired" in traced.note
+    assert traced.held == INCONCLUSIVE and "unpaired" in traced.ours
     # on 10,000 images the unpaired interval (about +-1.3 pp) cannot show 0.1 pp; paired on no disagreement it can
     assert vq.check_claims(_claims_frame(items=10_000), "cpu")[6].held == INCONCLUSIVE
     paired = vq.check_claims(_claims_frame(items=10_000, traced_discordant=(0, 0)), "cpu")[6]
-    assert paired.held is True and "paired on the 0 image(s)" in paired.note
+    assert paired.held is True and "paired: 0 right only in torchscript_trace, 0 only in eager" in paired.ours
     # 30 images each way: the same totals, but the disagreements leave the difference undecided
     assert vq.check_claims(_claims_frame(items=10_000, traced_discordant=(30, 30)), "cpu")[6].held == INCONCLUSIVE
 
