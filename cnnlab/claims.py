@@ -189,7 +189,8 @@ class Test:
         f, u = self.fmt, self.unit
         return {"below": f"< {self.high:{f}}{u}", "above": f"> {self.low:{f}}{u}",
                 "within": f"> {self.low:{f}}{u} and < {self.high:{f}}{u}", "rises": "rises at every step",
-                "falls": "falls at every step"}[self.kind] + (" at least once" if self.once else "")
+                "falls": "falls at every step", "same": f"spans {self.low:{f}}{u} (inconclusive), as identical work "
+                "must"}[self.kind] + (" at least once" if self.once else "")
 
     def __call__(self, x, labels=None) -> tuple[bool | str | None, str]:
         if self.once:  # held when one value is clear, did not hold when every one is clearly on the other side
@@ -201,6 +202,9 @@ class Test:
             return trend(list(x), "up" if self.kind == "rises" else "down", labels=labels, **kw)
         if self.kind == "within":
             return band(x, self.low, self.high, **kw)
+        if self.kind == "same":  # a control: the noise rule must not tell identical work apart
+            held, note = judge(x, ">", self.low, **kw)
+            return (held, note) if held == INCONCLUSIVE else (False, "the noise rule failed its control: decided")
         return judge(x, "<" if self.kind == "below" else ">", self.high if self.kind == "below" else self.low, **kw)
 
 
@@ -218,6 +222,12 @@ def above(threshold: float, fmt: str = ".3g", unit: str = "", *, once: bool = Fa
 def within(low: float, high: float, fmt: str = ".3g", unit: str = "") -> Test:
     """``low`` < the quantity < ``high`` (:func:`band`: undecidable where the interval is wider than the band)."""
     return Test("within", low=low, high=high, fmt=fmt, unit=unit)
+
+
+def same(value: float, fmt: str = ".3g", unit: str = "") -> Test:
+    """A control: the same work measured twice, its ratio ``value`` (1) within noise. Inconclusive is the pass (the
+    claim stays inconclusive); a decided verdict does not hold: the noise rule told identical work apart."""
+    return Test("same", low=value, fmt=fmt, unit=unit)
 
 
 def rises(fmt: str = ".3g", unit: str = "") -> Test:

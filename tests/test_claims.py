@@ -286,3 +286,11 @@ def test_no_study_writes_a_threshold_where_it_judges():
                 if numbers:
                     written.append(f"{path.name}:{node.lineno} {name}(... {ast.unparse(node.args[i])} ...)")
     assert written == [], f"name these thresholds once, as constants: {written}"
+
+
+def test_same_passes_identical_work_only_as_inconclusive():
+    control = claims.same(1.0, ".2f", "x")
+    assert control.words() == "spans 1.00x (inconclusive), as identical work must"
+    assert control(Spread(1.02, 0.8, 1.3))[0] == claims.INCONCLUSIVE
+    for decided in (Spread(1.5, 1.3, 1.7), Spread(0.7, 0.6, 0.8)):  # faster or slower: the rule told them apart
+        assert control(decided) == (False, "the noise rule failed its control: decided")

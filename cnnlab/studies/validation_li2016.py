@@ -384,18 +384,6 @@ def _fastest(times: dict, network: str, among) -> str:  # by median, to name it;
 _FASTER = claims.above(1.0, ".2f", "x")  # a time / another's > 1: the other is faster
 
 
-class _SpansOne:
-    """The control's test, which cnnlab.claims lacks: identical work's time ratio must stay within noise of 1."""
-    fmt, unit = _FASTER.fmt, _FASTER.unit  # its ratios in words, as _FASTER's
-
-    def words(self) -> str:
-        return "spans 1 (inconclusive), as identical work must"
-
-    def __call__(self, ratio: Spread, labels=None):
-        held, note = _FASTER(ratio)
-        return (held, note) if held == claims.INCONCLUSIVE else (False, "the noise rule failed its control: decided")
-
-
 def _winner(runs: pd.DataFrame):
     times, networks, measured, left_out = _grid(runs)
     singles = [s for s in SINGLE_KERNELS if s in measured]
@@ -472,7 +460,7 @@ CLAIMS = [
                     not_judged=MAGNITUDE_NOT_JUDGED),
     claims.Declared("control (beyond the paper): gemm timed again, the same work, is within noise of gemm",
                     "none: a control of the noise rule, not a claim of the paper", f"{CONTROL} / {BASELINE} time",
-                    _SpansOne(), partial(_versus, CONTROL, BASELINE), each="network",
+                    claims.same(1.0, ".2f", "x"), partial(_versus, CONTROL, BASELINE), each="network",
                     bound="decided, the noise rule failed its control", beyond=True),
 ]
 
