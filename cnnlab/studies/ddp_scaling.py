@@ -319,13 +319,6 @@ TIME_NOISE = (f"noise: a time per epoch is the epochs' mean within their range, 
               f"x{spread.TIME_NOISE:g} (a ratio: between the extremes); decided only where intervals do not overlap")
 COUNT_NOISE = "noise: operator counts and peaks of live tensor bytes are exact for the batches profiled"
 
-
-def _steps(rows: pd.DataFrame) -> str:
-    """The steps per epoch per rank along ``rows`` (the paper's reason for a fall per epoch), '' if not recorded."""
-    s = (rows["steps_per_rank"] / rows["epochs"]).tolist() if "steps_per_rank" in rows else [math.nan]
-    return "" if pd.isna(s).any() else f"steps per epoch per rank {' -> '.join(f'{x:g}' for x in s)}"
-
-
 def _ran(ok: pd.DataFrame) -> str:
     """"; processes: w=1: 1 process on 1 GPU, w=2: ..." for a claim comparing process counts, '' if not recorded."""
     placed = "placement" in ok and ok["placement"].notna().any()
@@ -344,48 +337,40 @@ def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit:
     def measure(ok: pd.DataFrame):
         gs = {f"f={f:g} {OTHER[along][0]}={v:g}": g for (f, v), g in _groups(ok, metric, along, least).items()}
         of = Spread.timed_range if metric == TIME else Spread.of_range
-        parts = {k: [of(r, metric) * (1 / r["epochs"] if per_epoch else 1) for _, r in g.iterrows()]
-                 for k, g in gs.items()}
-        fell = [g[also].iloc[-1] < g[also].iloc[0] for g in gs.values()] if also else []
-        ours = "; ".join(f"{k}: " + " -> ".join(x.text(".4g", unit) for x in xs) for k, xs in parts.items())
-        return claims.Measured(parts, ours + (_ran(ok) if along == "world_size" else ""), joined(
-            note, also and f"{also} (per step x steps, not a peak) fell in {sum(fell)} of {len(fell)}",
-            *(f"{k}: {_steps(g)}" for k, g in gs.items() if _steps(g))),
-            {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) if parts else \
-            claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
-    return claims.Declared(claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure,
-                           each=f"{AXES[OTHER[along]]} and data fraction" + (f" >= {least:g}" if least else ""),
-                           noise=noise)
+        xs = {k: [of(r, metric) * (1 / r.epochs if per_epoch else 1) for _, r in g.iterrows()] for k, g in gs.items()}
+        steps = {k: g["steps_per_rank"] / g["epochs"] for k, g in gs.items() if "steps_per_rank" in g}
+        fell = sum(g[also].iloc[-1] < g[also].iloc[0] for g in gs.values()) if also else 0
+        ours = "; ".join(f"{k}: " + " -> ".join(x.text(".4g", unit) for x in v) for k, v in xs.items())
+        return claims.Measured(xs, ours + (_ran(ok) if along == "world_size" else ""), joined(
+            note, also and f"{also} (per step x steps, not a peak) fell in {fell} of {len(gs)}", *(
+                f"{k}: steps per epoch per rank " + " -> ".join(f"{x:g}" for x in s) for k, s in steps.items()
+                if s.notna().all())), {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) \
+            if gs else claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
+    return claims.Declared(
+        claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure, noise=noise,
+        each=f"{AXES[OTHER[along]]} and data fraction{f' >= {least:g}' if least else ''}")
 
 
 def _tenth(ok: pd.DataFrame):
     """Each runtime gain (first / last time of a :func:`_groups` group) at the smallest fraction / at the largest."""
-    fr, parts, texts, steps = sorted(ok["data_fraction"].unique()), {}, [], []
+    fr = sorted(ok["data_fraction"].unique())
     if not fr or fr[0] > 0.1 + 1e-9 or fr[-1] < 0.5:
         return "needs the data fractions 1/10 and one >= 1/2 in the grid"
-    for along, within in OTHER.items():
-        gs = _groups(ok, TIME, along)
-        for v in (v for f, v in gs if f == fr[0] and (fr[-1], v) in gs):
-            ends = [gs[f, v].iloc[[0, -1]] for f in (fr[0], fr[-1])]
-            small, big = (Spread.timed_range(e.iloc[0], TIME) / Spread.timed_range(e.iloc[1], TIME) for e in ends)
-            k = f"{along.split('_')[0]} gain at {within.split('_')[0]}={v:g}"
-            parts[k] = small / big
-            texts.append(f"{k}: {small.text('.3g', 'x')} at f={fr[0]:g} / {big.text('.3g', 'x')} at f={fr[-1]:g} = "
-                         f"{parts[k].text('.3f')}")
-            if all(map(_steps, ends)):
-                steps.append(f"{k}: " + ", ".join(f"{_steps(e)} at f={f:g}" for e, f in zip(ends, (fr[0], fr[-1]))))
-    return claims.Measured(parts, "; ".join(texts) + _ran(ok), joined(*steps)) if parts else \
-        "fewer than two batch sizes or process counts measured"
+    gain = {(a, f, v): Spread.timed_range(g.iloc[0], TIME) / Spread.timed_range(g.iloc[-1], TIME)
+            for a in OTHER for (f, v), g in _groups(ok, TIME, a).items()}
+    ends = {f"{a.split('_')[0]} gain at {OTHER[a].split('_')[0]}={v:g}": (x, gain[a, fr[-1], v])
+            for (a, f, v), x in gain.items() if f == fr[0] and (a, fr[-1], v) in gain}
+    return claims.Measured({k: s / b for k, (s, b) in ends.items()}, "; ".join(
+        f"{k}: {s.text('.3g', 'x')} at f={fr[0]:g} / {b.text('.3g', 'x')} at f={fr[-1]:g} = {(s / b).text('.3f')}"
+        for k, (s, b) in ends.items()) + _ran(ok)) if ends else "fewer than two batch sizes or process counts measured"
 
 
 def _crossover(ok: pd.DataFrame):
     """At each data fraction >= 1/2: batch gain / process gain at the smallest batch, the reverse at the largest."""
-    parts = {}
-    for f, part in ok[ok["data_fraction"] >= 0.5].dropna(subset=[TIME]).groupby("data_fraction"):
+    parts, rows = {}, ok[ok["data_fraction"] >= 0.5].dropna(subset=[TIME])
+    for f, part in (fp for fp in rows.groupby("data_fraction") if min(fp[1][c].nunique() for c in OTHER) > 1):
         t = {(r["batch_size_per_rank"], r["world_size"]): Spread.timed_range(r, TIME) for _, r in part.iterrows()}
         bs, ws = (sorted(part[c].unique()) for c in OTHER)
-        if min(len(bs), len(ws)) < 2:
-            continue
         (b0, b1), (bp, bl), w1, wn = bs[:2], bs[-2:], ws[0], ws[-1]
         if {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             parts[f"f={f:g} b={b0:g}: batch gain / process gain"] = t[b0, wn] / t[b1, w1]
@@ -404,33 +389,34 @@ def _cpu_memory(ok: pd.DataFrame):
         if len(m) else "fewer than two points per data fraction"
 
 
+
 CLAIMS = [
     *(_falls(f"runtime per epoch falls with {AXES[a]} on the larger data fractions (1, 1/2)", 'sec. 4.3.2, Fig. 1-6: '
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
              'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
              " s", TIME_NOISE, least=0.5) for a in AXES),
-    claims.Declared(
-        "runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. 4.3.1: "For '
-        'the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes and GPU counts was less '
-        'pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 of the data / the same at >= 1/2",
-        claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
-    claims.Declared(
-        "batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
-        'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more significant impact on reducing '
-        'runtime. However, in larger batch sizes, the increase in GPU count became more influential"', f"{TIME} T(b, "
-        f"w): T(b0, most) / T(b1, 1) at the smallest batch b0, T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at the largest "
-        f"bL", claims.above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
+    claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data",
+                    'sec. 4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch '
+                    'sizes and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at "
+                    "1/10 of the data / the same at >= 1/2", claims.below(1, ".3f"), _tenth, each="gain",
+                    noise=TIME_NOISE),
+    claims.Declared("batch size cuts runtime more at small batches, process count more at large batches (the "
+                    'crossover)', 'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more '
+                    'significant impact on reducing runtime. However, in larger batch sizes, the increase in GPU count '
+                    f'became more influential"', f"{TIME} T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, "
+                    f"T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at the largest bL", claims.above(1, ".3f"), _crossover,
+                    each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
     *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '
              '"an increase in batch size and the number of GPUs used generally led to a decrease in the total number '
              'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"',
              "conv_calls / epochs (convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "",
              note="arithmetic: calls per epoch = calls per step x steps per epoch per rank; calls_total (with the "
              "loader's transforms) is not judged", per_epoch=True) for a in AXES),
-    claims.Declared(
-        "peak CPU memory is relatively unaffected by batch size and process count", MEMORY,
-        "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): largest / smallest",
-        claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction",
-        bound="\"relatively unaffected\": our bound, the paper gives none", noise=COUNT_NOISE),
+    claims.Declared("peak CPU memory is relatively unaffected by batch size and process count", MEMORY,
+                    "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): "
+                    "largest / smallest", claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory,
+                    each="data fraction", bound="\"relatively unaffected\": our bound, the paper gives none",
+                    noise=COUNT_NOISE),
     *(_falls(f"peak GPU memory falls with {what}", MEMORY, "max_gpu_mem_mib (peak of live GPU tensor memory "
              "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib")
       for a, what in (("world_size", "more GPUs"), ("batch_size_per_rank", "batch size"))),
