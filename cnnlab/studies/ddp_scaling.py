@@ -395,11 +395,10 @@ CLAIMS = [
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
              'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
              " s", TIME_NOISE, least=0.5) for a in AXES),
-    claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data",
-                    'sec. 4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch '
-                    'sizes and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at "
-                    "1/10 of the data / the same at >= 1/2", claims.below(1, ".3f"), _tenth, each="gain",
-                    noise=TIME_NOISE),
+    claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. '
+                    '4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes '
+                    f'and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 "
+                    "of the data / the same at >= 1/2", claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
     claims.Declared("batch size cuts runtime more at small batches, process count more at large batches (the "
                     'crossover)', 'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more '
                     'significant impact on reducing runtime. However, in larger batch sizes, the increase in GPU count '
@@ -408,15 +407,13 @@ CLAIMS = [
                     each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
     *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '
              '"an increase in batch size and the number of GPUs used generally led to a decrease in the total number '
-             'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"',
-             "conv_calls / epochs (convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "",
-             note="arithmetic: calls per epoch = calls per step x steps per epoch per rank; calls_total (with the "
-             "loader's transforms) is not judged", per_epoch=True) for a in AXES),
+             'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"', "conv_calls / epochs "
+             "(convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "", per_epoch=True,
+             note="arithmetic: calls per epoch = calls per step x steps per epoch per rank") for a in AXES),
     claims.Declared("peak CPU memory is relatively unaffected by batch size and process count", MEMORY,
-                    "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): "
-                    "largest / smallest", claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory,
-                    each="data fraction", bound="\"relatively unaffected\": our bound, the paper gives none",
-                    noise=COUNT_NOISE),
+                    "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): largest "
+                    "/ smallest", claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction",
+                    noise=COUNT_NOISE, bound="\"relatively unaffected\": our bound, the paper gives none"),
     *(_falls(f"peak GPU memory falls with {what}", MEMORY, "max_gpu_mem_mib (peak of live GPU tensor memory "
              "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib")
       for a, what in (("world_size", "more GPUs"), ("batch_size_per_rank", "batch size"))),
@@ -430,10 +427,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         f"{_point(r)} ({r['status']})" for _, r in lost.iterrows()) if len(lost) else ""
     kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in ok.iterrows() if "note" in ok and pd.notna(r["note"]))
     checks, once = claims.check(CLAIMS, ok, device), (ok["epochs"].fillna(1) < 2).any()
-    for c in checks:
-        if once and c.held is not None and c.criterion.endswith(TIME_NOISE):  # a claim on times, their noise unknown
-            c.held, c.note = INCONCLUSIVE, joined(ONCE, c.note)
-        c.ours, c.note = c.ours + gap, joined(c.note, kept)
+    for c in checks:  # a claim on times measured once: their noise unknown
+        timed = once and c.held is not None and c.criterion.endswith(TIME_NOISE)
+        c.held, c.ours, c.note = INCONCLUSIVE if timed else c.held, c.ours + gap, joined(timed and ONCE, c.note, kept)
     return checks
 
 
