@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, plotting, studies
-from cnnlab.claims import Claim, Spread
+from cnnlab.claims import Claim, Declared, Spread, above, same
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
@@ -69,21 +69,9 @@ MAX_REPEATS = 200  # timed batches per point at most, however fast the point
 BENCH_COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean", "throughput_items_per_s",
                  "first_call_ms", "gpu_util_pct", "gpu_util_missing_reason", "batch_size", "warmup", "repeats",
                  "cpu_threads", "device", "device_name")
-# Why two of the paper's claims are shown, not judged (issue 32, item 4): Li et al.'s six strategies are all vendor
-# code; here gemm, fft and fft_tiled are cnnlab's kernels in PyTorch operators (best picks among them), while opt and
-# native run the vendor's convolution (oneDNN, cuDNN). Only opt against native is like for like.
-NOT_LIKE_FOR_LIKE = ("not judged: best picks among cnnlab's PyTorch-level kernels, opt runs the vendor's convolution, "
-                     "so this says how far the vendor's code is ahead; opt against native, like for like, is judged")
-MAGNITUDE_NOT_JUDGED = ("not judged: the paper's speed-ups are over cuDNN-MM, a cuDNN mode that PyTorch cannot select, "
-                        "and neither native (the library's choice) nor gemm (a PyTorch-level GEMM) is that baseline")
-# Sec. IV-E, "Key Observations", as the paper words them (those quoted by one claim are in it)
-PAPER_BEST = ('"cuDNN-Best-which cherry-picks the fastest kernel per layer-narrows the gap, but still trails Opt." '
-              '(Sec. IV-E)')
-PAPER_OPT = ('"Opt delivers the highest throughput across the board: 5.6x on LeNet and roughly 2x on AlexNet, ZFNet, '
-             'and VGG" (Sec. IV-E)')
 # The pattern claim: direct (cnnlab's Triton direct convolution) stands for cuda-convnet, gemm / fft / fft_tiled for
-# cuDNN's MM / FFT / FFT-T modes.
-PATTERN_DIRECT_WINS, PATTERN_CUDNN_WINS = ("LeNet", "CIFAR"), ("AlexNet", "ZFNet", "VGG")
+# cuDNN's MM / FFT / FFT-T modes, which win on the other networks.
+PATTERN_DIRECT_WINS = ("LeNet", "CIFAR")
 
 
 def _strategies(value, parameter: str) -> list[str]:
@@ -381,7 +369,7 @@ def _fastest(times: dict, network: str, among) -> str:  # by median, to name it;
     return min(among, key=lambda s: times[network][s].value)
 
 
-_FASTER = claims.above(1.0, ".2f", "x")  # a time / another's > 1: the other is faster
+_FASTER = above(1.0, ".2f", "x")  # a time / another's > 1: the other is faster
 
 
 def _winner(runs: pd.DataFrame):
@@ -395,73 +383,67 @@ def _winner(runs: pd.DataFrame):
 
 
 def _pattern(runs: pd.DataFrame):
-    times, networks, measured, _ = _grid(runs)
-    if "direct" in set(runs.loc[runs["status"] != "ok", "strategy"]):
-        return (f"{TRITON_CPU_REASON}: direct, cuda-convnet's counterpart, is not timed here, and no other strategy is "
-                "a direct convolution to set against cuDNN's modes")
+    times, networks, measured, left_out = _grid(runs)
     if "direct" not in measured:  # gemm, a cuDNN mode, is timed wherever a network is
-        return "direct (cuda-convnet), to set against cuDNN's modes, not measured"
+        return "direct (cuda-convnet), to set against cuDNN's modes, not measured" + (
+            f": {TRITON_CPU_REASON}" if "direct" in left_out else "")
     cudnn = [s for s in ("gemm", "fft", "fft_tiled") if s in measured]  # the paper's loser's time / its winner's:
-    pairs = {n: (top, "direct") if n in PATTERN_DIRECT_WINS else ("direct", top) for n in networks
-             if n in PATTERN_DIRECT_WINS + PATTERN_CUDNN_WINS for top in [_fastest(times, n, cudnn)]}
-    return claims.Measured({f"{n} {a} / {b}": times[n][a] / times[n][b] for n, (a, b) in pairs.items()})
+    return claims.Measured({f"{n} {a} / {b}": times[n][a] / times[n][b] for n in networks for top in [_fastest(
+        times, n, cudnn)] for a, b in [(top, "direct") if n in PATTERN_DIRECT_WINS else ("direct", top)]})
 
 
 def _narrows(runs: pd.DataFrame):
     times, networks, measured, left_out = _grid(runs)
     if "best" not in measured:  # gemm, a single kernel, is timed wherever a network is
         return "best not measured"
-    same = ", ".join(sorted(set(identical_kernels(runs).query("strategy == 'best'")["network"])))
+    one = ", ".join(sorted(set(identical_kernels(runs).query("strategy == 'best'")["network"])))
     return claims.Measured({f"{n} best vs {top}": times[n][top] / times[n]["best"] for n in networks for top in [
-        _fastest(times, n, [s for s in SINGLE_KERNELS if s in measured])]}, note=claims.joined(left_out, same and (
-            f"best picked one kernel for every layer on {same}: it ran that kernel, so no narrowing can show there")))
-
-
-def _ratios(runs: pd.DataFrame, a: str, b: str, networks=None) -> dict:
-    """{network: ``a``'s time / ``b``'s} on ``networks`` (default: all with gemm timed) if both were timed on all."""
-    times, on, measured, _ = _grid(runs)
-    return {n: times[n][a] / times[n][b] for n in networks or on if n in on} if {a, b} <= measured else {}
+        _fastest(times, n, [s for s in SINGLE_KERNELS if s in measured])]}, note=claims.joined(left_out, one and (
+            f"best picked one kernel for every layer on {one}: it ran that kernel, so no narrowing can show there")))
 
 
 def _versus(a: str, b: str, runs: pd.DataFrame):
-    """``a``'s time / ``b``'s on every network, or why not."""
-    r = {f"{n} {a} / {b}": x for n, x in _ratios(runs, a, b).items()}
-    return claims.Measured(r, note=_grid(runs)[3]) if r else f"{a} or {b} not measured"
+    times, networks, measured, left_out = _grid(runs)
+    r = {f"{n} {a} / {b}": times[n][a] / times[n][b] for n in networks} if {a, b} <= measured else {}
+    return claims.Measured(r, note=left_out) if r else f"{a} or {b} not measured"
 
 
 def _magnitude(runs: pd.DataFrame):
-    gemm, native = (_ratios(runs, s, "opt", PAPER_OPT_SPEEDUP) for s in (BASELINE, "native"))
-    return claims.Measured({"shown": gemm}, ", ".join(f"{n} opt / gemm {x.text('.2f', 'x')}" + (
-        f", opt / native {native[n].text('.2f', 'x')}" if n in native else "") + f" (paper {PAPER_OPT_SPEEDUP[n][1]})"
-        for n, x in gemm.items())) if gemm else "opt not measured on LeNet, AlexNet, ZFNet or VGG"
+    times, networks, measured, _ = _grid(runs)
+    on = [n for n in PAPER_OPT_SPEEDUP if n in networks] if "opt" in measured else []
+    x = {n: {s: times[n][s] / times[n]["opt"] for s in (BASELINE, "native") if s in measured} for n in on}
+    return claims.Measured({"shown": {n: by[BASELINE] for n, by in x.items()}}, ", ".join(f"{n} " + ", ".join(
+        f"opt / {s} {r.text('.2f', 'x')}" for s, r in by.items()) + f" (paper {PAPER_OPT_SPEEDUP[n][1]})"
+        for n, by in x.items())) if on else "opt not measured on LeNet, AlexNet, ZFNet or VGG"
 
 
-CLAIMS = [
-    claims.Declared("no single kernel wins everywhere", '"No single kernel wins everywhere." (Sec. IV-E)',
-                    "a single kernel's time per batch / another's on one network", claims.above(
-                        1.0, ".2f", "x", once=True), _winner, each="single kernel measured",
-                    bound="did not hold when one is clearly faster than every other on every network"),
-    claims.Declared("cuda-convnet (direct) tops LeNet and CIFAR, cuDNN's modes win on AlexNet, ZFNet and VGG",
-                    '"cuda-convnet tops the tiny LeNet and CIFAR models, whereas cuDNN variants gain the edge once the '
-                    'networks scale up (AlexNet, ZFNet, VGG)." (Sec. IV-E)', "the paper's loser's time / its "
-                    "winner's, direct against the fastest of gemm, fft, fft_tiled (cuDNN's MM, FFT, FFT-T)", _FASTER,
-                    _pattern, each="network of these measured"),
-    claims.Declared("best (per-layer pick) narrows the gap to the fastest kernel", PAPER_BEST,
-                    "the fastest single kernel's time / best's", _FASTER, _narrows, each="network",
-                    bound="where best picked one kernel for every layer it runs that kernel: identical work"),
-    claims.Declared("best still trails opt", PAPER_BEST, "best's time / opt's", _FASTER,
-                    partial(_versus, "best", "opt"), not_judged=NOT_LIKE_FOR_LIKE),
-    claims.Declared("opt is the fastest strategy on every network", PAPER_OPT, "native's time / opt's", _FASTER,
-                    partial(_versus, "native", "opt"), each="network",
-                    bound="the like-for-like comparison, the vendor's convolution with Opt's memory measures "
-                          "(channels_last, BatchNorm folded, autotuning) and without"),
-    claims.Declared("opt's speed-up over gemm has the paper's magnitude", PAPER_OPT,
-                    "opt / gemm and opt / native beside the paper's Opt / cuDNN-MM", _FASTER, _magnitude,
-                    not_judged=MAGNITUDE_NOT_JUDGED),
-    claims.Declared("control (beyond the paper): gemm timed again, the same work, is within noise of gemm",
-                    "none: a control of the noise rule, not a claim of the paper", f"{CONTROL} / {BASELINE} time",
-                    claims.same(1.0, ".2f", "x"), partial(_versus, CONTROL, BASELINE), each="network",
-                    bound="decided, the noise rule failed its control", beyond=True),
+CLAIMS = [  # Sec. IV-E, "Key Observations"
+    Declared("no single kernel wins everywhere", '"No single kernel wins everywhere." (Sec. IV-E)', "a single kernel's "
+             "time per batch / another's on one network", above(1.0, ".2f", "x", once=True), _winner, each="single "
+             "kernel measured", bound="did not hold when one is clearly faster than every other on every network"),
+    Declared("cuda-convnet (direct) tops LeNet and CIFAR, cuDNN's modes win on AlexNet, ZFNet and VGG", '"cuda-convnet '
+             'tops the tiny LeNet and CIFAR models, whereas cuDNN variants gain the edge once the networks scale up" '
+             "(Sec. IV-E)", "the paper's loser's time / its winner's, direct against the fastest of gemm, fft, "
+             "fft_tiled (cuDNN's MM, FFT, FFT-T)", _FASTER, _pattern, each="network of these measured"),
+    Declared("best (per-layer pick) narrows the gap to the fastest kernel", '"cuDNN-Best-which cherry-picks the '
+             'fastest kernel per layer-narrows the gap" (Sec. IV-E)', "the fastest single kernel's time / best's",
+             _FASTER, _narrows, each="network", bound="where best picked one kernel for every layer it runs that "
+             "kernel: identical work"),
+    Declared("best still trails opt", '"but still trails Opt." (Sec. IV-E)', "best's time / opt's", _FASTER,
+             partial(_versus, "best", "opt"), not_judged="not judged: best picks among cnnlab's PyTorch-level "
+             "kernels, opt runs the vendor's convolution; opt against native, like for like, is judged"),
+    Declared("opt is the fastest strategy on every network", '"Opt delivers the highest throughput across the board" '
+             "(Sec. IV-E)", "native's time / opt's", _FASTER, partial(_versus, "native", "opt"), each="network",
+             bound="the like-for-like comparison, the vendor's convolution with Opt's memory measures (channels_last, "
+             "BatchNorm folded, autotuning) and without"),
+    Declared("opt's speed-up over gemm has the paper's magnitude", '"5.6x on LeNet and roughly 2x on AlexNet, ZFNet, '
+             'and VGG" (Sec. IV-E)', "opt / gemm and opt / native beside the paper's Opt / cuDNN-MM", _FASTER,
+             _magnitude, not_judged="not judged: the paper's baseline, cuDNN-MM, is a cuDNN mode PyTorch cannot "
+             "select, and neither native nor gemm (a PyTorch-level GEMM) is it"),
+    Declared("control (beyond the paper): gemm timed again, the same work, is within noise of gemm", "none: a control "
+             "of the noise rule, not a claim of the paper", f"{CONTROL} / {BASELINE} time", same(1.0, ".2f", "x"),
+             partial(_versus, CONTROL, BASELINE), each="network", bound="decided, the noise rule failed its control",
+             beyond=True),
 ]
 
 

@@ -426,23 +426,19 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 
 
-def _pair(df, pair: tuple, col: str, unit="", spread=Spread.timed_range, *, items="", rounds="", absent="", more=""):
+def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, items="", rounds="", more=""):
     """Ok rows ``pair`` on ``col``: first / second ``spread``, or given ``items`` second - first accuracy (pp)."""
-    experiment, key = ("int8", "precision") if "fp32" in pair else ("compiled_inference", "method")
-    by = _ok(df, experiment).set_index(key)
+    by = _ok(df, "int8").set_index("precision") if "fp32" in pair else _ok(df, "compiled_inference").set_index("method")
     if not set(pair) <= set(by.index):
-        return f"no ok {' or '.join(pair)} row: see the {experiment} table's errors"
-    a, b = (by.loc[p] for p in pair)
-    if absent and any(pd.isna(r.get(col)) for r in (a, b)):
-        return absent
-    if rounds and min(int(r.get(rounds, 1)) for r in (a, b)) < 2:
-        return ONE_ROUND
+        return f"no ok {' or '.join(pair)} row: see its table's errors"
+    a, b = (by.loc[p].dropna() for p in pair)  # a NaN cell reads as absent: get() gives its default
+    if rounds and (k := min(int(r.get(rounds, 1)) for r in (a, b))) < 2:
+        return ONE_ROUND if k else "not profiled (GPU only)"
     if items:  # paired on the images only one of the two got right, where the second row counts them
         n, (p, q) = int(b[items]), (b.get(f"correct_only_{c}") for c in ("here", a.name))
-        x = accuracy.difference(*(accuracy.correct_count(r[col], n) for r in (b, a)), n,
-                                **({} if pd.isna(p) else dict(only_a=int(p), only_b=int(q))))
+        x = accuracy.difference(*(accuracy.correct_count(r[col], n) for r in (b, a)), n, only_a=p, only_b=q)
         return claims.Measured({"difference": x}, f"{a.name} {a[col]:.2f}% -> {b.name} {b[col]:.2f}% on {n} images "
-                               f"({accuracy.text(x)}; " + ("unpaired)" if pd.isna(p) else f"paired: {p:.0f} right "
+                               f"({accuracy.text(x)}; " + ("unpaired)" if p is None else f"paired: {p:.0f} right "
                                                            f"only in {b.name}, {q:.0f} only in {a.name})"))
     x, y = spread(a, col), spread(b, col)
     return claims.Measured({"ratio": x / y}, f"{a.name} {x.text(unit=unit)} / {b.name} {y.text(unit=unit)} = "
@@ -452,47 +448,44 @@ def _pair(df, pair: tuple, col: str, unit="", spread=Spread.timed_range, *, item
 def _workers(df: pd.DataFrame, col: str):
     """Pageable rows' epoch time ``col`` over the sweep's rounds: 0 workers' / each other count's, next / previous."""
     sweep = _ok(df, "loader_sweep")
-    times = {int(w): g.to_list() for w, g in sweep[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]}
-    if len(w := sorted(times)) < 2 or w[0] != 0:
+    times = sweep[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]
+    t, rounds = {int(k): Spread.timed_samples(g) for k, g in times}, times.size().min()
+    if len(w := list(t)) < 2 or w[0] != 0:
         return "the sweep needs 0 workers and another count"
-    if (rounds := min(map(len, times.values()))) < 2:
-        return ONE_ROUND
-    t = {k: Spread.timed_samples(v) for k, v in times.items()}
-    return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
-                            "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
-                           ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w) + f" ({rounds} rounds)",
-                           f"workers capped at os.cpu_count() = {int(sweep['num_workers_cap'].iloc[0])}")
+    return ONE_ROUND if rounds < 2 else claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
+        "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
+        ", ".join(f"{k} workers {x.text('.2f', ' s')}" for k, x in t.items()) + f" ({rounds} rounds)",
+        f"workers capped at os.cpu_count() = {int(sweep['num_workers_cap'].iloc[0])}")
 
 
-_PAPER_ACC = (f"\"slightly greater accuracy\", no int8 number (unquantized: {PAPER['fp32_acc']:.2f}%; its "
-              f"{PAPER['gpu_parallel_acc']:.2f}% is the GPU DataParallel model)")
-_INT8_ACC = partial(_pair, pair=PRECISIONS, col="accuracy_pct", items="test_items")
 CLAIMS = [  # the first four are judged on the CPU, where quantized models run
     Declared("int8 quantization shrinks the model about 4x", "\"Quantization float-32 to int-8, smaller model size\": "
              f"{PAPER['fp32_mb']:.2f} MB -> {PAPER['int8_mb']:.2f} MB", "fp32 / int8 torch.export.save size",
-             within(*SIZE_RATIO, ".2f", "x"), partial(_pair, pair=PRECISIONS, col="export_size_mb",
-             unit=" MB", spread=Spread.of_range), bound="\"about\": our band", noise="noise: none, bytes are exact"),
-    Declared(f"int8 accuracy stays within {ACCURACY_PP:g} percentage point of fp32", _PAPER_ACC, "int8 - fp32 accuracy",
-             within(-ACCURACY_PP, ACCURACY_PP, ".2f", " pp"), _INT8_ACC, bound="our bound", noise=accuracy.RULE),
-    Declared("int8 accuracy is slightly greater than fp32's", _PAPER_ACC, "int8 - fp32 accuracy",
-             within(0.0, ACCURACY_PP, ".2f", " pp"), _INT8_ACC, bound="\"slightly\": our bound", noise=accuracy.RULE),
+             within(*SIZE_RATIO, ".2f", "x"), partial(_pair, col="export_size_mb", unit=" MB", spread=Spread.of_range),
+             bound="\"about\": our band", noise="noise: none, bytes are exact"),
+    *(Declared(claim, f"\"slightly greater accuracy\", no int8 number (unquantized: {PAPER['fp32_acc']:.2f}%; its "
+               f"{PAPER['gpu_parallel_acc']:.2f}% is the GPU DataParallel model)", "int8 - fp32 accuracy",
+               within(low, ACCURACY_PP, ".2f", " pp"), partial(_pair, col="accuracy_pct", items="test_items"),
+               bound=bound, noise=accuracy.RULE) for claim, low, bound in (
+        (f"int8 accuracy stays within {ACCURACY_PP:g} percentage point of fp32", -ACCURACY_PP, "our bound"),
+        ("int8 accuracy is slightly greater than fp32's", 0.0, "\"slightly\": our bound"))),
     Declared("quantization speeds inference up (the paper's conclusion; it timed no int8 model)", "\"Quantization and "
              "pruning [...] can help [...] speed-up the process\"", "fp32 / int8 CPU time per batch", above(1.0, ".2f",
-             "x"), partial(_pair, pair=PRECISIONS, col="latency_ms", unit=" ms", spread=Spread.of)),
+             "x"), partial(_pair, col="latency_ms", unit=" ms", spread=Spread.of)),
     Declared(f"TorchScript tracing speeds GPU inference up more than {PAPER['gpu_speedup_bound']:g}x", "\">2x speed "
              f"up in GPU time\": {PAPER['eager_gpu_s']:.2f} -> {PAPER['traced_gpu_s']:.2f} s a test pass (P100); its "
              f"profiles: {PAPER['eager_first_conv_s']:.3f} s eager, {PAPER['traced_first_conv_s']:.3f} s (traced) in "
              "convolutions, a cost both forms paid", "eager / traced first pass (fresh copies)", above(
-                 PAPER["gpu_speedup_bound"], ".2f", "x"), partial(_pair, pair=TRACE_PAIR, col="first_pass_s", unit=" s",
+                 PAPER["gpu_speedup_bound"], ".2f", "x"), partial(_pair, col="first_pass_s", pair=TRACE_PAIR, unit=" s",
              rounds="first_pass_rounds", more="; warm {1[speedup_vs_eager]:.2f}x"), gpu_only="the paper's GPU time"),
     Declared("TorchScript tracing changes CPU inference time little", "\"Little to no change in CPU inference time\": "
              f"in its GPU run, {PAPER['eager_profile_cpu_s']:.3f} s eager -> {PAPER['traced_profile_cpu_s']:.3f} s",
              "traced / eager profiler CPU total of a call", within(1 - SLIGHT, 1 + SLIGHT, ".2f", "x"),
-             partial(_pair, pair=TRACE_PAIR[::-1], col="profile_cpu_total_ms", unit=" ms", rounds="profile_calls",
-             absent="not profiled (GPU only)"), bound="\"little\": ours, two-sided", gpu_only="a GPU run's host time"),
+             partial(_pair, col="profile_cpu_total_ms", pair=TRACE_PAIR[::-1], unit=" ms", rounds="profile_calls"),
+             bound="\"little\": ours, two-sided", gpu_only="a GPU run's host time"),
     Declared("TorchScript tracing leaves test accuracy unchanged", f"{PAPER['gpu_parallel_acc']:.2f}% eager and traced "
              "(GPU, DataParallel)", "traced - eager first-pass accuracy", within(-TRACE_PP, TRACE_PP, ".2f", " pp"),
-             partial(_pair, pair=TRACE_PAIR, col="accuracy_pct", items="first_pass_items"),
+             partial(_pair, col="accuracy_pct", pair=TRACE_PAIR, items="first_pass_items"),
              bound="our bound for \"both at 66.11%\"", noise=accuracy.RULE),
     *(Declared(f"more DataLoader workers can cut {phase} epoch time, but not always", "\"The number of workers can "
                "help decreasing time but not always\"", f"{phase} epoch time, 0 / w workers and next / previous",
