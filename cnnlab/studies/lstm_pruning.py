@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim, Spread, joined
+from cnnlab.claims import Claim, Declared, Measured, Spread, above, below, joined
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
@@ -394,13 +394,15 @@ ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timin
 PAPER_MASKS = ('"PyTorch pruning API -> test l2-structured and unstructured", "Chose a 0.9 pruning ratio for every '
                'layer", "Gain in time and memory" (slides "Implementation Details", "LSTM -> 3"); ')
 MASKS_BY_DESIGN = ("settled by design, not judged: torch.nn.utils.prune keeps each tensor's full-size weight_orig and "
-                   "a mask and computes the dense masked weight before every forward (after prune.remove: dense "
-                   "tensors holding zeros; no kernel here skips zeros): neither time nor memory can fall; hidden units "
-                   "removed can")
+                   "a mask, and computes the dense masked weight before every forward (prune.remove leaves dense "
+                   "zeros; no kernel here skips zeros): neither time nor memory can fall; removing hidden units can")
+_OVERALL = "the paper's overall time is not judged: {} -> {} s of it are neither training, validation nor test".format(
+    *(f"{a - b:.2f}" for a, b in zip(PAPER["overall_s"], PAPER_TIMED)))
 _TIMES = {"overall_s": "train epoch + test pass", "train_epoch_s": "train epoch", "test_epoch_s": "test pass"}
 _SENSITIVE = ("\"Varies slightly between {} and {} -> not sensitive\" over ratios 0.1-0.9 (slides \"LSTM -> 3\"; "
               .format(*PAPER["sensitivity"]))
-_READ = "the paper's spread {}-{}, read as accuracy; unpaired: counts of correct items".format(*PAPER["sensitivity"])
+_ACCURACY = dict(bound="the paper's spread {}-{}, read as accuracy; unpaired: counts of correct items".format(
+    *PAPER["sensitivity"]), noise=accuracy.RULE)
 _SHARE = f"less {SHARE_TOLERANCE_PP:g} points, our bound; the range over the profiles"
 
 # --- The claims, declared (CLAIMS) and judged by cnnlab.claims.check on measure's tables (``t``), to which
@@ -412,8 +414,8 @@ def _share(t, column: str):
     p = t["profile_rounds"]
     if p[column].isna().any():
         return "a GPU profile's: a CPU runs no kernels (the LSTM's share of CPU time is the claim above)"
-    return claims.Measured({f"over {len(p)} profiles of {int(p['iterations'].iloc[0])} steps:": Spread.of_samples(
-        p[column])}) if len(p) > 1 else ONE_ROUND
+    return Measured({f"over {len(p)} profiles of {int(p['iterations'].iloc[0])} steps:": Spread.of_samples(p[column])}
+                    ) if len(p) > 1 else ONE_ROUND
 
 
 def _sweep(t, workers: bool):
@@ -430,7 +432,7 @@ def _sweep(t, workers: bool):
     if not parts or by.size().min() < 2:
         return joined(ONE_ROUND if parts else f"{'num_workers=0' if workers else f'batch size {top}'} and another "
                       "were not both measured", note)
-    return claims.Measured(parts, note=note)
+    return Measured(parts, note=note)
 
 
 def _sensitivity(t, scope: str):
@@ -442,27 +444,23 @@ def _sensitivity(t, scope: str):
     if rows.empty:
         return f"no L2-structured {scope} point up to the chosen ratio measured"
     n, dense = int(rows["test_items"].iloc[0]), float(rows["dense_accuracy_pct"].iloc[0])
-    keys = [f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}" for x, r in zip(rows["tensor"], rows["ratio"])]
-    drop = {k: accuracy.difference(accuracy.correct_count(dense, n), accuracy.correct_count(a, n), n)
-            for k, a in zip(keys, rows["accuracy_pct"])}
-    worst = {x: max((k for k, y in zip(keys, rows["tensor"]) if y == x), key=lambda k: drop[k].value)
-             for x in rows["tensor"]}  # all layers: every ratio shown; one layer: its largest drop
-    return claims.Measured(drop, f"dense {dense:.1f}% on {n} test items; drop " + ", ".join(
-        f"{k}: {accuracy.text(drop[k])}" for k in (keys if scope == "all_layers" else worst.values())), "the head is "
-        "left out (its rows are the classes); if the paper's quantity is accuracy, {}-{} is chance level for balanced "
-        "sentiment".format(*PAPER["sensitivity"]))
+    drop = {f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}": accuracy.difference(
+        accuracy.correct_count(dense, n), accuracy.correct_count(a, n), n)
+        for x, r, a in zip(rows["tensor"], rows["ratio"], rows["accuracy_pct"])}
+    return Measured(drop, f"dense {dense:.1f}% on {n} test items, drop " + ", ".join(
+        f"{k}: {accuracy.text(d)}" for k, d in drop.items()), "the head is left out (its rows are the classes); if the "
+        "paper's quantity is accuracy, {}-{} is chance level for balanced sentiment".format(*PAPER["sensitivity"]))
 
 
 def _preference(t, device) -> Claim:
     s = t["sensitivity"]
     at = s[(s["status"] == "ok") & (s["scope"] == "all_layers") & ((s["ratio"] - t["chosen"]).abs() < 1e-9)]
+    acc = ", ".join(f"{m}: {a:.1f}%" for m, a in zip(at["method"], at["accuracy_pct"]) if m != "units")
     return Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
-                 "preferred structured\" (no number, no reason given; its figure is lost)", "accuracy right after "
-                 f"pruning all layers but the head at {t['chosen']:g}: " + (", ".join(
-                     f"{m}: {a:.1f}%" for m, a in zip(at["method"], at["accuracy_pct"]) if m != "units") or
-                     "not measured"), None, str(device), "none: the slides do not say on what ground (accuracy, "
-                 "time or memory), so any rule would be ours (noise: not applicable)", "not checkable: the slides "
-                 "give no ground for the preference, and both masks keep every weight's shape; shown, not judged")
+                 "preferred structured\" (no number or reason given)", "accuracy right after pruning all layers but "
+                 f"the head at {t['chosen']:g}: {acc or 'not measured'}", None, str(device), "none: the slides do not "
+                 "say on what ground, so any rule would be ours (noise: not applicable)", "not checkable: the slides "
+                 "give no ground for the preference (accuracy, time or memory?); shown, not judged")
 
 
 def _final(t, variant: str, cols=(), note: str = ""):
@@ -473,69 +471,65 @@ def _final(t, variant: str, cols=(), note: str = ""):
     note = joined(f"ratio {chosen:g}" + ("" if chosen == PAPER["chosen_ratio"] else
                                          f" (the paper's {PAPER['chosen_ratio']})"), note)
     if not cols:
-        return claims.Measured({"peak": Spread.exact(v[mib] / d[mib])}, f"training-step peak {d[mib]:.1f} -> "
-                               f"{v[mib]:.1f} MiB ({v[mib] - d[mib]:+.1f}), non-zero parameters {d['nonzero_params']:,}"
-                               f" -> {v['nonzero_params']:,}, saved {d['size_mb']:.2f} -> {v['size_mb']:.2f} MB", note)
+        return Measured({"peak": Spread.exact(v[mib] / d[mib])}, f"training-step peak {d[mib]:.1f} -> {v[mib]:.1f} "
+                        f"MiB ({v[mib] - d[mib]:+.1f}), non-zero parameters {d['nonzero_params']:,} -> "
+                        f"{v['nonzero_params']:,}", note)
     if fin.get("timing_rounds", pd.Series([1])).iloc[0] < 2:
         return joined(ONE_ROUND, note)
     x = {_TIMES[c]: Spread.timed_range(d, c) / Spread.timed_range(v, c) for c in cols}
-    return claims.Measured(x, ", ".join(f"{_TIMES[c]} {d[c]:.2f} -> {v[c]:.2f} s ({x[_TIMES[c]].text('.2f', 'x')})"
-                                        for c in cols), note)
+    return Measured(x, ", ".join(f"{_TIMES[c]} {d[c]:.2f} -> {v[c]:.2f} s ({x[_TIMES[c]].text('.2f', 'x')})"
+                                 for c in cols), note)
 
 
 CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
-    claims.Declared("the LSTM layers are the bottleneck of a training step", "\"...the main bottleneck but also take "
-                    f"up most of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time "
-                    "(V100)", "the LSTM operators' share of a profiled step's time (self CPU time on a CPU, self CUDA "
-                    "time on a GPU)", claims.above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"),
-                    functools.partial(_share, column="lstm_share_pct"),
-                    bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% {_SHARE}"),
-    claims.Declared("GPU kernels take most of a training step (the paper's execution summary)",
-                    f"Kernel {PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average "
-                    "step", "GPU kernel time / wall time of the profiled steps",
-                    claims.above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP, unit="%"),
-                    functools.partial(_share, column="kernel_share_pct"),
-                    bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}", gpu_only="kernel time"),
-    claims.Declared("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
-                    "batch_size=128\"", "training-epoch time at w workers / at 0 workers", claims.above(1.0),
-                    functools.partial(_sweep, workers=True), each="w > 0 at each batch size measured"),
-    claims.Declared(f"batch size {PAPER['best_batch_size']} gives the fastest training epoch", "\"Optimal parameters "
-                    "are num_workers=0, batch_size=128. Due to a memory overhead?\"", "training-epoch time at batch b "
-                    f"/ at batch {PAPER['best_batch_size']}, each at its fastest num_workers", claims.above(1.0),
-                    functools.partial(_sweep, workers=False), each="other batch size b measured"),
-    claims.Declared("accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the "
-                    "slides do not name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the "
-                    "head pruned", claims.below(SENSITIVITY_PP, unit=" pp"), functools.partial(
-                        _sensitivity, scope="all_layers"), each="ratio up to the final models'", bound=_READ,
-                    noise=accuracy.RULE),
-    claims.Declared("no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE +
-                    "\"Tested layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy "
-                    "with one layer pruned", claims.below(SENSITIVITY_PP, unit=" pp"), functools.partial(
-                        _sensitivity, scope="layer"), each="layer but the head at every ratio up to the final models'",
-                    bound=_READ, noise=accuracy.RULE),
+    Declared("the LSTM layers are the bottleneck of a training step", "\"...the main bottleneck but also take up most "
+             f"of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)", "the LSTM "
+             "operators' share of a profiled step's self CPU time (GPU: self CUDA time)",
+             above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"),
+             functools.partial(_share, column="lstm_share_pct"),
+             bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% {_SHARE}"),
+    Declared("GPU kernels take most of a training step (the paper's execution summary)", f"Kernel "
+             f"{PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average step",
+             "GPU kernel time / wall time of the profiled steps", above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP,
+                                                                      unit="%"),
+             functools.partial(_share, column="kernel_share_pct"),
+             bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}", gpu_only="kernel time"),
+    Declared("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
+             "batch_size=128\"", "training-epoch time at w workers / at 0 workers", above(1.0),
+             functools.partial(_sweep, workers=True), "w > 0 at each batch size measured"),
+    Declared(f"batch size {PAPER['best_batch_size']} gives the fastest training epoch", "\"Optimal parameters are "
+             "num_workers=0, batch_size=128. Due to a memory overhead?\"", "training-epoch time at batch b / at batch "
+             f"{PAPER['best_batch_size']}, each at its fastest num_workers", above(1.0),
+             functools.partial(_sweep, workers=False), "other batch size b measured"),
+    Declared("accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the slides do "
+             "not name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the head pruned",
+             below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="all_layers"),
+             "ratio up to the final models'", **_ACCURACY),
+    Declared("no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "\"Tested "
+             "layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy with one layer "
+             "pruned", below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="layer"),
+             "layer but the head at every ratio up to the final models'", **_ACCURACY),
     _preference,
     *(d for variant, words, quoted in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS),
                                        ("unit_pruned", "removing hidden units (beyond the paper)", "")) for d in (
-        claims.Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
-                        f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
-                        f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
-                        "dense / pruned (train epoch + test pass) time", claims.above(PAPER_SPEEDUP, ".2f", "x"),
-                        functools.partial(_final, variant=variant, cols=["overall_s"], note="the paper's overall time "
-                                          "is not judged: {} -> {} s of it are neither training, validation nor test "
-                                          "(the slides do not say what)".format(*(f"{a - b:.2f}" for a, b in zip(
-                                              PAPER["overall_s"], PAPER_TIMED)))),
-                        bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), beyond=not quoted,
-                        not_judged=quoted and MASKS_BY_DESIGN),
-        claims.Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
-                        f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
-                        claims.above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=[
-                            "train_epoch_s", "test_epoch_s"]), each="timed part (train epoch, test pass)",
-                        beyond=not quoted, not_judged=quoted and "settled by design, as above"),
-        claims.Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
-                        "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak "
-                        "memory of a training step", claims.below(1.0, ".2f", "x"), functools.partial(
-                            _final, variant=variant), noise="noise: none, the bytes of the tensors held and allocated "
-                        "are exact", beyond=not quoted, not_judged=quoted and "settled by design, as above"))),
+        Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
+                 f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
+                 f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
+                 "dense / pruned (train epoch + test pass) time", above(PAPER_SPEEDUP, ".2f", "x"),
+                 functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL),
+                 bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), beyond=not quoted,
+                 not_judged=quoted and MASKS_BY_DESIGN),
+        Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
+                 f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
+                 above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=["train_epoch_s",
+                                                                                      "test_epoch_s"]),
+                 "timed part (train epoch, test pass)", beyond=not quoted,
+                 not_judged=quoted and "settled by design, as above"),
+        Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
+                 "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak memory of a "
+                 "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant),
+                 noise="noise: none, the bytes of the tensors held and allocated are exact", beyond=not quoted,
+                 not_judged=quoted and "settled by design, as above"))),
 ]
 
 
