@@ -436,8 +436,7 @@ def _sweep(t, workers: bool):
 
 
 def _sensitivity(t, scope: str):
-    """Dense accuracy - accuracy right after L2-structured pruning of ``scope`` ("all_layers", or each "layer" alone)
-    but the head at each ratio up to the chosen one, on the test set's interval (unpaired counts)."""
+    """Dense accuracy - accuracy right after L2-structured pruning of ``scope`` but the head, up to the chosen ratio."""
     s = t["sensitivity"]
     rows = s[(s["status"] == "ok") & (s["method"] == "ln_structured") & (s["ratio"] <= t["chosen"] + 1e-9) & (
         s["scope"] == scope) & ~s["tensor"].astype(str).str.startswith("head.")].sort_values("ratio", kind="stable")
@@ -458,18 +457,15 @@ def _preference(t, device) -> Claim:
     acc = ", ".join(f"{m}: {a:.1f}%" for m, a in zip(at["method"], at["accuracy_pct"]) if m != "units")
     return Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
                  "preferred structured\" (no number or reason given)", "accuracy right after pruning all layers but "
-                 f"the head at {t['chosen']:g}: {acc or 'not measured'}", None, str(device), "none: the slides do not "
-                 "say on what ground, so any rule would be ours (noise: not applicable)", "not checkable: the slides "
-                 "give no ground for the preference (accuracy, time or memory?); shown, not judged")
+                 f"the head at {t['chosen']:g}: {acc or 'not measured'}", None, str(device), "none: any rule would be "
+                 "ours (noise: not applicable)", "not checkable: the slides give no ground (accuracy, time, memory?)")
 
 
 def _final(t, variant: str, cols=(), note: str = ""):
-    """``variant`` against dense: dense / its times ``cols`` over the rounds (each with the floor of a time), else its
-    / dense peak memory of a training step (exact)."""
-    fin, chosen, mib = t["final_models"], t["chosen"], "train_step_peak_mem_mib"
+    """Dense / ``variant``'s times ``cols`` over the rounds (floored as times), else its / dense step peak (exact)."""
+    fin, chosen, mib, paper = t["final_models"], t["chosen"], "train_step_peak_mem_mib", PAPER["chosen_ratio"]
     d, v = fin.loc["dense"], fin.loc[variant]
-    note = joined(f"ratio {chosen:g}" + ("" if chosen == PAPER["chosen_ratio"] else
-                                         f" (the paper's {PAPER['chosen_ratio']})"), note)
+    note = joined(f"ratio {chosen:g}" + ("" if chosen == paper else f" (the paper's {paper})"), note)
     if not cols:
         return Measured({"peak": Spread.exact(v[mib] / d[mib])}, f"training-step peak {d[mib]:.1f} -> {v[mib]:.1f} "
                         f"MiB ({v[mib] - d[mib]:+.1f}), non-zero parameters {d['nonzero_params']:,} -> "
@@ -492,8 +488,8 @@ CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
              f"{PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average step",
              "GPU kernel time / wall time of the profiled steps", above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP,
                                                                       unit="%"),
-             functools.partial(_share, column="kernel_share_pct"),
-             bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}", gpu_only="kernel time"),
+             functools.partial(_share, column="kernel_share_pct"), gpu_only="kernel time",
+             bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}"),
     Declared("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
              "batch_size=128\"", "training-epoch time at w workers / at 0 workers", above(1.0),
              functools.partial(_sweep, workers=True), "w > 0 at each batch size measured"),
@@ -521,8 +517,7 @@ CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
                  not_judged=quoted and MASKS_BY_DESIGN),
         Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
                  f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
-                 above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=["train_epoch_s",
-                                                                                      "test_epoch_s"]),
+                 above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=list(_TIMES)[1:]),
                  "timed part (train epoch, test pass)", beyond=not quoted,
                  not_judged=quoted and "settled by design, as above"),
         Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
