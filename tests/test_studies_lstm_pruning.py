@@ -232,7 +232,7 @@ def test_the_masks_claims_say_they_are_settled_by_design_and_the_ratio_beside_th
                for c in masks)
     assert "weight_orig" in masks[0].note and "prune.remove" in masks[0].note and "hidden units" in masks[0].note
     assert all("Gain in time and memory" in c.paper and "0.9 pruning ratio" in c.paper for c in masks)
-    assert "+0.5 MiB measured" in masks[2].note and "masks' float32" not in masks[2].note  # no params column
+    assert "10.0 -> 10.5 MiB (+0.5)" in masks[2].ours  # the measured difference
     assert all("ratio 0.5 (the paper's 0.9)" in c.note for c in checks[7:])
     assert not any("settled by design" in c.note for c in checks[10:])
     # at the paper's ratio the note names ours alone

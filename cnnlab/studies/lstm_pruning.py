@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim, Spread, joined
+from cnnlab.claims import Claim, Declared, Measured, Spread, above, below, joined
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
@@ -47,9 +47,7 @@ CLIP = 5.0  # gradient-norm clipping, the Kaggle notebook's clip=5
 PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(18.132872709000026, 13.63664408800014),
              validation_s=(1.9233222459999998, 1.869992953000292), test_s=(1.5564957660000118, 1.0925553890001538),
              nonzero_params=(34_731_777, 3_528_662), lstm_gpu_share_pct=98.60, best_batch_size=128,
-             best_num_workers=0, sensitivity=(0.49, 0.52), chosen_ratio=0.9,
-             # "Execution Summary" of the dense model's profile (TensorBoard's overview, V100): % of the average step
-             kernel_pct=83.21, cpu_exec_pct=14.48, memcpy_pct=0.58, dataloader_pct=0.0)
+             sensitivity=(0.49, 0.52), chosen_ratio=0.9, kernel_pct=83.21)  # Kernel: its "Execution Summary"
 # A share the paper reports (98.60%, 83.21%) holds here when ours is above it less this many points (our bound: the
 # slides give none, and another device, library or model size moves a share by a few points).
 SHARE_TOLERANCE_PP = 10.0
@@ -382,239 +380,156 @@ def _train_step_peak_mib(net, tokens, labels, cfg) -> float:
                                       optimizer, [tokens, labels], device)
 
 
-def _paper_change(key: str, fmt: str = ".2f") -> str:
-    """The paper's before -> after of ``PAPER[key]`` with its speed-up, e.g. "18.13 -> 13.64 s (1.33x)"."""
-    before, after = PAPER[key]
-    return f"{before:{fmt}} -> {after:{fmt}} s ({before / after:.2f}x)"
+def _change(pair) -> str:
+    """The paper's before -> after seconds with its speed-up, e.g. "18.13 -> 13.64 s (1.33x)"."""
+    return f"{pair[0]:.2f} -> {pair[1]:.2f} s ({pair[0] / pair[1]:.2f}x)"
 
 
 PAPER_TRAIN_TEST = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["test_s"])))  # 19.69 -> 14.73 s: what we run
 PAPER_TIMED = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["validation_s"], PAPER["test_s"])))  # 21.61 -> 16.60 s
 PAPER_SPEEDUP = PAPER_TRAIN_TEST[0] / PAPER_TRAIN_TEST[1]  # 1.34x
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
-# The paper's final model is pruned by masks ("PyTorch pruning API -> test l2-structured and unstructured", "Chose a
-# 0.9 pruning ratio for every layer", then "Gain in time and memory"). Whether masks save time or memory is settled
-# by the implementation, not by a measurement, so those claims are shown and not judged; removing the units is what
-# could come out otherwise, and is judged.
+# The paper's final model is pruned by masks. Whether masks save time or memory is settled by the implementation,
+# not by a measurement, so those claims are shown and not judged; removing the units could come out otherwise.
 PAPER_MASKS = ('"PyTorch pruning API -> test l2-structured and unstructured", "Chose a 0.9 pruning ratio for every '
-               'layer", "Gain in time and memory" (slides "Implementation Details", "LSTM -> 3")')
-MASKS_BY_DESIGN = ("settled by design, not judged: torch.nn.utils.prune keeps each pruned tensor's full-size "
-                   "original (weight_orig) and a mask of the same shape, and computes the masked weight, a dense "
-                   "tensor of the full shape, before every forward, so the kernels run the dense model's shapes plus "
-                   "a multiply and hold more bytes: neither time nor memory can fall. After prune.remove the weights "
-                   "are dense tensors of the dense model's shapes holding zeros: the dense model's bytes and kernels "
-                   "(no kernel here skips zeros). What can come out otherwise is a smaller model: the hidden units "
-                   "removed, judged in the 'removing hidden units' claims")
-
-
-def _samples(values) -> Spread | None:
-    """The repeated measurements' :class:`Spread` (median within min-max), None with fewer than two."""
-    values = [float(v) for v in values]
-    return Spread.of_samples(values) if len(values) >= 2 else None
-
-
-def _timed(values) -> Spread | None:
-    """:func:`_samples` of repeated times, widened to the noise floor of a time (:meth:`Spread.timed`)."""
-    spread = _samples(values)
-    return spread and Spread.timed(spread.value, spread.low, spread.high)
-
+               'layer", "Gain in time and memory" (slides "Implementation Details", "LSTM -> 3"); ')
+MASKS_BY_DESIGN = ("settled by design, not judged: torch.nn.utils.prune keeps each tensor's full-size weight_orig and "
+                   "a mask, and computes the dense masked weight before every forward (prune.remove leaves dense "
+                   "zeros; no kernel here skips zeros): neither time nor memory can fall; removing hidden units can")
+_OVERALL = "the paper's overall time is not judged: {} -> {} s of it are neither training, validation nor test".format(
+    *(f"{a - b:.2f}" for a, b in zip(PAPER["overall_s"], PAPER_TIMED)))
+_TIMES = {"overall_s": "train epoch + test pass", "train_epoch_s": "train epoch", "test_epoch_s": "test pass"}
+_SENSITIVE = ("\"Varies slightly between {} and {} -> not sensitive\" over ratios 0.1-0.9 (slides \"LSTM -> 3\"; "
+              .format(*PAPER["sensitivity"]))
+_ACCURACY = dict(bound="the paper's spread {}-{}, read as accuracy; unpaired: counts of correct items".format(
+    *PAPER["sensitivity"]), noise=accuracy.RULE)
+_SHARE = f"less {SHARE_TOLERANCE_PP:g} points, our bound; the range over the profiles"
 
 # --- The claims, declared (CLAIMS) and judged by cnnlab.claims.check on measure's tables (``t``), to which
 # check_claims adds "chosen" (the final models' ratio) and final_models indexed by variant. ---
 
+
 def _share(t, column: str):
-    """The LSTM's (or the GPU kernels') share of the profiled steps, over the profiles."""
-    rounds = t["profile_rounds"]
-    if rounds[column].isna().any():
-        return ("a GPU profile: Kernel is GPU kernel time and CPU Exec the host time the GPU waits for; a CPU run has "
-                "no kernels to set beside its own execution (its analogue, the LSTM's share of CPU time, is the claim "
-                "above)")
-    share = _samples(rounds[column])
-    what = f"LSTM operators: {{}} of {rounds['time_kind'].iloc[0]}" if column == "lstm_share_pct" else \
-        "kernel time / wall time: {}"
-    return claims.Measured({column: share}, what.format(share.text(".1f", "%")) + f" over {len(rounds)} profiles of "
-                           f"{int(rounds['iterations'].iloc[0])} steps") if share else ONE_ROUND
+    """The LSTM's (or the GPU kernels') share of the profiled steps' time, over the profiles."""
+    p = t["profile_rounds"]
+    if p[column].isna().any():
+        return "a GPU profile's: a CPU runs no kernels (the LSTM's share of CPU time is the claim above)"
+    return Measured({f"over {len(p)} profiles of {int(p['iterations'].iloc[0])} steps:": Spread.of_samples(p[column])}
+                    ) if len(p) > 1 else ONE_ROUND
 
 
 def _sweep(t, workers: bool):
-    """0 workers (``workers``) or batch 128 (each batch at its fastest workers) against the others: the DataLoader
-    sweep's training-epoch times over its rounds, as ratios."""
-    loaders = t["loader_sweep"]
-    ok = loaders[loaders["status"] == "ok"]
-    by = ok.groupby(["batch_size", "num_workers"])["train_epoch_s"]
-    times = {(int(b), int(w)): _timed(g) for (b, w), g in by}
-    median, rounds = dict(zip(times, by.median())), int(by.size().min()) if len(ok) else 0
-    text = {k: s.text(".2f", " s") if s else f"{median[k]:.2f} s" for k, s in times.items()}
-    capped = f"workers capped at os.cpu_count() = {int(loaders['num_workers_cap'].iloc[0])}" if len(loaders) else ""
-    batches, target = sorted({b for b, _ in times}), PAPER["best_batch_size"]
-    best = {b: min((k for k in times if k[0] == b), key=median.get) for b in batches}  # at its fastest num_workers
-    if workers:
-        parts = {f"batch {b}, {w} workers": (times[(b, w)], (b, 0)) for b, w in sorted(times) if w and (b, 0) in times}
-        ours = f"training epoch per num_workers ({rounds} rounds of the whole grid): " + "; ".join(
-            f"batch {b}: " + ", ".join(f"{k[1]}: {text[k]}" for k in sorted(times) if k[0] == b) for b in batches)
-        absent = "num_workers=0 and another were not both measured"
-    else:
-        parts = {f"batch {b}": (times[best[b]], best[target]) for b in batches if b != target and target in best}
-        ours = ", ".join(f"{b} (at {best[b][1]} workers): {text[best[b]]}" for b in batches)
-        absent = f"batch size {target} and another were not both measured (batch sizes: {', '.join(map(str, batches))})"
-        capped = joined(f"{target} is the largest batch size measured: a larger one might be faster"
-                        if len(batches) > 1 and max(batches) == target else "", capped)
-    if not parts or rounds < 2:
-        return joined(ONE_ROUND if parts else absent, capped)
-    return claims.Measured({k: time / times[base] for k, (time, base) in parts.items()}, ours, capped)
-
-
-CHANCE = (f"if the paper's quantity is accuracy, {'-'.join(map(str, PAPER['sensitivity']))} is chance level for "
-          "balanced sentiment: its scan may have measured a model that no longer worked")
+    """Training-epoch time over the DataLoader sweep's rounds: at w > 0 workers / at 0, or at batch b / at 128."""
+    lo, top = t["loader_sweep"], PAPER["best_batch_size"]
+    by = lo[lo["status"] == "ok"].groupby(["batch_size", "num_workers"])["train_epoch_s"]
+    times = {(int(b), int(w)): Spread.timed_samples(g) for (b, w), g in by}
+    best = {b: min((k for k in times if k[0] == b), key=lambda k: times[k].value) for b, _ in times}  # its fastest w
+    parts = {f"batch {b}, {w} workers": times[b, w] / times[b, 0] for b, w in times if w and (b, 0) in times} \
+        if workers else {f"batch {b}": times[k] / times[best[top]] for b, k in best.items() if b != top and top in best}
+    note = joined("" if workers or len(best) < 2 or max(best) != top else f"{top} is the largest batch size measured: "
+                  "a larger one might be faster", len(lo) and f"workers capped at os.cpu_count() = "
+                  f"{int(lo['num_workers_cap'].iloc[0])}")
+    if not parts or by.size().min() < 2:
+        return joined(ONE_ROUND if parts else f"{'num_workers=0' if workers else f'batch size {top}'} and another "
+                      "were not both measured", note)
+    return Measured(parts, note=note)
 
 
 def _sensitivity(t, scope: str):
-    """Dense accuracy - accuracy right after L2-structured pruning in ``scope`` ("all_layers"; "layer": each tensor
-    alone but the head, whose rows are the classes) at each ratio up to the chosen one, on the test set's interval
-    (unpaired: only the counts of correct items are recorded)."""
-    ok = t["sensitivity"][t["sensitivity"]["status"] == "ok"]
-    upto = ok[(ok["method"] == "ln_structured") & (ok["ratio"] <= t["chosen"] + 1e-9)].sort_values("ratio")
-    rows = upto[(upto["scope"] == scope) & ~upto["tensor"].astype(str).str.startswith("head.")].reset_index(drop=True)
+    """Dense accuracy - accuracy right after L2-structured pruning of ``scope`` but the head, up to the chosen ratio."""
+    s = t["sensitivity"]
+    rows = s[(s["status"] == "ok") & (s["method"] == "ln_structured") & (s["ratio"] <= t["chosen"] + 1e-9) & (
+        s["scope"] == scope) & ~s["tensor"].astype(str).str.startswith("head.")].sort_values("ratio", kind="stable")
     if rows.empty:
         return f"no L2-structured {scope} point up to the chosen ratio measured"
     n, dense = int(rows["test_items"].iloc[0]), float(rows["dense_accuracy_pct"].iloc[0])
-    drop = [accuracy.difference(accuracy.correct_count(dense, n), accuracy.correct_count(a, n), n)
-            for a in rows["accuracy_pct"]]
-    name = [f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}" for x, r in zip(rows["tensor"], rows["ratio"])]
-    if scope == "all_layers":
-        ours = ", ".join(f"{r:g}: {a:.1f}% (drop {accuracy.text(d)})"
-                         for r, a, d in zip(rows["ratio"], rows["accuracy_pct"], drop)) + f" on {n} test items " \
-            "(L2-structured, all layers but the head, no fine-tuning)"
-    else:
-        worst = [max(g.index, key=lambda i: drop[i].value) for _, g in rows.groupby("tensor", sort=False)]
-        ours = "each layer's largest drop: " + ", ".join(f"{name[i]}: {accuracy.text(drop[i])}" for i in worst) + \
-            f" on {n} test items (L2-structured, one layer pruned, no fine-tuning)"
-    return claims.Measured(dict(zip(name, drop)), f"dense {dense:.1f}%; {ours}", CHANCE if scope == "all_layers" else
-                           joined("the head is left out, as in the final models: its rows are the classes", CHANCE))
+    drop = {f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}": accuracy.difference(
+        accuracy.correct_count(dense, n), accuracy.correct_count(a, n), n)
+        for x, r, a in zip(rows["tensor"], rows["ratio"], rows["accuracy_pct"])}
+    return Measured(drop, f"dense {dense:.1f}% on {n} test items, drop " + ", ".join(
+        f"{k}: {accuracy.text(d)}" for k, d in drop.items()), "the head is left out (its rows are the classes); if the "
+        "paper's quantity is accuracy, {}-{} is chance level for balanced sentiment".format(*PAPER["sensitivity"]))
 
 
 def _preference(t, device) -> Claim:
-    ok, chosen = t["sensitivity"][t["sensitivity"]["status"] == "ok"], t["chosen"]
-    at = ok[(ok["scope"] == "all_layers") & ((ok["ratio"] - chosen).abs() < 1e-9)].set_index("method")["accuracy_pct"]
-    ours = ", ".join(f"{m}: {a:.1f}%" for m, a in at.items() if m != "units")
+    s = t["sensitivity"]
+    at = s[(s["status"] == "ok") & (s["scope"] == "all_layers") & ((s["ratio"] - t["chosen"]).abs() < 1e-9)]
+    acc = ", ".join(f"{m}: {a:.1f}%" for m, a in zip(at["method"], at["accuracy_pct"]) if m != "units")
     return Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
-                 "preferred structured\" (no number, no reason given; its figure is lost)",
-                 f"accuracy right after pruning all layers but the head at {chosen:g}: {ours or 'not measured'}",
-                 None, str(device), criterion="none can be set: the slides do not say on what ground structured was "
-                 "preferred (accuracy, time or memory), so any rule would be ours, not the paper's (noise: not "
-                 "applicable)", note="not checkable here: the slides give no ground for the preference. Both kinds of "
-                 "mask keep every weight's shape, so neither saves time or memory by itself (see the masked_rows "
-                 "claims below); the accuracies of both are shown, not judged")
+                 "preferred structured\" (no number or reason given)", "accuracy right after pruning all layers but "
+                 f"the head at {t['chosen']:g}: {acc or 'not measured'}", None, str(device), "none: any rule would be "
+                 "ours (noise: not applicable)", "not checkable: the slides give no ground (accuracy, time, memory?)")
 
 
-def _final(t, variant: str, what: str):
-    """``variant`` against the dense model: ``what`` "overall" (dense / its train epoch + test pass), "times" (train
-    epoch, test pass) or "memory" (its / dense training-step peak, exact); each time a median within its rounds'
-    least and most, at least the noise floor of a time (not judged with one round)."""
-    fin, chosen = t["final_models"], t["chosen"]
-    dense, row, peak = fin.loc["dense"], fin.loc[variant], "train_step_peak_mem_mib"
-    ratio = f"ratio {chosen:g}" + ("" if chosen == PAPER["chosen_ratio"] else f" (the paper's {PAPER['chosen_ratio']})")
-    if what == "memory":
-        extra = f"{row[peak] - dense[peak]:+.1f} MiB measured" + (  # masks: the masks' float32 are the difference
-            f", the masks' float32 per weight of the pruned tensors being at most {4 * dense['params'] / 2**20:.2f} "
-            "MiB (the dense model's parameters, head included)" if "params" in dense else "")
-        return claims.Measured(
-            {"peak": Spread.exact(row[peak] / dense[peak])}, f"non-zero parameters {dense['nonzero_params']:,} -> "
-            f"{row['nonzero_params']:,}; saved size {dense['size_mb']:.2f} -> {row['size_mb']:.2f} MB; training-step "
-            f"peak {dense[peak]:.1f} -> {row[peak]:.1f} MiB", joined(ratio, "removed units shrink every LSTM tensor")
-            if variant == "unit_pruned" else joined(extra, ratio))
-    judged = int(fin["timing_rounds"].iloc[0]) >= 2 if "timing_rounds" in fin else False
-    speedup = {c: Spread.timed(dense[c], dense[f"{c}_min"], dense[f"{c}_max"]) / Spread.timed(
-        row[c], row[f"{c}_min"], row[f"{c}_max"]) for c in ("overall_s", "train_epoch_s", "test_epoch_s")}
-    change = {c: f"{dense[c]:.2f} -> {row[c]:.2f} s ({s.text('.2f', 'x') if judged else f'{dense[c] / row[c]:.2f}x'})"
-              for c, s in speedup.items()}
-    if what == "overall":
-        (before, after), rest = PAPER["overall_s"], [f"{a - b:.2f}" for a, b in zip(PAPER["overall_s"], PAPER_TIMED)]
-        note = joined(ratio, f"the paper's overall {before / after:.2f}x is not judged: {' -> '.join(rest)} s of it "
-                      "are neither its training, validation nor test time and the slides do not say what they are; we "
-                      "run no validation split")
-        parts, ours = {"speed-up": speedup["overall_s"]}, f"train epoch + test pass {change['overall_s']}"
-    else:
-        note, parts = ratio, {"train epoch": speedup["train_epoch_s"], "test pass": speedup["test_epoch_s"]}
-        ours = (f"train epoch {change['train_epoch_s']}, test {change['test_epoch_s']}, inference batch "
-                f"{dense['latency_ms_median']:.1f} -> {row['latency_ms_median']:.1f} ms")
-    return claims.Measured(parts, ours, note) if judged else joined(ONE_ROUND, note)
+def _final(t, variant: str, cols=(), note: str = ""):
+    """Dense / ``variant``'s times ``cols`` over the rounds (floored as times), else its / dense step peak (exact)."""
+    fin, chosen, mib, paper = t["final_models"], t["chosen"], "train_step_peak_mem_mib", PAPER["chosen_ratio"]
+    d, v = fin.loc["dense"], fin.loc[variant]
+    note = joined(f"ratio {chosen:g}" + ("" if chosen == paper else f" (the paper's {paper})"), note)
+    if not cols:
+        return Measured({"peak": Spread.exact(v[mib] / d[mib])}, f"training-step peak {d[mib]:.1f} -> {v[mib]:.1f} "
+                        f"MiB ({v[mib] - d[mib]:+.1f}), non-zero parameters {d['nonzero_params']:,} -> "
+                        f"{v['nonzero_params']:,}", note)
+    if fin.get("timing_rounds", pd.Series([1])).iloc[0] < 2:
+        return joined(ONE_ROUND, note)
+    x = {_TIMES[c]: Spread.timed_range(d, c) / Spread.timed_range(v, c) for c in cols}
+    return Measured(x, ", ".join(f"{_TIMES[c]} {d[c]:.2f} -> {v[c]:.2f} s ({x[_TIMES[c]].text('.2f', 'x')})"
+                                 for c in cols), note)
 
 
-def _final_claims(variant: str, words: str, quoted: str = "", whys=("",) * 3) -> list:
-    """The final claims of ``variant`` (pruned by ``words``): a train epoch plus a test pass at least the paper's
-    like-for-like 1.34x faster, both faster, less peak memory; ``quoted``: the paper's words of its masks; ``whys``:
-    why each is settled by design (the masks), else it is judged (beyond the paper)."""
-    (before, after), (val0, val1), change = PAPER_TRAIN_TEST, PAPER_TIMED, _paper_change
-    measure = functools.partial(_final, variant=variant)
-    return [claims.Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
-                   f"{quoted}train + test {before:.2f} -> {after:.2f} s ({PAPER_SPEEDUP:.2f}x), like for like; with "
-                   f"validation {val0:.2f} -> {val1:.2f} s ({val0 / val1:.2f}x); its \"Overall Time\" "
-                   f"{change('overall_s')}", "dense / pruned (train epoch + test pass) time",
-                   claims.above(PAPER_SPEEDUP, ".2f", "x"), functools.partial(measure, what="overall"),
-                   bound=f"the paper's {before:.2f} / {after:.2f} s", beyond=not quoted, not_judged=whys[0]),
-            claims.Declared(f"pruning by {words} cuts training and test time",
-                   f"{quoted}train epoch {change('train_epoch_s')}, test {change('test_s')}", "dense / pruned time",
-                   claims.above(1.0, ".2f", "x"), functools.partial(measure, what="times"),
-                   each="timed part (train epoch, test pass)", beyond=not quoted, not_judged=whys[1]),
-            claims.Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ")
-                   + "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]),
-                   "pruned / dense peak memory of a training step", claims.below(1.0, ".2f", "x"),
-                   functools.partial(measure, what="memory"), noise="noise: none, the bytes of the tensors held and "
-                   "allocated are exact", beyond=not quoted, not_judged=whys[2])]
-
-
-_SENSITIVE = (f"\"Varies slightly between {PAPER['sensitivity'][0]} and {PAPER['sensitivity'][1]} -> not sensitive\" "
-              "over ratios 0.1-0.9 (slides \"LSTM -> 3\"; ")
-_READ = (f"the paper's spread {PAPER['sensitivity'][0]}-{PAPER['sensitivity'][1]}, read as accuracy; unpaired: only "
-         "the counts of correct items are recorded")
-_SHARE = f"less {SHARE_TOLERANCE_PP:g} points, our bound; the range over the profiles"
-_BEST = PAPER["best_batch_size"]
 CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
-    claims.Declared(
-        "the LSTM layers are the bottleneck of a training step", "\"the computations of the model are expensive in "
-        "memory which is the main bottleneck but also take up most of the time\": aten::cudnn_rnn "
-        f"{PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)",
-        "the LSTM operators' share of a profiled step's time (self CPU time on a CPU, self CUDA time on a GPU)",
-        claims.above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"),
-        functools.partial(_share, column="lstm_share_pct"), bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% "
-        f"{_SHARE}"),
-    claims.Declared(
-        "GPU kernels take most of a training step (the paper's execution summary)",
-        f"Kernel {PAPER['kernel_pct']:.2f}%, CPU Exec {PAPER['cpu_exec_pct']:.2f}%, Memcpy {PAPER['memcpy_pct']:.2f}%, "
-        f"DataLoader {PAPER['dataloader_pct']:g}% of the average step", "GPU kernel time / wall time of the profiled "
-        "steps", claims.above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP, unit="%"),
-        functools.partial(_share, column="kernel_share_pct"), bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% "
-        f"{_SHARE}", gpu_only="kernel time of a GPU profile"),
-    claims.Declared(
-        "0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
-        "batch_size=128\"", "training-epoch time at w workers / at 0 workers", claims.above(1.0),
-        functools.partial(_sweep, workers=True), each="w > 0 at each batch size measured"),
-    claims.Declared(
-        f"batch size {_BEST} gives the fastest training epoch", "\"Optimal parameters are num_workers=0, "
-        "batch_size=128. Due to a memory overhead?\"", f"training-epoch time at batch b / at batch {_BEST}, each at "
-        "its fastest num_workers", claims.above(1.0), functools.partial(_sweep, workers=False),
-        each="other batch size b measured"),
-    claims.Declared(
-        "accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the slides do not "
-        "name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the head pruned",
-        claims.below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="all_layers"),
-        each="ratio up to the final models'", bound=_READ, noise=accuracy.RULE),
-    claims.Declared(
-        "no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "\"Tested "
-        "layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy with one layer "
-        "pruned", claims.below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="layer"),
-        each="layer but the head at every ratio up to the final models'", bound=_READ, noise=accuracy.RULE),
+    Declared("the LSTM layers are the bottleneck of a training step", "\"...the main bottleneck but also take up most "
+             f"of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)", "the LSTM "
+             "operators' share of a profiled step's self CPU time (GPU: self CUDA time)",
+             above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"),
+             functools.partial(_share, column="lstm_share_pct"),
+             bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% {_SHARE}"),
+    Declared("GPU kernels take most of a training step (the paper's execution summary)", f"Kernel "
+             f"{PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average step",
+             "GPU kernel time / wall time of the profiled steps", above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP,
+                                                                      unit="%"),
+             functools.partial(_share, column="kernel_share_pct"), gpu_only="kernel time",
+             bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}"),
+    Declared("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
+             "batch_size=128\"", "training-epoch time at w workers / at 0 workers", above(1.0),
+             functools.partial(_sweep, workers=True), "w > 0 at each batch size measured"),
+    Declared(f"batch size {PAPER['best_batch_size']} gives the fastest training epoch", "\"Optimal parameters are "
+             "num_workers=0, batch_size=128. Due to a memory overhead?\"", "training-epoch time at batch b / at batch "
+             f"{PAPER['best_batch_size']}, each at its fastest num_workers", above(1.0),
+             functools.partial(_sweep, workers=False), "other batch size b measured"),
+    Declared("accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the slides do "
+             "not name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the head pruned",
+             below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="all_layers"),
+             "ratio up to the final models'", **_ACCURACY),
+    Declared("no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "\"Tested "
+             "layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy with one layer "
+             "pruned", below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="layer"),
+             "layer but the head at every ratio up to the final models'", **_ACCURACY),
     _preference,
-    *_final_claims("masked_rows", "structured masks (the paper's final model)", f"{PAPER_MASKS}; ",
-                   (MASKS_BY_DESIGN, "settled by design, as above", "settled by design, as above")),
-    *_final_claims("unit_pruned", "removing hidden units (beyond the paper)"),
+    *(d for variant, words, quoted in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS),
+                                       ("unit_pruned", "removing hidden units (beyond the paper)", "")) for d in (
+        Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
+                 f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
+                 f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
+                 "dense / pruned (train epoch + test pass) time", above(PAPER_SPEEDUP, ".2f", "x"),
+                 functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL),
+                 bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), beyond=not quoted,
+                 not_judged=quoted and MASKS_BY_DESIGN),
+        Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
+                 f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
+                 above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=list(_TIMES)[1:]),
+                 "timed part (train epoch, test pass)", beyond=not quoted,
+                 not_judged=quoted and "settled by design, as above"),
+        Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
+                 "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak memory of a "
+                 "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant),
+                 noise="noise: none, the bytes of the tensors held and allocated are exact", beyond=not quoted,
+                 not_judged=quoted and "settled by design, as above"))),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Paper 003's LSTM claims (:data:`CLAIMS`) judged on :func:`measure`'s result by the noise rule of
-    ``cnnlab.claims``; each claim's ``criterion`` says its quantity, test and bound."""
+    """Paper 003's LSTM claims (:data:`CLAIMS`) judged on :func:`measure`'s tables by ``cnnlab.claims``."""
     t = tables(df)
     t["chosen"] = chosen = float(t["final_models"]["ratio"].max())
     t["final_models"] = t["final_models"].set_index("variant")
