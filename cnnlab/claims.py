@@ -33,6 +33,7 @@ INCONCLUSIVE = "inconclusive"
 # The papers' words without numbers, read once for the whole workbook (each study's constants derive from these):
 SLIGHT = 0.2  # "slight", "little": a change of at most a fifth (a rise of more than a fifth is not slight)
 FAR_ABOVE = 2.0  # "far above": more than twice
+ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else inconclusive; a time's interval: "
               f"the least to the most of its rounds' medians (the p10-p90 of its batches where it has one round), "
               f"never narrower than its median /{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same "

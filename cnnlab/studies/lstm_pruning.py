@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
-from cnnlab.claims import Claim, Declared, Measured, Spread, above, below, joined
+from cnnlab.claims import ONE_ROUND, Claim, Declared, Measured, Spread, above, below, joined
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
@@ -205,10 +205,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     """Train the dense model, then measure on it. ``experiment``: "training" (:func:`train_baseline`),
     "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
     round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
-    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round, ``cfg.timing_rounds``
-    rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models" (:func:`final_comparison`). The
-    sweeps' stores: ``store_dir/stores/sweep_<experiment>_<digest>.csv``, keyed by ``cfg.settings()``, the threads in use
-    (and the round)."""
+    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round,
+    ``cfg.timing_rounds`` rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models"
+    (:func:`final_comparison`). The sweeps' stores: ``store_dir/stores/sweep_<experiment>_<digest>.csv``, keyed by
+    ``cfg.settings()``, the threads in use (and the round)."""
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
@@ -388,7 +388,6 @@ def _change(pair) -> str:
 PAPER_TRAIN_TEST = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["test_s"])))  # 19.69 -> 14.73 s: what we run
 PAPER_TIMED = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["validation_s"], PAPER["test_s"])))  # 21.61 -> 16.60 s
 PAPER_SPEEDUP = PAPER_TRAIN_TEST[0] / PAPER_TRAIN_TEST[1]  # 1.34x
-ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 # The paper's final model is pruned by masks. Whether masks save time or memory is settled by the implementation,
 # not by a measurement, so those claims are shown and not judged; removing the units could come out otherwise.
 PAPER_MASKS = ('"PyTorch pruning API -> test l2-structured and unstructured", "Chose a 0.9 pruning ratio for every '
@@ -539,8 +538,9 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
 
 def figures(df: pd.DataFrame) -> dict:
     """``06_training_profile`` (a training step's 12 slowest operators, the LSTM's highlighted), ``06_loader_sweep``
-    (train and test epoch time in s against batch size, per ``num_workers``: median and range of the rounds), ``06_sensitivity`` (accuracy in % right
-    after pruning against the ratio) and ``06_final_models`` (train epoch s, latency ms, MiB, MB, accuracy %)."""
+    (train and test epoch time in s against batch size, per ``num_workers``: median and range of the rounds),
+    ``06_sensitivity`` (accuracy in % right after pruning against the ratio) and ``06_final_models`` (train epoch s,
+    latency ms, MiB, MB, accuracy %)."""
     parts, sns = tables(df), plotting.sns
     prof = parts["training_profile"].head(12)
     prof = prof.assign(part=prof["is_lstm"].astype(bool).map({True: "LSTM", False: "other"}))

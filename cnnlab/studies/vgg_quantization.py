@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import claims, config, data, models, plotting, quantize, studies
-from cnnlab.claims import SLIGHT, Claim, Declared, Spread, above, within
+from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, within
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, unit_seconds
 from cnnlab.profiling.ops import cpu_totals, top_operators
@@ -423,7 +423,6 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return df[(df["experiment"] == experiment) & (df["status"] == "ok")]
 
 
-ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
 
 
 def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, items="", rounds="", more=""):
