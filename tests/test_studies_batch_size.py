@@ -14,7 +14,7 @@ from matplotlib import pyplot as plt
 
 from cnnlab import config, studies
 from cnnlab.claims import INCONCLUSIVE
-from cnnlab.profiling import device_peaks
+from cnnlab.profiling import device_peaks, throughput
 from cnnlab.profiling.spread import TIME_NOISE
 from cnnlab.studies import batch_size as bs
 
@@ -64,7 +64,7 @@ def test_total_time_is_for_the_same_images_at_every_batch_size(measured):
     for col, time in (("total_time_s_low", fastest), ("total_time_s_high", slowest)):
         assert np.allclose(batch[col] * 1e3, 24 * time / batch["batch_size"], rtol=1e-9)
     for _, row in batch.iterrows():  # the claims' total time is the table's
-        total = bs._total_time(row)
+        total = throughput.time_for(row, float(row["images"]))
         assert (total.value, total.low, total.high) == pytest.approx(
             (row["total_time_s"], row["total_time_s_low"], row["total_time_s_high"]))
 

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, plotting, studies
-from cnnlab.claims import FAR_ABOVE, Claim, Spread, joined
+from cnnlab.claims import FAR_ABOVE, Claim, Declared, Measured, Spread, above, below, joined, rises
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -421,19 +421,19 @@ def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
 
 def _bound(ok: pd.DataFrame) -> str:
     """The launch-bound points of ``ok`` (:func:`mark_launch_bound`): said on every claim about the time."""
-    bound = ok[ok["launch_bound"] == True] if "launch_bound" in ok else ok[:0]  # noqa: E712 (None: not known)
-    return "" if bound.empty else f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch): " + \
-        ", ".join(f"{m} batch {b:.0f}" for m, b in zip(bound["model"], bound["batch_size"]))
+    at = [f"{m} batch {b:.0f}" for m, b, x in zip(ok["model"], ok["batch_size"], ok.get("launch_bound", ok["model"]))
+          if x == True]  # noqa: E712 (None: not known)
+    return f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch): {', '.join(at)}" if at else ""
 
 
-def _trend(rows: pd.DataFrame, spread, missing: str, ends=False, more=None, **kw):
-    """Each model's ``rows`` (two or more; ``ends``: its first and last) and ``more`` {part: rows} as trends of
-    ``spread(row)``, labelled "<model> batch <size>" or by a ``label`` column; ``missing`` where there are none."""
-    parts = {**{m: g.iloc[[0, -1]] if ends else g for m, g in rows.groupby("model", sort=False) if len(g) > 1},
-             **(more or {})}
-    return claims.Measured({k: [spread(r) for _, r in g.iterrows()] for k, g in parts.items()}, **kw, labels={
-        k: [r.get("label") or f"{r['model']} batch {r['batch_size']:.0f}" for _, r in g.iterrows()]
-        for k, g in parts.items()}) if parts else missing
+def _trend(rows: pd.DataFrame, spread, missing="the grid needs two batch sizes", ends=False, more=None, **kw):
+    """Trends of ``spread(row)``: each model's ``rows`` (``ends``: first and last), then ``more`` {part: rows}."""
+    parts = {k: g for k, g in [*((m, g.iloc[::max(len(g) - 1, 1)] if ends else g) for m, g in rows.groupby(
+        "model", sort=False)), *(more or {}).items()] if len(g) > 1}
+    got = {k: list(zip(*((spread(r), r.get("label") or f"{r['model']} batch {r['batch_size']:.0f}")
+                         for _, r in g.iterrows()))) for k, g in parts.items()}
+    return Measured({k: v[0] for k, v in got.items()}, **kw, labels={k: v[1] for k, v in got.items()}) if got \
+        else missing
 
 
 def _total_ratios(tops, bases: tuple, missing: str, df):
@@ -442,39 +442,36 @@ def _total_ratios(tops, bases: tuple, missing: str, df):
     t = {(r["model"], int(r["batch_size"])): throughput.time_for(r, float(r["images"])) for _, r in ok.iterrows()}
     at, b0 = tops(sorted({b for _, b in t})), max((b for b in bases if b in {s for _, s in t}), default=None)
     ratio = {f"{m} batch {b} / batch {b0}": t[m, b] / t[m, b0] for m, b in t if b in at and (m, b0) in t}
-    return claims.Measured(ratio, note=_bound(ok)) if ratio else missing
+    return Measured(ratio, note=_bound(ok)) if ratio else missing
 
 
 def _gains(df):
     ok = _ok(df, "batch")
     got = {m: throughput.gains_over_smallest(g, FAR_ABOVE) for m, g in ok.groupby("model", sort=False)
            if g["batch_size"].min() == 1 and len(g) > 1}
-    return claims.Measured({m: {f"batch {b}": x for b, x in v[0].items()} for m, v in got.items()}, "; ".join(
+    return Measured({m: {f"batch {b}": x for b, x in v[0].items()} for m, v in got.items()}, "; ".join(
         f"{m} {v[1]}" for m, v in got.items()), joined(*(v[2] and f"{m}: {v[2]}" for m, v in got.items()), _bound(ok))
     ) if got else "the grid needs batch 1 and a larger one"
 
 
 def _latency(df):
     ok, ms = _ok(df, "batch"), partial(Spread.of, metric="latency_ms")
-    work = {f"batch {b:.0f}": g.sort_values("gflops_per_image", kind="stable") for b, g in ok.groupby("batch_size")
-            if len(g) > 1}
     ours = "; ".join(f"{m} ({g['gflops_per_image'].iloc[0]:.3g} GFLOPs/image) {ms(g.iloc[0]).text()} -> "
                      f"{ms(g.iloc[-1]).text('.3g', ' ms')}" for m, g in ok.groupby("model", sort=False))
-    return _trend(ok, ms, "the grid needs two batch sizes or two models", more=work, ours=ours,
-                  note=joined("" if work else "one model: the complexity half is not checked", _bound(ok)))
+    return _trend(ok, ms, "the grid needs two batch sizes or two models", more={f"batch {b:.0f}": g.sort_values(
+        "gflops_per_image", kind="stable") for b, g in ok.groupby("batch_size")}, ours=ours, note=joined(
+        "" if ok["batch_size"].duplicated().any() else "one model: the complexity half is not checked", _bound(ok)))
 
 
 def _utilisation(df):
-    ok = _ok(df, "batch")
-    util = ok.dropna(subset=["gpu_util_pct"])
-    e = ["gpu_util_pct_low", "gpu_util_pct_high"]  # none recorded (one loop's mean): a point is anywhere in 0-100%
-    spread = set(e) <= set(util) and not (util[e[0]] == util[e[1]]).all()
-    util = util.assign(lo=util[e[0]] if spread else 0.0, hi=util[e[1]] if spread else 100.0)
-    deep = util[util["model"].map(lambda m: models.spec(m).family == "resnet_cifar").astype(bool)].groupby("model")[
+    util = (ok := _ok(df, "batch")).dropna(subset=["gpu_util_pct"])
+    lo, hi = (util.get(f"gpu_util_pct_{e}", util["gpu_util_pct"]) for e in ("low", "high"))
+    spread = not (lo == hi).all()  # none recorded (one loop's mean): a point is anywhere in 0-100%
+    util = util.assign(lo=lo if spread else 0.0, hi=hi if spread else 100.0)
+    deep = util.loc[[models.spec(m).family == "resnet_cifar" for m in util["model"]]].groupby("model")[
         ["gflops_per_image", "gpu_util_pct", "lo", "hi"]].mean().sort_values("gflops_per_image", kind="stable")
-    more = {"by depth": deep.assign(label=deep.index)} if len(deep) > 1 else None
     return _trend(util, lambda r: Spread(r["gpu_util_pct"], r["lo"], r["hi"]), claims.missing(
-        ok, "gpu_util", "the grid needs two batch sizes"), True, more,
+        ok, "gpu_util", "the grid needs two batch sizes"), True, {"by depth": deep.assign(label=deep.index)},
         note="" if spread else "no noise interval recorded (one NVML mean a point): the noise rule cannot decide")
 
 
@@ -486,50 +483,46 @@ def _host_wait(df):
 
 def _at_batch_1(df):
     ones = {r["model"]: Spread.of(r, "latency_ms") for _, r in _ok(df, "batch").iterrows() if r["batch_size"] == 1}
-    return claims.Measured(ones) if ones else "the grid needs batch size 1"
+    return Measured(ones) if ones else "the grid needs batch size 1"
 
 
 FRAME_BUDGET_MS = 15.0  # Sec. I: AR/VR "each frame needs to be processed in under 15 milliseconds"
 _RULE = f"total_time_s = images / throughput ({throughput.DEFINITION}); the ratio's interval from both points' ends"
 CLAIMS = [
-    claims.Declared("peak memory grows monotonically with batch size", "Sec. IV-A: \"Increased monotonically and "
-                    "significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (the model's bytes; older "
-                    "tables: peak_mem_alloc_mib)", claims.rises(unit=" MiB"), lambda df: _trend(_ok(df, "batch"), lambda
-                    r: Spread.exact(r.get("peak_mem_model_mib", r.get("peak_mem_alloc_mib"))), "the grid needs two "
-                    "batch sizes"), each="model", noise="noise: none, allocator bytes are exact"),
-    claims.Declared("total inference time drops from batch 1 to batch 64", "Sec. IV-A: \"generally dropped as we "
-                    "increased the batch size (up to around 64)\" (Fig. 1 top)", "total_time_s at the largest batch up "
-                    "to 64 / at batch 1", claims.below(1.0, unit="x"), partial(_total_ratios, lambda s: [
-                        b for b in s if 1 < b <= 64][-1:], (1,), "the grid needs batch 1 and a larger one <= 64"),
-                    each="model", bound=_RULE),
-    claims.Declared("total inference time rises again at mid-range batch sizes (128-256) after falling to 64",
-                    "Sec. IV-A: \"we sometimes saw the time increase again\" (Fig. 1 top)", "total_time_s at batch 128 "
-                    "or 256 / at batch 64", claims.above(1.0, unit="x"), partial(_total_ratios, lambda s: (128, 256),
-                    (64,), "the grid needs batch 64 and 128 or 256"), each="model and batch size", some=True,
-                    bound=_RULE),
-    claims.Declared("total inference time drops again at very large batch sizes (512-1024)", "Sec. IV-A: \"the time "
-                    "might drop again\" (Fig. 1 top)", "total_time_s at batch 512 or 1024 / at the largest of 128 and "
-                    "256", claims.below(1.0, unit="x"), partial(_total_ratios, lambda s: (512, 1024), (128, 256), "the "
-                    "grid needs 128 or 256 and 512 or 1024 (the paper preset)"), each="model and batch size", some=True,
-                    bound=_RULE),
-    claims.Declared(f"throughput at the best batch is far (> {FAR_ABOVE:g}x) above batch 1", "Sec. IV-A: \"larger "
-                    "batches make better use of the GPU's compute power\"", "images/s at a larger batch / at batch 1",
-                    claims.above(FAR_ABOVE, unit="x", once=True), _gains, each="model", bound=throughput.DEFINITION),
-    claims.Declared("time per batch rises with batch size and model complexity", "Sec. IV-A: \"The time taken per "
-                    "batch naturally increased with both the batch size and the model's complexity\" (Fig. 2 top)",
-                    "latency_ms by batch size, and by GFLOPs/image at each batch size,", claims.rises(unit=" ms"),
-                    _latency),
-    claims.Declared("GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"GPU utilization generally "
-                    "went up with both batch size and the complexity of the model\" (Fig. 2 bottom)", f"gpu_util_pct "
-                    f"(within its {UTIL_WINDOWS} loops' least-most) from each model's smallest batch to its largest, "
-                    "and its mean by ResNet depth,", claims.rises(unit="%"), _utilisation, gpu_only="NVML's busy time"),
-    claims.Declared("time waiting on semaphores (semwait) per batch rises with batch size", "Sec. V: \"time spent "
-                    "waiting on semaphores\"", "semwait (time blocked in OS semaphore waits: sem_wait, poll)",
-                    claims.rises(unit=" ms"), _host_wait, not_judged="not judged: torch's profiler does not record "
-                    f"semwait; ours is the nearest it records, {HOST_WAIT} (cuda*Synchronize), another quantity"),
-    claims.Declared(f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget", "Sec. I: "
-                    "\"each frame needs to be processed in under 15 milliseconds\" (a requirement)", "latency_ms at "
-                    "batch 1", claims.below(FRAME_BUDGET_MS, unit=" ms"), _at_batch_1, each="model", beyond=True),
+    Declared("peak memory grows monotonically with batch size", "Sec. IV-A: \"Increased monotonically and "
+             "significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (older tables: peak_mem_alloc_mib)",
+             rises(unit=" MiB"), lambda df: _trend(_ok(df, "batch"), lambda r: Spread.exact(r.get(
+                 "peak_mem_model_mib", r.get("peak_mem_alloc_mib")))), each="model",
+             noise="noise: none, allocator bytes are exact"),
+    Declared("total inference time drops from batch 1 to batch 64", "Sec. IV-A: \"generally dropped as we increased "
+             "the batch size (up to around 64)\" (Fig. 1 top)", "total_time_s at the largest batch up to 64 / at batch "
+             "1", below(1.0, unit="x"), partial(_total_ratios, lambda s: [b for b in s if 1 < b <= 64][-1:], (1,),
+             "the grid needs batch 1 and a larger one <= 64"), each="model", bound=_RULE),
+    Declared("total inference time rises again at mid-range batch sizes (128-256) after falling to 64", "Sec. IV-A: "
+             "\"we sometimes saw the time increase again\" (Fig. 1 top)", "total_time_s at batch 128 or 256 / at batch "
+             "64", above(1.0, unit="x"), partial(_total_ratios, lambda s: (128, 256), (64,), "the grid needs batch 64 "
+             "and 128 or 256"), each="model and batch size", some=True, bound=_RULE),
+    Declared("total inference time drops again at very large batch sizes (512-1024)", "Sec. IV-A: \"the time might "
+             "drop again\" (Fig. 1 top)", "total_time_s at batch 512 or 1024 / at the largest of 128 and 256",
+             below(1.0, unit="x"), partial(_total_ratios, lambda s: (512, 1024), (128, 256), "the grid needs 128 or "
+             "256 and 512 or 1024 (the paper preset)"), each="model and batch size", some=True, bound=_RULE),
+    Declared(f"throughput at the best batch is far (> {FAR_ABOVE:g}x) above batch 1", "Sec. IV-A: \"larger batches "
+             "make better use of the GPU's compute power\"", "images/s at a larger batch / at batch 1",
+             above(FAR_ABOVE, unit="x", once=True), _gains, each="model", bound=throughput.DEFINITION),
+    Declared("time per batch rises with batch size and model complexity", "Sec. IV-A: \"naturally increased with "
+             "both the batch size and the model's complexity\" (Fig. 2 top)", "latency_ms by batch size, and by "
+             "GFLOPs/image at each batch size,", rises(unit=" ms"), _latency),
+    Declared("GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"generally went up with both batch "
+             "size and the complexity of the model\" (Fig. 2 bottom)", f"gpu_util_pct (its {UTIL_WINDOWS} loops' "
+             "least-most), each model's smallest to largest batch, and its mean by ResNet depth,", rises(unit="%"),
+             _utilisation, gpu_only="NVML's busy time"),
+    Declared("time waiting on semaphores (semwait) per batch rises with batch size", "Sec. V: \"time spent waiting "
+             "on semaphores\"", "semwait (time blocked in OS semaphore waits: sem_wait, poll)", rises(unit=" ms"),
+             _host_wait, not_judged="not judged: torch's profiler records no semwait; "
+             f"shown: {HOST_WAIT} (cuda*Synchronize), another quantity"),
+    Declared(f"one image (batch 1) is inferred within AR/VR's {FRAME_BUDGET_MS:g} ms frame budget", "Sec. I: \"each "
+             "frame needs to be processed in under 15 milliseconds\" (a requirement)", "latency_ms at batch 1",
+             below(FRAME_BUDGET_MS, unit=" ms"), _at_batch_1, each="model", beyond=True),
 ]
 
 

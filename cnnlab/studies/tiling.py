@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import claims, config, models, plotting, studies
-from cnnlab.claims import Claim, Spread
+from cnnlab.claims import Claim, Declared, Measured, Spread, all_of, below, falls, rises, within
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
 from cnnlab.profiling.estimate import Work, profiler_session, under_profiler
@@ -63,8 +63,6 @@ AVG_MEM_REPEATS = 3
 # than a "slight" change. Sec. V says it of tiling with no untiled baseline measured beside it: that comparison is
 # ours, beyond the paper (issue 32, item 9).
 SIGNIFICANT_DROP = 0.9  # time at the largest tile / at the smallest < this
-SLIGHT_RISE = 1 + claims.SLIGHT  # average memory at the largest tile / at the smallest < this (and > 1)
-EFFECTIVE_VS_UNTILED = 1 - claims.SLIGHT  # time at the largest tile / untiled < this
 
 
 def _resnet(value, parameter: str) -> str:  # the models tile_spatially splits at layer1-3 or avgpool
@@ -349,7 +347,7 @@ def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
 
 
 class _Ends(NamedTuple):
-    """A test cnnlab.claims lacks: ``steps`` tile to tile (None: none clearly down) and the ends' ``ratio``, both."""
+    """``steps`` tile to tile (None: none clearly down) and the ends' ``ratio``, both: a test cnnlab.claims lacks."""
     ratio: claims.Test
     steps: claims.Test | None = None
 
@@ -360,7 +358,7 @@ class _Ends(NamedTuple):
     def __call__(self, xs, labels):
         down = ", ".join(f"{a} -> {b}" for a, b, x, y in zip(labels, labels[1:], xs, xs[1:]) if y.high < x.low)
         steps = self.steps(xs, labels) if self.steps else (not down, down and f"clearly down at tile {down}")
-        return claims.all_of(steps, self.ratio(xs[-1] / xs[0]))
+        return all_of(steps, self.ratio(xs[-1] / xs[0]))
 
 
 def _measured(metric: str, method: str, df: pd.DataFrame):
@@ -370,35 +368,34 @@ def _measured(metric: str, method: str, df: pd.DataFrame):
           if (x := _spread(r, "latency_ms" if metric == "untiled" else metric)) is not None}
     if len(at) < 2:
         return _reasons(rows, metric) or "fewer than two tile sizes measured with their spread"
-    xs, base = list(at.values()), df[(df["method"] == "untiled") & (df["status"] == "ok")]
+    (tile, last), base = list(at.items())[-1], df[(df["method"] == "untiled") & (df["status"] == "ok")]
     if metric != "untiled":
-        ends = "" if metric == "gpu_util_pct" else f"; largest / smallest tile {(xs[-1] / xs[0]).text('.2f', 'x')}"
-        return claims.Measured({method: xs}, " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in at.items()) + ends,
-                               labels={method: list(at)})
+        ends = "" if metric == "gpu_util_pct" else f"; largest / smallest tile {(last / at[min(at)]).text('.2f', 'x')}"
+        return Measured({method: list(at.values())}, " -> ".join(f"{t}: {x.text('.3g', unit)}" for t, x in at.items())
+                        + ends, labels={method: list(at)})
     if not len(base) or (untiled := _spread(base.iloc[0], "latency_ms")) is None:
         return "the untiled model was not measured"
-    return claims.Measured({method: xs[-1] / untiled}, f"tile {list(at)[-1]}: {xs[-1].text('.3g', unit)} vs untiled "
-                           f"{untiled.text('.3g', unit)}: {(xs[-1] / untiled).text('.2f', 'x')} the untiled time")
+    return Measured({method: last / untiled}, f"tile {tile}: {last.text('.3g', unit)} vs untiled "
+                    f"{untiled.text('.3g', unit)}: {(last / untiled).text('.2f', 'x')} the untiled time")
 
 
 CLAIMS = {method: [  # Sec. IV-D (Fig. 6) and Sec. V's "very effective at reducing latency", on each tiling
-    claims.Declared(f"inference time falls as tiles grow ({method})", '"The time taken for inference dropped '
-                    'significantly as we increased the tile size" (Sec. IV-D, Fig. 6 red line)', "time per batch, "
-                    "tile to tile,", _Ends(claims.below(SIGNIFICANT_DROP, ".2f", "x"), claims.falls(unit=" ms")),
-                    partial(_measured, "latency_ms", method), bound='"significantly": ours (the paper gives none)'),
-    claims.Declared(f"GPU utilisation rises with tile size ({method})", '"As the inference time dropped, the GPU '
-                    'utilization increased with larger tile sizes" (Sec. IV-D, Fig. 6 blue dashed line)',
-                    "GPU utilisation (one timed loop's NVML mean a round), tile to tile,", claims.rises(unit="%"),
-                    partial(_measured, "gpu_util_pct", method)),
-    claims.Declared(f"average memory rises slightly with tile size ({method})", '"We observed a slight increase in '
-                    'the average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 green dash-dot line)',
-                    f"average memory ({AVG_MEM_REPEATS} profiled passes a round), tile to tile,",
-                    _Ends(claims.within(1.0, SLIGHT_RISE, ".2f", "x")), partial(_measured, "avg_mem_mib", method),
-                    bound="an increase, and \"slight\": the workbook's bound for 'slight' (the paper gives none)"),
-    claims.Declared(f"tiling cuts latency against the untiled model ({method})", '"This proved very effective at '
-                    'reducing latency" (Sec. V, on memory tiling)', "time per batch at the largest tile / the untiled "
-                    "model's", claims.below(EFFECTIVE_VS_UNTILED, ".2f", "x"), partial(_measured, "untiled", method),
-                    bound="\"very effective\": a cut beyond a 'slight' change (the paper gives none)", beyond=True),
+    Declared(f"inference time falls as tiles grow ({method})", '"The time taken for inference dropped significantly as '
+             'we increased the tile size" (Sec. IV-D, Fig. 6 red line)', "time per batch, tile to tile,",
+             _Ends(below(SIGNIFICANT_DROP, ".2f", "x"), falls(unit=" ms")), partial(_measured, "latency_ms", method),
+             bound='"significantly": ours (the paper gives none)'),
+    Declared(f"GPU utilisation rises with tile size ({method})", '"As the inference time dropped, the GPU utilization '
+             'increased with larger tile sizes" (Sec. IV-D, Fig. 6 blue dashed line)', "GPU utilisation (one timed "
+             "loop's NVML mean a round), tile to tile,", rises(unit="%"), partial(_measured, "gpu_util_pct", method)),
+    Declared(f"average memory rises slightly with tile size ({method})", '"We observed a slight increase in the '
+             'average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 green dash-dot line)', f"average memory "
+             f"({AVG_MEM_REPEATS} profiled passes a round), tile to tile,", _Ends(within(1.0, 1 + claims.SLIGHT, ".2f",
+             "x")), partial(_measured, "avg_mem_mib", method), bound="an increase, and \"slight\": the workbook's "
+             "bound for 'slight' (the paper gives none)"),
+    Declared(f"tiling cuts latency against the untiled model ({method})", '"This proved very effective at reducing '
+             'latency" (Sec. V, on memory tiling)', "time per batch at the largest tile / the untiled model's",
+             below(1 - claims.SLIGHT, ".2f", "x"), partial(_measured, "untiled", method), bound="\"very effective\": a "
+             "cut beyond a 'slight' change (the paper gives none)", beyond=True),
 ] for method in TILED_METHODS}
 
 
