@@ -119,3 +119,11 @@ def test_on_a_gpu_the_estimate_profiles_without_cuda_activity(monkeypatch):
     assert seen == [[profiler.ProfilerActivity.CPU]] and cupti.cuda_profiles() == 0
     estimate.under_profiler(lambda: x + 1, "cpu")
     assert seen[-1] == [profiler.ProfilerActivity.CPU]
+
+
+def test_forward_is_one_pass_without_autograd():
+    import torch
+
+    net = torch.nn.Linear(3, 2)
+    out = estimate.forward(net, torch.ones(4, 3))
+    assert out.shape == (4, 2) and not out.requires_grad and torch.is_inference(out)

@@ -140,6 +140,14 @@ def by_batch(label: str, calls: dict[int, float], unit_at: Callable[[int], Calla
     return [Work(label, calls[b], t) for b, t in seconds.items()]
 
 
+def forward(net, x) -> Any:
+    """``net(x)`` under ``torch.inference_mode()``: one inference pass, the unit most plans time."""
+    import torch
+
+    with torch.inference_mode():
+        return net(x)
+
+
 def profiler_session(device) -> Callable[[], Any]:
     """A unit for the fixed cost of one profile (starting and stopping the profiler around a tiny step, and
     reading its events: :func:`cnnlab.profiling.profile_ops`) on ``device``; on a GPU without CUDA activity
@@ -176,5 +184,5 @@ def under_profiler(step: Callable[[], Any], device) -> Any:
     return len(prof.events())
 
 
-__all__ = ["Expectation", "Work", "by_batch", "duration", "expect", "interpolate", "profiler_session",
+__all__ = ["Expectation", "Work", "by_batch", "duration", "expect", "forward", "interpolate", "profiler_session",
            "under_profiler", "unit_seconds"]

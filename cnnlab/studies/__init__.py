@@ -477,5 +477,5 @@ def check_results(df: pd.DataFrame, cfg=None) -> str:
 
 
 __all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
-           "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load", "measurement",
-           "paper_of", "save", "signature_problems", "tables"]
+           "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load",
+           "measurement", "paper_of", "read", "save", "signature_problems", "tables"]

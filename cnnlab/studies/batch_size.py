@@ -28,7 +28,7 @@ from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_count
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.ops import HOST_WAIT, STEP_COMPONENTS, step_components
-from cnnlab.profiling.estimate import Work, by_batch, profiler_session, under_profiler, unit_seconds
+from cnnlab.profiling.estimate import Work, by_batch, forward, profiler_session, under_profiler, unit_seconds
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.studies import Experiment, Parameter
 
@@ -333,7 +333,7 @@ def plan(cfg) -> list[Work]:
 
         def batch(size, net=net):
             x = models.example_input(net, size).to(dev)
-            return lambda: _infer(net, x)
+            return lambda: forward(net, x)
 
         calls = {b: cfg.warmup + max(math.ceil(cfg.images / b), cfg.min_repeats) + profiled for b in cfg.batch_sizes}
         works += by_batch("batches", calls, batch, dev)
@@ -353,11 +353,6 @@ def plan(cfg) -> list[Work]:
         works += [Work("Nsight Compute", len(counted), NCU_MODEL_S),
                   Work("Nsight Compute", len(counted) * (cfg.counters_kernels or NCU_KERNELS_UNCAPPED), NCU_KERNEL_S)]
     return works
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)

@@ -256,7 +256,8 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process, :func:`cnnlab.profiling.derived.ratio`),
     scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
     noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
-    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time: :meth:`Spread.timed_range`),
+    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time:
+    :meth:`Spread.timed_range`),
     and scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and
     batch size per rank (so each process keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]

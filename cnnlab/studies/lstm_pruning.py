@@ -34,7 +34,7 @@ from torch import nn
 from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
 from cnnlab.claims import ONE_ROUND, Claim, Declared, Measured, Spread, above, below, joined
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
-from cnnlab.profiling.estimate import Work, profiler_session, unit_seconds
+from cnnlab.profiling.estimate import Work, forward, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter, tables
 from cnnlab.train import evaluate, fit, train_step
@@ -176,7 +176,7 @@ def plan(cfg) -> list[Work]:
 
     def infer_at(b):
         x, _ = tokens(b)
-        return lambda: (net.eval(), _infer(net, x))
+        return lambda: (net.eval(), forward(net, x))
 
     step, test_batch = unit_seconds(step_at(cfg.batch_size), dev), unit_seconds(infer_at(256), dev)
     steps, passes = -(-train_size // cfg.batch_size), -(-test_size // 256)  # an epoch; a test pass (batches of 256)
@@ -193,11 +193,6 @@ def plan(cfg) -> list[Work]:
             Work("final models", variants * (2 + cfg.timing_rounds) * passes, test_batch),
             Work("final models", variants * (cfg.warmup + cfg.repeats + 3), unit_seconds(infer_at(cfg.batch_size),
                                                                                           dev))]
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)

@@ -17,7 +17,7 @@ from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import FAR_ABOVE, Claim
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.profiling import benchmark, free_memory, profile_ops, throughput, trace_file, trace_folder
-from cnnlab.profiling.estimate import Work, by_batch, profiler_session
+from cnnlab.profiling.estimate import Work, by_batch, forward, profiler_session
 
 
 PARAMETERS = studies.Parameters(
@@ -64,18 +64,13 @@ def plan(cfg) -> list[Work]:
 
     def batch(size):
         x = models.example_input(net, size).to(dev)
-        return lambda: _infer(net, x)
+        return lambda: forward(net, x)
 
     cpu = dev.type == "cpu"
     calls = {b: cfg.warmup + cfg.repeats + (3 if cpu else 0) for b in cfg.batch_sizes}
     calls[max(cfg.batch_sizes)] += PROFILE_ITERATIONS + 1
     return [*by_batch("batches", calls, batch, dev),
             Work("profiles", 1 + (len(cfg.batch_sizes) if cpu else 0), profiler_session(dev))]
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)

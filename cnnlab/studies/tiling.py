@@ -36,7 +36,7 @@ from cnnlab import claims, config, models, plotting, studies
 from cnnlab.claims import Claim, Declared, Measured, Spread, all_of, below, falls, rises, within
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
-from cnnlab.profiling.estimate import Work, profiler_session, under_profiler
+from cnnlab.profiling.estimate import Work, forward, profiler_session, under_profiler
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import Experiment, Parameter
@@ -267,7 +267,7 @@ def plan(cfg) -> list[Work]:
         net = build(cfg.model, method, tile, until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
 
         def step(net=net):
-            return _infer(net, x)
+            return forward(net, x)
 
         # profiled passes cost what their operators do under the profiler (8x a plain pass for small tiles): timed
         # (warm: right after the plain pass); on a CPU, benchmark's memory pass is two more of them
@@ -283,13 +283,8 @@ def plan(cfg) -> list[Work]:
     one = example_batch(1, cfg.image_size, dev)
     for method in ("untiled", "spatial"):
         net = build(cfg.model, method, cfg.tile_sizes[0], until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
-        works.append(Work("logits check", len(cfg.tile_sizes), lambda net=net: _infer(net, one)))
+        works.append(Work("logits check", len(cfg.tile_sizes), lambda net=net: forward(net, one)))
     return works
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)

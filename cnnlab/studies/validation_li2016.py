@@ -34,7 +34,7 @@ from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
 from cnnlab.profiling.timing import median_seconds
-from cnnlab.profiling.estimate import Work, interpolate
+from cnnlab.profiling.estimate import Work, forward, interpolate
 from cnnlab.studies import Experiment, Parameter
 
 # The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
@@ -237,7 +237,7 @@ def plan(cfg) -> list[Work]:
     def unit(strategy):
         def at(f):
             _, model, x, _ = _build(by_flops[f], strategy, dev, cfg.batch_size, vgg)
-            return lambda: _infer(model, x)
+            return lambda: forward(model, x)
         return at
 
     seconds = {s: interpolate(flops.values(), unit(s), dev) for s in dict.fromkeys(kernels + candidates)}
@@ -255,13 +255,8 @@ def plan(cfg) -> list[Work]:
     if check_device is not None:
         for network in cfg.direct_check_networks:
             _, model, x, _ = _build(network, "direct", check_device, DIRECT_CHECK_BATCH, vgg)
-            works.append(Work("direct check", 1, lambda model=model, x=x: _infer(model, x)))
+            works.append(Work("direct check", 1, lambda model=model, x=x: forward(model, x)))
     return works
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)
@@ -330,7 +325,8 @@ def identical_kernels(df: pd.DataFrame) -> pd.DataFrame:
     times, rows = _grid(runs)[0], []
     best = runs[(runs["strategy"] == "best") & (runs["status"] == "ok")]
     picked = {}
-    for network, choices in zip(best["network"], best["best_choices"] if "best_choices" in best else [None] * len(best)):
+    choices_of = best["best_choices"] if "best_choices" in best else [None] * len(best)
+    for network, choices in zip(best["network"], choices_of):
         picks = {part.rsplit(" x", 1)[0] for part in str(choices).split(", ")} if isinstance(choices, str) else set()
         if len(picks) == 1:
             picked[network] = picks.pop()

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from cnnlab import claims, config, data, models, plotting, quantize, studies
 from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, within
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
-from cnnlab.profiling.estimate import Work, unit_seconds
+from cnnlab.profiling.estimate import Work, forward, unit_seconds
 from cnnlab.profiling.ops import cpu_totals, top_operators
 from cnnlab.profiling.timing import cold_start
 from cnnlab.studies import Experiment, Parameter
@@ -345,7 +345,7 @@ def plan(cfg) -> list[Work]:
     def infer_at(b, device=dev):
         x = torch.randn(b, *meta.input_shape, device=device)
         model = net if device == dev else copy.deepcopy(net).to(device)
-        return lambda: (model.eval(), _infer(model, x))
+        return lambda: (model.eval(), forward(model, x))
 
     (train_set, train_size), (test_set, test_size) = (data.stand_in(cfg.dataset, split, synthetic=cfg.synthetic)
                                                       for split in ("train", "test"))
@@ -365,11 +365,6 @@ def plan(cfg) -> list[Work]:
         works += [Work("compiled inference", 1, COMPILE_S)] if method == "torch_compile" else \
             [Work("compiled inference", 1, EXPORT_S)] if method == "torch_export" else []
     return works
-
-
-def _infer(net, x):
-    with torch.inference_mode():
-        return net(x)
 
 
 @studies.measurement(plan)
