@@ -268,12 +268,12 @@ def test_a_part_of_several_values_passes_once_and_a_shown_claim_is_not_judged():
 def test_no_study_writes_a_threshold_where_it_judges():
     """A threshold is a named constant of its study (or of cnnlab.claims), written once: no number other than 0, 1
     or 100 (no change, a ratio of one, a whole) is a literal argument of a test or judgement in cnnlab/studies/
-    (``claims.below``/``above``/``within``, ``judge``, ``band``), so the criterion, the notebook and the test read
-    one value (issue 32)."""
+    (``claims.below``/``above``/``within``/``same``, ``judge``, ``band``), so the criterion, the notebook and the
+    test read one value (issue 32)."""
     import ast
     from pathlib import Path
 
-    thresholds = {"judge": [2], "band": [1, 2], "below": [0], "above": [0], "within": [0, 1]}
+    thresholds = {"judge": [2], "band": [1, 2], "below": [0], "above": [0], "within": [0, 1], "same": [0]}
     written = []
     for path in sorted((Path(claims.__file__).parent / "studies").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
