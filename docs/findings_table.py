@@ -6,11 +6,12 @@
 A results folder holds one folder per notebook, named as the notebook (``02_fp16``) or as its study (``fp16``;
 :data:`cnnlab.studies.STUDIES` maps one to the other), each with the ``claims.csv`` and ``environment.json`` that
 ``cnnlab.studies.save`` writes, and the study's tables (its CSVs). The verdicts are this checkout's: each study's
-``check_claims`` judges the stored tables again (``cnnlab.studies.read``) on the device claims.csv names (its GPU, if any), so the
-table shows what today's declarations say of those measurements; a folder without the tables gives claims.csv's
-``held`` column. Verdicts are in the workbook's words (``cnnlab.claims.VERDICTS``): held, did not hold,
-inconclusive, n/a. Claims are matched on their text; a claim only one run has gets "—" in the other's column. A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of
-that run: "=== study", "--- study: rc=... in N s", "[study] measured in N s"), where there is one.
+``check_claims`` judges the stored tables again (``cnnlab.studies.read``) on the device claims.csv names (its GPU,
+if any), so the table shows what today's declarations say of those measurements; a folder without the tables gives
+claims.csv's ``held`` column. Verdicts are in the workbook's words (``cnnlab.claims.VERDICTS``): held, did not
+hold, inconclusive, n/a. Claims are matched on their text; a claim only one run has gets "—" in the other's column.
+A notebook the GPU run has no claims.csv for says why from ``studies.txt`` (the driver's lines of that run:
+"=== study", "--- study: rc=... in N s", "[study] measured in N s"), where there is one.
 
 Times: the CPU column is each environment.json's ``run`` record (``expected_s``, printed before the run, and
 ``measured_s``); the GPU column is the driver's: the whole process (imports included) and, where the study printed

@@ -390,7 +390,6 @@ def _cpu_memory(ok: pd.DataFrame):
         if len(m) else "fewer than two points per data fraction"
 
 
-
 CLAIMS = [
     *(_falls(f"runtime per epoch falls with {AXES[a]} on the larger data fractions (1, 1/2)", 'sec. 4.3.2, Fig. 1-6: '
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
@@ -428,8 +427,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
         f"{_point(r)} ({r['status']})" for _, r in lost.iterrows()) if len(lost) else ""
     kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in ok.iterrows() if "note" in ok and pd.notna(r["note"]))
     checks, once = claims.check(CLAIMS, ok, device), (ok["epochs"].fillna(1) < 2).any()
-    for c in checks:  # a claim on times measured once: their noise unknown
-        timed = once and c.held is not None and c.criterion.endswith(TIME_NOISE)
+    for d, c in zip(CLAIMS, checks):  # a claim on times measured once: their noise unknown
+        timed = once and c.held is not None and d.noise == TIME_NOISE
         c.held, c.ours, c.note = INCONCLUSIVE if timed else c.held, c.ours + gap, joined(timed and ONCE, c.note, kept)
     return checks
 

@@ -276,7 +276,7 @@ def _avg_mem(row) -> Spread | None:
     return Spread(*(float(row[c]) for c in cols)) if all(c in row and pd.notna(row[c]) for c in cols) else None
 
 
-def _timed(df: pd.DataFrame, value, ends: tuple, autocast: bool = False):
+def _vs_fp32(df: pd.DataFrame, value, ends: tuple, autocast: bool = False):
     """Each reduced precision's (autocast's alone with ``autocast``) ``value(row)`` / fp32's at the batch sizes
     ``ends`` (indices into the sorted sizes timed: the smallest, the largest, or both for a trend)."""
     ok = df[(df["experiment"] == "timing") & (df["status"] == "ok")]
@@ -297,7 +297,7 @@ _PAPER_ACC = "Sec. IV-B: \"we didn't find any significant drop in test accuracy 
 _PAPER_TIME = "Sec. IV-B: \"a slight *increase* in the inference time at smaller batch sizes\" (Fig. 3 top)"
 _PAPER_MEM = "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\""
 _AVG = f"average: model and input bytes + a pass's time-weighted tensor memory; range of {AVG_MEM_REPEATS} passes"
-_slowdown = partial(_timed, value=partial(Spread.of, metric="latency_ms"), autocast=True)
+_slowdown = partial(_vs_fp32, value=partial(Spread.of, metric="latency_ms"), autocast=True)
 
 
 CLAIMS = [
@@ -311,14 +311,14 @@ CLAIMS = [
                     noise="noise: none, the same weights on the same test set give the same loss"),
     claims.Declared("average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
                     "average memory / fp32's at the largest batch", claims.below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
-                    partial(_timed, value=_avg_mem, ends=(-1,)), each="reduced precision",
+                    partial(_vs_fp32, value=_avg_mem, ends=(-1,)), each="reduced precision",
                     bound=f"\"noticeable\": our bound; {_AVG}", gpu_only="CUDA allocator, fp16 activations"),
     claims.Declared("autocast is slightly slower than fp32 at small batches", _PAPER_TIME, each="autocast precision",
                     quantity="autocast / fp32 time per batch, smallest batch", measure=partial(_slowdown, ends=(0,)),
                     test=claims.within(1.0, 1 + claims.SLIGHT, ".2f", "x"), bound="a rise, and \"slight\": our bound"),
     claims.Declared("the reduced precisions' memory saving grows with batch size", _PAPER_MEM,
                     "average memory / fp32's, smallest batch -> largest", claims.falls(".2f", "x"),
-                    partial(_timed, value=_avg_mem, ends=(0, -1)), each="reduced precision", bound=_AVG,
+                    partial(_vs_fp32, value=_avg_mem, ends=(0, -1)), each="reduced precision", bound=_AVG,
                     gpu_only="CUDA allocator, fp16 activations"),
     claims.Declared("autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size",
                     _PAPER_TIME, "autocast / fp32 time per batch, smallest batch -> largest", claims.falls(".2f", "x"),

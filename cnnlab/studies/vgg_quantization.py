@@ -446,13 +446,16 @@ def _workers(df: pd.DataFrame, col: str):
     t, rounds = {int(k): Spread.timed_samples(g) for k, g in times}, times.size().min()
     if len(w := list(t)) < 2 or w[0] != 0:
         return "the sweep needs 0 workers and another count"
-    return ONE_ROUND if rounds < 2 else claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
-        "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
-        ", ".join(f"{k} workers {x.text('.2f', ' s')}" for k, x in t.items()) + f" ({rounds} rounds)",
-        f"workers capped at os.cpu_count() = {int(sweep['num_workers_cap'].iloc[0])}")
+    if rounds < 2:
+        return ONE_ROUND
+    return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
+                            "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
+                           ", ".join(f"{k} workers {x.text('.2f', ' s')}" for k, x in t.items())
+                           + f" ({rounds} rounds)",
+                           f"workers capped at os.cpu_count() = {int(sweep['num_workers_cap'].iloc[0])}")
 
 
-CLAIMS = [  # the first four are judged on the CPU, where quantized models run
+INT8_CLAIMS = [  # judged on the CPU, where quantized models run
     Declared("int8 quantization shrinks the model about 4x", "\"Quantization float-32 to int-8, smaller model size\": "
              f"{PAPER['fp32_mb']:.2f} MB -> {PAPER['int8_mb']:.2f} MB", "fp32 / int8 torch.export.save size",
              within(*SIZE_RATIO, ".2f", "x"), partial(_pair, col="export_size_mb", unit=" MB", spread=Spread.of_range),
@@ -465,7 +468,8 @@ CLAIMS = [  # the first four are judged on the CPU, where quantized models run
         ("int8 accuracy is slightly greater than fp32's", 0.0, "\"slightly\": our bound"))),
     Declared("quantization speeds inference up (the paper's conclusion; it timed no int8 model)", "\"Quantization and "
              "pruning [...] can help [...] speed-up the process\"", "fp32 / int8 CPU time per batch", above(1.0, ".2f",
-             "x"), partial(_pair, col="latency_ms", unit=" ms", spread=Spread.of)),
+             "x"), partial(_pair, col="latency_ms", unit=" ms", spread=Spread.of))]
+CLAIMS = INT8_CLAIMS + [
     Declared(f"TorchScript tracing speeds GPU inference up more than {PAPER['gpu_speedup_bound']:g}x", "\">2x speed "
              f"up in GPU time\": {PAPER['eager_gpu_s']:.2f} -> {PAPER['traced_gpu_s']:.2f} s a test pass (P100); its "
              f"profiles: {PAPER['eager_first_conv_s']:.3f} s eager, {PAPER['traced_first_conv_s']:.3f} s (traced) in "
@@ -489,7 +493,7 @@ CLAIMS = [  # the first four are judged on the CPU, where quantized models run
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """:data:`CLAIMS` judged by ``cnnlab.claims``, the int8 ones on the CPU (where quantized models run)."""
-    return claims.check(CLAIMS[:4], df, "cpu") + claims.check(CLAIMS[4:], df, device)
+    return claims.check(INT8_CLAIMS, df, "cpu") + claims.check(CLAIMS[len(INT8_CLAIMS):], df, device)
 
 
 def figures(df: pd.DataFrame) -> dict:
