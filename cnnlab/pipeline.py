@@ -402,7 +402,7 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
 
 def estimate(notebooks: list[Path], preset: str, *, parameters: dict | None = None) -> int:
     """How long each notebook's study expects to take here with ``preset`` (its plan and probes, as the notebook
-    prints before measuring: :func:`cnnlab.studies.measurement`), one line each, then the total; nothing is
+    prints before measuring: :func:`cnnlab.contract.measurement`), one line each, then the total; nothing is
     measured or stored. A parameter a study does not declare is left out for it."""
     from cnnlab import studies
     from cnnlab.profiling import estimate as estimates
