@@ -1,16 +1,10 @@
-"""Study 01: how batch size changes inference time, throughput, peak memory and GPU utilisation (paper 001).
-
-Paper 001 (Maji et al., "Towards Efficient CNN Inference: Memory Profiling and Optimization", Sec. IV-A,
-Fig. 1-2) runs LeNet-5, AlexNet and CIFAR ResNet-20/32/44/56 on CIFAR-10 at batch sizes 1, 2, 4, ... 1024
-and reports total inference time, average time per batch, peak GPU memory allocated and GPU utilisation,
-plus (Sec. III-A) kernel time, host<->device transfer time and time waiting on synchronisation ("semwait").
-
-:func:`measure`'s experiments: "batch" (per model and batch size: ``benchmark``), "breakdown" (where a batch's
-time goes: ``profile_ops``), "roofline" (each model at its best batch: ``cost_model``) and "counters" (each model
-at its best batch under Nsight Compute, Sec. III-A's metrics: ``hardware_counters``; skipped with the reason
-where ``ncu`` cannot run). Input: random CIFAR-shaped tensors (``data_source = synthetic``): a dense CNN's time
-does not depend on pixel values.
-"""
+"""Study 01: how batch size changes inference time, throughput, peak memory and GPU utilisation. Paper 001 (Maji et al.,
+"Towards Efficient CNN Inference: Memory Profiling and Optimization", Sec. IV-A, Fig. 1-2) runs LeNet-5, AlexNet and
+CIFAR ResNet-20/32/44/56 on CIFAR-10 at batch sizes 1, 2, 4, ... 1024 and reports total inference time, time per batch,
+peak GPU memory and GPU utilisation, plus (Sec. III-A) kernel, host<->device transfer and "semwait" time. Experiments:
+"batch" (``benchmark``), "breakdown" (where a batch's time goes: ``profile_ops``), "roofline" (each model at its best
+batch: ``cost_model``) and "counters" (the same points under Nsight Compute, Sec. III-A's metrics). Input: random
+CIFAR-shaped tensors (``data_source = synthetic``): a dense CNN's time does not depend on pixel values."""
 
 from __future__ import annotations
 
@@ -22,28 +16,28 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cnnlab import claims, config, models, plotting, studies
+from cnnlab import claims, config, models, studies
 from cnnlab.claims import FAR_ABOVE, Claim, Declared, Measured, Spread, above, below, joined, rises
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
 from cnnlab.profiling.ops import HOST_WAIT, STEP_COMPONENTS, step_components
 from cnnlab.profiling.estimate import Work, by_batch, forward, profiler_session, under_profiler, unit_seconds
+from cnnlab.plotting.batch_size import STACKED, figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.studies import Experiment, Parameter
 
 PAPER_MODELS = ["lenet5", "alexnet", "resnet20", "resnet32", "resnet44", "resnet56"]
 PAPER_BATCH_SIZES = [2**k for k in range(11)]  # 1, 2, 4, ... 1024 (Sec. III-B)
 
+
 def _kernels(value, parameter: str) -> int | None:
     """None (every kernel) or a positive int."""
     return None if value is None else config.positive_int(value, parameter=parameter)
 
 
-# quick: a CPU smoke run of the whole code path: two models, five batch sizes (up to 256: the paper's mid-range rise
-# is checked), 128 images per point, one intra-op thread (see cnnlab.config.threads: CI runs two notebooks at once on
-# two cores). standard: one Colab GPU, the paper's models and batch sizes, 2048 images per point. paper: the whole
-# CIFAR-10 test set (10,000 images) per point.
+# quick: a CPU smoke run (two models; batch sizes up to 256, so that the paper's mid-range rise is checked; 128 images
+# a point); standard: one Colab GPU, the paper's grid, 2048 images; paper: the CIFAR-10 test set (10,000 images).
 PARAMETERS = studies.Parameters(
     models=Parameter(["lenet5", "resnet20"], PAPER_MODELS, check=config.models_list, axis=True,
                      doc="registry names of image models"),
@@ -71,10 +65,7 @@ configure = PARAMETERS.configure
 NOT_KEPT = ("batch_size", "dtype", "autocast", "memory_format", "pin_memory", "first_call_ms", "total_time_s",
             "gpu_util_pct_p10", "gpu_util_pct_p90")  # (utilisation: the windows' median, least and most instead)
 UTIL_WINDOWS = 3  # timed loops whose utilisation a GPU point's interval spans
-# Components of experiment "breakdown". The stacked ones partition the time of a batch; the host's wait for the
-# GPU overlaps device work (the host waits while kernels run), so it is shown beside the stack, not in it.
-COMPONENTS = list(STEP_COMPONENTS)
-STACKED = COMPONENTS[:5]
+COMPONENTS = list(STEP_COMPONENTS)  # of experiment "breakdown"; STACKED (cnnlab.plotting.batch_size) partition a batch
 PROFILER_WARMUP = 2  # steps under the profiler before the profiled ones, discarded (its first steps cost it more)
 # A GPU point whose kernels fill less than this share of its time per batch is launch-bound: the GPU waits on the
 # host's launches, so its time says little about the arithmetic (the first H100 run: every quick point)
@@ -98,17 +89,11 @@ def _cost(name: str, batch_size: int = 1) -> dict:
 
 
 def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup: int, min_repeats: int) -> dict:
-    """One point of experiment "batch": whole batches covering at least ``images`` images (and at least
-    ``min_repeats`` batches; on a GPU at least a second's worth, for the utilisation samples) timed from the host
-    after ``warmup`` untimed ones (on a GPU each batch's copy is timed, as when a DataLoader feeds the model).
-
-    ``throughput_items_per_s`` (images/s, with ``_low``/``_high``): ``cnnlab.profiling.throughput``'s one definition,
-    batch size / the median time per batch (within its p10-p90), in place of benchmark's mean rate; the table, the
-    figures and the claims all use it. ``time_per_image_ms`` (ms): 1 / that rate. ``total_time_s`` (s, with
-    ``_low``/``_high``): ``images`` at that rate, the time for exactly ``images`` images, so every batch size is
-    compared on the same images (whole batches alone would count more images at large batches: 10,240 at batch
-    1024 for 10,000). Then ``params_m`` (millions), ``gflops_per_image`` and :class:`cnnlab.profiling.Measurement`'s
-    fields."""
+    """One point of experiment "batch": whole batches covering ``images`` images (at least ``min_repeats``; on a GPU a
+    second's worth, for the utilisation samples), timed from the host after ``warmup`` (on a GPU with each batch's copy,
+    as a DataLoader feeds it). ``throughput_items_per_s`` (``_low``/``_high``): ``profiling.throughput``'s one
+    definition, batch size / median time per batch; ``time_per_image_ms`` 1 / it; ``total_time_s`` ``images`` at it, so
+    every batch size counts the same images (whole batches: 10,240 at batch 1024 for 10,000)."""
     net, x = _build(model, batch_size, "cpu")
     repeats = max(math.ceil(images / batch_size), min_repeats)
     try:
@@ -129,24 +114,16 @@ def batch_point(model: str, batch_size: int, *, device: str, images: int, warmup
             **{k: v for k, v in row.items() if k not in NOT_KEPT}, **throughput.columns(row),
             "gpu_util_pct": float(np.median(utils)) if utils else math.nan,
             "gpu_util_pct_low": min(utils, default=math.nan), "gpu_util_pct_high": max(utils, default=math.nan),
-            "gpu_util_windows": len(utils),
-            "params_m": cost["param_bytes"] / 4 / 1e6, "gflops_per_image": cost["flops"] / 1e9,
-            "data_source": DATA_SOURCE}
+            "gpu_util_windows": len(utils), "params_m": cost["param_bytes"] / 4 / 1e6,
+            "gflops_per_image": cost["flops"] / 1e9, "data_source": DATA_SOURCE}
 def breakdown_point(model: str, batch_size: int, *, device: str, profile_iterations: int,
                     trace_dir: Path | None = None) -> list[dict]:
-    """One serving step (batch in from the host, forward, predicted classes back) under the profiler, one row
-    per component, times in ms per batch (mean over ``profile_iterations``), after :data:`PROFILER_WARMUP` steps
-    under the same profiler that it discards (the profiler's own first-step costs are not the model's), without the
-    profiler's own events (``profiling.ops.PROFILER_EVENTS``).
-
-    GPU: kernel time, the copies in and out, other device work (memsets, DtoD copies) and CPU-side overhead
-    (wall time with the GPU idle) make up the profiled wall time (``stacked``); "host waits for the GPU" (host
-    blocked in cuda*Synchronize: in this step mostly the final ``.cpu()``) overlaps device work; it is the median
-    of ``max(profile_iterations, SYNC_SAMPLES)`` one-step profiles, their smallest and largest in
-    ``time_per_batch_ms_low`` / ``_high`` (NaN for the other components). CPU: time inside aten operators and the
-    rest of the wall time; the device components are NaN with ``time_missing_reason``. The profiled times are in
-    ``profiled_time_per_batch_ms``; :func:`against_unprofiled` sets them against the unprofiled time of the same
-    point. With ``trace_dir`` the profile is also written there as a Chrome trace (column ``trace_file``)."""
+    """One serving step (batch in from the host, forward, predicted classes back) under the profiler, a row per
+    component, ms per batch (mean of ``profile_iterations`` after :data:`PROFILER_WARMUP` discarded steps; no profiler
+    events). GPU: kernels, copies in and out, other device work (memsets, DtoD) and CPU-side overhead (wall time with
+    the GPU idle) make up the wall time (``stacked``); "host waits for the GPU" (in cuda*Synchronize, mostly the final
+    ``.cpu()``) overlaps them: the median of ``max(profile_iterations, SYNC_SAMPLES)`` one-step profiles, within their
+    least and most. CPU: aten operators and the rest (device parts NaN, ``time_missing_reason``)."""
     dev = torch.device(device)
     trace = None if trace_dir is None else trace_file(trace_dir, f"batch_size_{model}_b{batch_size}")
     net, x = _build(model, batch_size, dev)
@@ -168,35 +145,27 @@ def breakdown_point(model: str, batch_size: int, *, device: str, profile_iterati
     nan, wait = math.nan, Spread.of_samples(waits) if waits else None
     times, wall = step_components(prof, sync_wait_ms=wait.value if wait else nan)
     spread = {HOST_WAIT: (wait.low, wait.high)} if wait else {}
-    reasons = {c: "CPU run: no host-device transfers, device work or device synchronisation"
-               for c in COMPONENTS if c not in times}
+    cpu = "CPU run: no host-device transfers, device work or device synchronisation"
     return [{"component": c, "time_per_batch_ms": times.get(c, nan), "profiled_time_per_batch_ms": times.get(c, nan),
-             "time_per_batch_ms_low": spread.get(c, (nan, nan))[0],
-             "time_per_batch_ms_high": spread.get(c, (nan, nan))[1],
-             "stacked": c in STACKED,
-             "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
+             **dict(zip(["time_per_batch_ms_low", "time_per_batch_ms_high"], spread.get(c, (nan, nan)))),
+             "stacked": c in STACKED, "share_of_wall_pct": 100.0 * times[c] / wall if c in times and wall > 0 else nan,
              "wall_time_per_batch_ms": wall, "profiler_overhead_ms": prof.summary["profiler_overhead_ms"] /
-             profile_iterations, "iterations": profile_iterations, "time_missing_reason": reasons.get(c),
+             profile_iterations, "iterations": profile_iterations, "time_missing_reason": None if c in times else cpu,
              "device": str(dev), "trace_file": None if trace is None else str(trace), "data_source": DATA_SOURCE}
             for c in COMPONENTS]
 
 
 def against_unprofiled(breakdown: pd.DataFrame, batch: pd.DataFrame) -> pd.DataFrame:
-    """The breakdown set against the same point's unprofiled time per batch (experiment "batch"'s median,
-    ``unprofiled_latency_ms``), which profiling stretches (``profile_stretch`` = profiled wall time / it; a few
-    microseconds per operator, more per kernel launch under CUPTI). GPU: the device's parts keep their profiled
-    times (the profiler does not slow the kernels) and "CPU-side overhead" becomes the rest of the unprofiled time;
-    CPU: both parts are scaled to it in their profiled proportion. ``time_per_batch_ms`` and
-    ``share_of_latency_pct`` (% of the unprofiled time; the stacked parts add up to 100%, or more where the device
-    parts alone exceed it) are then of the unprofiled step. A point without an unprofiled time keeps its profiled
-    times, its share NaN."""
+    """The breakdown against the point's unprofiled time per batch (``unprofiled_latency_ms``), which profiling
+    stretches (``profile_stretch``: microseconds per operator, more per launch under CUPTI). GPU: device parts keep
+    their times (the profiler does not slow kernels), "CPU-side overhead" becomes the rest; CPU: both scaled to it.
+    ``time_per_batch_ms`` and ``share_of_latency_pct`` (stacked: 100%, or more) are then of the unprofiled step."""
     if breakdown.empty or "component" not in breakdown:
         return breakdown
     ok = batch[batch["status"] == "ok"] if "status" in batch else batch
     latency = {(r["model"], int(r["batch_size"])): float(r["latency_ms_median"]) for _, r in ok.iterrows()}
     out = breakdown.copy()
-    out["unprofiled_latency_ms"] = [latency.get((m, int(b)), math.nan) for m, b in zip(out["model"],
-                                                                                        out["batch_size"])]
+    out["unprofiled_latency_ms"] = [latency.get((m, int(b)), math.nan) for m, b in zip(out["model"], out["batch_size"])]
     out["profile_stretch"] = out["wall_time_per_batch_ms"] / out["unprofiled_latency_ms"]
     for _, g in out.groupby(["model", "batch_size"], sort=False):
         unprofiled = g["unprofiled_latency_ms"].iloc[0]
@@ -215,20 +184,16 @@ def against_unprofiled(breakdown: pd.DataFrame, batch: pd.DataFrame) -> pd.DataF
 
 
 def mark_launch_bound(batch: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
-    """``batch`` with each GPU point's kernel time per batch beside its latency (``kernel_time_ms``, from its
-    breakdown profile; ``kernel_share_pct`` of ``latency_ms_median``) and ``launch_bound`` (kernels fill less than
-    :data:`LAUNCH_BOUND` of the time per batch: the GPU waits on the host); NaN / None with
-    ``kernel_time_missing_reason`` on a CPU, which runs no kernels, or where the breakdown has no kernel time."""
-    out = batch.copy()
-    kernels = {}
-    if len(breakdown) and "component" in breakdown:
-        rows = breakdown[(breakdown["component"] == "kernel / compute") &
-                         breakdown["device"].astype(str).str.startswith("cuda")]
-        kernels = {(r["model"], int(r["batch_size"])): float(r["profiled_time_per_batch_ms"])
-                   for _, r in rows.iterrows()}
-    if out.empty:
-        return out
-    out["kernel_time_ms"] = [kernels.get((m, int(b)), math.nan) for m, b in zip(out["model"], out["batch_size"])]
+    """``batch`` with each GPU point's kernel time per batch from its breakdown profile (``kernel_time_ms``;
+    ``kernel_share_pct`` of ``latency_ms_median``) and ``launch_bound`` (kernels fill less than :data:`LAUNCH_BOUND` of
+    it: the GPU waits on the host); else NaN / None with ``kernel_time_missing_reason``."""
+    if batch.empty:
+        return batch.copy()
+    rows = breakdown[(breakdown["component"] == "kernel / compute") & breakdown["device"].astype(str).str.startswith(
+        "cuda")] if len(breakdown) and "component" in breakdown else breakdown[:0]
+    kernels = {(r["model"], int(r["batch_size"])): float(r["profiled_time_per_batch_ms"]) for _, r in rows.iterrows()}
+    out = batch.assign(kernel_time_ms=[kernels.get((m, int(b)), math.nan) for m, b in zip(batch["model"],
+                                                                                           batch["batch_size"])])
     out["kernel_share_pct"] = 100.0 * out["kernel_time_ms"] / out["latency_ms_median"]
     out["launch_bound"] = [None if math.isnan(k) else bool(k < LAUNCH_BOUND * lat)
                            for k, lat in zip(out["kernel_time_ms"], out["latency_ms_median"])]
@@ -239,15 +204,12 @@ def mark_launch_bound(batch: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFr
 
 
 def memory_snapshots(batch: pd.DataFrame, folder: Path) -> pd.DataFrame:
-    """Experiment "memory_snapshots": for each model at its largest batch measured, one forward pass with the CUDA
-    caching allocator's history recorded (``profiling.memory_snapshot``), written to ``folder`` for
-    https://pytorch.org/memory_viz. Columns model, batch_size, status ("ok", or "skipped" with ``error`` on a CPU,
-    where no such recorder exists), memory_snapshot_path."""
+    """Experiment "memory_snapshots": per model at its largest batch, one forward pass with the CUDA caching allocator's
+    history recorded into ``folder`` (https://pytorch.org/memory_viz); "skipped" with ``error`` on a CPU."""
     ok = batch[batch["status"] == "ok"]
     rows = []
     for _, point in ok.loc[ok.groupby("model", sort=False)["batch_size"].idxmax()].iterrows():
-        model, size = point["model"], int(point["batch_size"])
-        dev = torch.device(point["device"])
+        model, size, dev = point["model"], int(point["batch_size"]), torch.device(point["device"])
         net, x = _build(model, size, dev) if dev.type == "cuda" else (None, None)
 
         def step():
@@ -264,28 +226,21 @@ def memory_snapshots(batch: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
 
 def roofline(batch: pd.DataFrame) -> pd.DataFrame:
-    """Experiment "roofline": each model at its best batch (highest throughput, status ok) on the roofline
-    (Williams et al., CACM 2009): flops (forward, whole batch), memory_bytes (minimum traffic), arithmetic
-    intensity (FLOP/byte), achieved_tflop_per_s, achieved_gb_per_s, and the device's datasheet peaks (NaN on
-    a CPU, with ``peaks_missing_reason``): ``profiling.cost.roofline_point``. No rows when nothing was measured."""
+    """Experiment "roofline": each model at its best batch (highest throughput) on the roofline (Williams et al., CACM
+    2009; ``roofline_point``): flops (forward, whole batch), memory_bytes (minimum traffic), arithmetic_intensity
+    (FLOP/byte), achieved_tflop_per_s and _gb_per_s, the device's peaks (NaN on a CPU: ``peaks_missing_reason``)."""
     ok = batch[batch["status"] == "ok"]
-    if ok.empty:
-        return pd.DataFrame()
-    rows = []
-    for _, best in ok.loc[ok.groupby("model", sort=False)["throughput_items_per_s"].idxmax()].iterrows():
-        cost = _cost(best["model"], int(best["batch_size"]))
-        rows.append({"model": best["model"], "batch_size": int(best["batch_size"]), "status": "ok",
-                     "latency_ms_median": best["latency_ms_median"],
-                     "throughput_items_per_s": best["throughput_items_per_s"],
-                     **roofline_point(cost, best["latency_ms_median"], best["device"]),
-                     "device_name": best["device_name"]})
-    return pd.DataFrame(rows)
+    best = ok.loc[ok.groupby("model", sort=False)["throughput_items_per_s"].idxmax()] if len(ok) else ok
+    return pd.DataFrame([{"model": b["model"], "batch_size": int(b["batch_size"]), "status": "ok",
+                          **{c: b[c] for c in ("latency_ms_median", "throughput_items_per_s")}, **roofline_point(
+                              _cost(b["model"], int(b["batch_size"])), b["latency_ms_median"], b["device"]),
+                          "device_name": b["device_name"]} for _, b in best.iterrows()])
 
 
 def counters_workload(model: str, batch_size: int, device: str, warmup: int = 3) -> None:
-    """What Nsight Compute profiles for experiment "counters" (``hardware_counters`` runs it in a new process):
-    ``warmup`` forward passes of ``model`` at ``batch_size`` on a batch already on ``device``, then one between
-    ``torch.cuda.profiler.start()`` and ``stop()``, the only one profiled (``ncu --profile-from-start off``)."""
+    """What Nsight Compute profiles (``hardware_counters`` runs it in a new process): ``warmup`` forward passes on a
+    batch already on ``device``, then one between ``torch.cuda.profiler.start()`` and ``stop()``, the only one profiled
+    (``ncu --profile-from-start off``)."""
     net, x = _build(model, batch_size, device)
     x = x.to(device)
     with torch.inference_mode():
@@ -293,14 +248,11 @@ def counters_workload(model: str, batch_size: int, device: str, warmup: int = 3)
 
 
 def counters_point(model: str, batch_size: int, *, device: str, counters_kernels: int | None) -> dict:
-    """One point of experiment "counters": paper 001 Sec. III-A's Nsight Compute metrics over the first
-    ``counters_kernels`` kernels (None: every kernel) of one forward pass (:func:`counters_workload`): ``kernels``,
-    ``kernel_time_ms`` (summed), ``sm_cycles_active`` (summed), and the throughput percentages and DRAM frequency as
-    kernel-time-weighted means (``profiling.counters.summarise_counters``). Raises ``CountersMissing`` (stored as an
-    error) when ncu fails."""
+    """One point of experiment "counters": Sec. III-A's Nsight Compute metrics over the first ``counters_kernels``
+    kernels (None: all) of :func:`counters_workload` (``summarise_counters``: sums, and kernel-time-weighted means of
+    the throughput percentages and DRAM frequency). Raises ``CountersMissing`` (an error row) when ncu fails."""
     table = hardware_counters(f"{__name__}:counters_workload", kwargs=dict(model=model, batch_size=batch_size,
-                              device=device), launch_count=counters_kernels, profile_from_start=False,
-                              missing="raise")
+                              device=device), launch_count=counters_kernels, profile_from_start=False, missing="raise")
     return {**summarise_counters(table), "device": device, "data_source": DATA_SOURCE}
 
 
@@ -316,18 +268,15 @@ NCU_MODEL_S, NCU_KERNEL_S, NCU_KERNELS_UNCAPPED = 10.0, 0.5, 100
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: per model and batch size the warm-up and timed batches (on a GPU
-    for at least the utilisation window; on a CPU also the memory pass under the profiler), the breakdown's profiles,
-    and Nsight Compute at each counted model's best batch where it runs."""
+    """What :func:`measure` does, for its estimate: per point the warm-up and timed batches (on a GPU at least the
+    utilisation window; on a CPU the memory pass under the profiler), the breakdown's profiles, Nsight Compute."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
-    cuda = dev.type == "cuda"
-    works = []
+    cuda, samples, works = dev.type == "cuda", max(cfg.profile_iterations, SYNC_SAMPLES), []
     profiler_session(dev)()  # the profiler's start-up, once per process, paid here: not in a probe's time
     # calls under the profiler per point: the breakdown's (its warm-up, its steps, on a GPU the one-step profiles of
     # the host's wait, each after one warm step) and, on a CPU, benchmark's memory pass
-    profiled = PROFILER_WARMUP + cfg.profile_iterations + (2 * max(cfg.profile_iterations, SYNC_SAMPLES) if cuda
-                                                           else 3)
+    profiled = PROFILER_WARMUP + cfg.profile_iterations + (2 * samples if cuda else 3)
     for name in cfg.models:
         net = models.get(name).to(dev).eval()
 
@@ -344,8 +293,7 @@ def plan(cfg) -> list[Work]:
         overhead = max(profiled_s - unit_seconds(small, dev, warm=True), 0.0)
         works.append(Work("profiler overhead", len(cfg.batch_sizes) * profiled, overhead))
     points = len(cfg.models) * len(cfg.batch_sizes)
-    sessions = points * (1 + (max(cfg.profile_iterations, SYNC_SAMPLES) if cuda else 1))
-    works.append(Work("breakdown profiles", sessions, profiler_session(dev)))
+    works.append(Work("breakdown profiles", points * (1 + (samples if cuda else 1)), profiler_session(dev)))
     if cuda:
         works.append(Work("utilisation windows", points * UTIL_WINDOWS, UTIL_MIN_RUN_TIME_S))
     if counters_missing_reason(cfg.device) is None:
@@ -357,12 +305,9 @@ def plan(cfg) -> list[Work]:
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Experiments "batch", "breakdown", "roofline" and "counters" (see :func:`batch_point`,
-    :func:`breakdown_point`, :func:`roofline`, :func:`counters_point`) for every model and batch size (counters:
-    each model at its best batch), one frame with an ``experiment`` column. The sweeps store their points under
-    ``store_dir`` keyed by every setting and the thread count in use; counters are "skipped" with the reason
-    where Nsight Compute cannot run (a CPU, no ``ncu``). With ``cfg.save_traces`` the profiled points' Chrome
-    traces and experiment "memory_snapshots" (:func:`memory_snapshots`) go to ``<store_dir>/traces/``."""
+    """Experiments "batch", "breakdown", "roofline" and "counters" (their functions; counters at each model's best
+    batch, "skipped" where ncu cannot run) in one frame, stored keyed by every setting and the thread count;
+    ``cfg.save_traces``: Chrome traces and "memory_snapshots" into ``<store_dir>/traces/``."""
     kw = dict(progress=progress, settings=dict(threads=config.set_threads(cfg.threads), data_source=DATA_SOURCE))
     folder = trace_folder(store_dir, cfg.save_traces)
     batch = BATCH.run(cfg, store_dir, **kw)
@@ -379,9 +324,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            memory_snapshots=snapshots)
 
 def breakdown_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Experiment "breakdown" as one row per (model, batch size) and one column per component (time per batch, ms),
-    without the components this device did not measure (on a CPU, four of six); with a line naming those and
-    why ("" when every component was measured)."""
+    """Experiment "breakdown", a row per (model, batch size) and a column per component (ms per batch), without those
+    this device did not measure (on a CPU four of six), and a line naming them and why ("" when none)."""
     parts = _ok(df, "breakdown")
     table = parts.pivot_table(index=["model", "batch_size"], columns="component", values="time_per_batch_ms",
                               dropna=False, sort=False).reindex(columns=COMPONENTS)
@@ -524,68 +468,3 @@ CLAIMS = [
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """The claims of Sec. IV-A and Sec. V (:data:`CLAIMS`) by the noise rule of ``cnnlab.claims``."""
     return claims.check(CLAIMS, df, device)
-
-
-def _breakdown(ok: pd.DataFrame):
-    names = list(dict.fromkeys(ok["model"]))
-    fig, axes = plotting.plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.5), squeeze=False, sharey=True)
-    colors = dict(zip(STACKED, plotting.plt.get_cmap("tab10").colors))
-    for ax, name in zip(axes[0], names):
-        d = ok[ok["model"] == name]
-        sizes = sorted(set(d["batch_size"]))
-        pos, bottom = np.arange(len(sizes)), np.zeros(len(sizes))
-        share = d.pivot_table(index="batch_size", columns="component", values="share_of_latency_pct", dropna=False)
-        for comp in (c for c in STACKED if c in share and share[c].notna().any()):  # none on a CPU: no legend
-            height = share[comp].reindex(sizes).fillna(0).to_numpy()
-            ax.bar(pos, height, bottom=bottom, color=colors[comp], label=comp, width=0.7)
-            bottom += height
-        if HOST_WAIT in share and share[HOST_WAIT].notna().any():
-            ax.plot(pos, share[HOST_WAIT].reindex(sizes).to_numpy(dtype=float), "kD", label=f"{HOST_WAIT} (overlaps)")
-        first = d.groupby("batch_size")[["unprofiled_latency_ms", "profile_stretch"]].first().reindex(sizes)
-        for p, (ms, stretch), b in zip(pos, first.itertuples(index=False), bottom):
-            ax.text(p, b + 1, f"{ms:.3g} ms\nx{stretch:.1f}", ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(pos, [str(s) for s in sizes])
-        ax.set(xlabel="Batch size", title=name, ylim=(0, 125))
-    axes[0][0].set_ylabel("Share of the unprofiled time per batch (%)")
-    fig.text(0.5, -0.02, "above each bar: the unprofiled time per batch, and how much profiling stretched it "
-             "(profiled / unprofiled)", ha="center", fontsize=8)
-    plotting.legend_below(fig, [axes[0][0]], -0.06)
-    fig.tight_layout()
-    return fig
-
-
-def _roofline(roof: pd.DataFrame):
-    """Each model at its best batch under the device's FP32 roof (and TF32's, where cuDNN uses it for fp32)."""
-    first = roof.iloc[0] if len(roof) else pd.Series(dtype=object)
-    bw = first.get("peak_bandwidth_gb_per_s", math.nan)
-    roofs = {"FP32": first.get("peak_fp32_tflop_per_s", math.nan)}
-    if first.get("cudnn_allow_tf32") == True:  # noqa: E712 (None on a CPU)
-        roofs["TF32 (cuDNN default for fp32 convs)"] = first["peak_tf32_tflop_per_s"]
-    roofs = {k: v * 1e3 for k, v in roofs.items() if not (math.isnan(v) or math.isnan(bw))}  # GFLOP/s
-    if roofs:
-        title = f"Roofline: {first['device_name']}"
-    else:
-        reason = next(iter(roof["peaks_missing_reason"].dropna()), "device peaks unknown") if len(roof) else "no data"
-        title = f"Achieved FLOP/s vs arithmetic intensity\n(no roof lines: {reason.split(';')[0]})"
-    return plotting.roofline(roof["arithmetic_intensity_flop_per_byte"], roof["achieved_tflop_per_s"] * 1e3,
-                             [f"{m} (batch {int(b)})" for m, b in zip(roof["model"], roof["batch_size"])], roofs, bw,
-                             title)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """Paper Fig. 1 (total time for the images, peak memory: ``01_fig1_time_memory``) and Fig. 2 (time per
-    batch, GPU utilisation: ``01_fig2_latency_utilisation``; no utilisation panel where it was not measured, as on
-    a CPU: the line under the figure says so) against batch size, times with their p10-p90; each batch's wall time by
-    component, one panel per model (``01_time_breakdown``); achieved GFLOP/s against arithmetic intensity
-    under the device's roofs where known (``01_roofline``)."""
-    batch, roof = _ok(df, "batch"), df[df["experiment"] == "roofline"]  # roofline: models in grid order
-    images = int(batch["images"].min()) if len(batch) else 0
-    linear = {"gpu_util_pct": (0, 100)}
-    return {"01_fig1_time_memory": plotting.batch_panels(batch, [
-                ("total_time_s", f"Total time for {images:,} images (s)", "Total inference time"),
-                ("peak_mem_alloc_mib", plotting.label_for("peak_mem_alloc_mib"), "Peak memory allocated")],
-                linear=linear),
-            "01_fig2_latency_utilisation": plotting.batch_panels(batch, [
-                ("latency_ms_mean", "Average time per batch (ms)", "Average inference time per batch"),
-                ("gpu_util_pct", plotting.label_for("gpu_util_pct"), "GPU utilisation")], linear=linear),
-            "01_time_breakdown": _breakdown(_ok(df, "breakdown")), "01_roofline": _roofline(roof)}
