@@ -6,8 +6,7 @@ not say what it ran; we take it to be what gives convolutions coalesced memory a
 ``channels_last`` (NHWC) memory format, and ``torch.backends.cudnn.benchmark = True`` (CUDA only: rows record that
 a CPU has no cuDNN). Variants (:data:`VARIANTS`): ``fp32``; ``amp`` (``torch.autocast``: float16 on CUDA, bfloat16
 on a CPU); ``amc`` (fp32 + AMC, to separate the two effects); ``amp+amc``; ``amp+amc+compile`` (+ torch.compile).
-Random weights and CIFAR-shaped random inputs (``data_source = synthetic``): time and memory do not depend on them.
-"""
+Random weights and CIFAR-shaped random inputs (``data_source = synthetic``): time and memory do not depend on them."""
 
 from __future__ import annotations
 
@@ -18,19 +17,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnlab import claims, config, models, plotting, studies
+from cnnlab import claims, config, models, studies
 from cnnlab.claims import Claim, Spread
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, time_spread
 from cnnlab.profiling.estimate import Work, profiler_session
+from cnnlab.plotting import amp_amc as plots
+from cnnlab.plotting.amp_amc import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.studies import Experiment, Parameter
 
-VARIANTS = {
-    "fp32": dict(amp=False, amc=False, compile=False),
-    "amp": dict(amp=True, amc=False, compile=False),
-    "amc": dict(amp=False, amc=True, compile=False),
-    "amp+amc": dict(amp=True, amc=True, compile=False),
-    "amp+amc+compile": dict(amp=True, amc=True, compile=True),
-}
+# each variant's settings, as its name lists them (the names and their order: the figure's, plots.VARIANTS)
+VARIANTS = {name: dict(amp="amp" in name, amc="amc" in name, compile="compile" in name) for name in plots.VARIANTS}
 PAPER_MODELS = ["resnet20", "resnet32", "resnet44", "resnet56", "resnet110"]
 PAPER_MEMORY_DROP_PCT = (45.0, 50.0)  # Sec. IV-C, T4, batch 1024: "around 45-50%" ("as much as 50%", Sec. V)
 PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants using a batch size of 1024"
@@ -38,9 +34,9 @@ PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants us
 # tolerance); the drop is judged on this band, AMC_BAND
 AROUND_PP = 5.0
 AMC_BAND = (PAPER_MEMORY_DROP_PCT[0] - AROUND_PP, PAPER_MEMORY_DROP_PCT[1] + AROUND_PP)
-# "A slight increase" in time per batch (Sec. IV-C) has no number: an increase (amp+amc slower than fp32; "we didn't
-# see faster inference times", Sec. V) of at most claims.SLIGHT (our bound, the workbook's for "little"), judged as a
-# band (claims.band): at the times' noise it is often undecidable, and the claim's note says so.
+# "A slight increase" in time per batch (Sec. IV-C) has no number: a rise (amp+amc slower than fp32; "we didn't see
+# faster inference times", Sec. V) of at most claims.SLIGHT (our bound), judged as a band: often undecidable at the
+# times' noise, as the claim's note says.
 
 
 def _one_batch_size(value, parameter: str) -> int:
@@ -65,9 +61,7 @@ PARAMETERS = studies.Parameters(
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
     rounds=Parameter(3, check=config.positive_int,
                      doc="passes over the grid; the time claim judges each time within its rounds' medians"),
-    threads=studies.THREADS,
-    tf32=studies.TF32,
-    device=studies.DEVICE,
+    threads=studies.THREADS, tf32=studies.TF32, device=studies.DEVICE,
 )
 configure = PARAMETERS.configure
 # torch.compile's first call (tracing, code generation) cannot be probed short of compiling: a minute is what it
@@ -81,8 +75,11 @@ def amp_dtype(device) -> str:
 
 
 def amc_point(round, model, variant, *, batch_size, warmup, repeats, device) -> dict:  # noqa: A002
-    """One point of experiment "amp_amc" (``round``: the pass over the grid, a column of the store):
-    ``benchmark``'s row of ``model`` in ``variant`` at ``batch_size``, with the variant's settings."""
+    """One point of experiment "amp_amc" (``round``: the pass over the grid, a store column): ``benchmark``'s row of
+    ``model`` in ``variant`` at ``batch_size`` (latency_ms_* per batch in ms, throughput_items_per_s,
+    peak_mem_alloc_mib in MiB, gpu_util_pct...) and the variant's settings: autocast (dtype or "off"), memory_format,
+    cudnn_benchmark (bool; NaN on a CPU, why in cudnn_benchmark_missing_reason), compiled, compile_time_s (s, a
+    compiled model's first call: tracing, code generation and one batch; NaN otherwise)."""
     v, dev = VARIANTS[variant], torch.device(device)
     cuda = dev.type == "cuda"
     autocast = amp_dtype(dev) if v["amp"] else None
@@ -111,18 +108,17 @@ AMP_AMC = Experiment("amp_amc", amc_point, desc="AMP + AMC")
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: per round, model and variant the warm-up and timed batches (on a
-    CPU also the memory pass, two calls under the profiler), each variant probed apart; torch.compile's first call
-    at :data:`COMPILE_S`."""
+    """:func:`measure`'s work, for its estimate: per round, model and variant the warm-up and timed batches (on a CPU
+    also the memory pass, two calls under the profiler), each variant probed apart; torch.compile's first call at
+    :data:`COMPILE_S`."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     works = []
     for model in cfg.models:
         for variant in cfg.variants:
             v = VARIANTS[variant]
-            net = models.get(model).eval().to(dev)
             fmt = torch.channels_last if v["amc"] else torch.contiguous_format
-            net = net.to(memory_format=fmt)
+            net = models.get(model).eval().to(dev).to(memory_format=fmt)
             x = models.example_input(net, cfg.batch_size).to(dev).contiguous(memory_format=fmt)
             amp = config.to_dtype(amp_dtype(dev)) if v["amp"] else None
 
@@ -130,9 +126,7 @@ def plan(cfg) -> list[Work]:
                 with torch.inference_mode(), torch.autocast(dev.type, dtype=amp or torch.float16,
                                                             enabled=amp is not None):
                     return net(x)
-
-            calls = cfg.rounds * (cfg.warmup + cfg.repeats + (4 if dev.type == "cpu" else 0))
-            works.append(Work("timed batches", calls, call))
+            works.append(Work("timed batches", cfg.rounds * (cfg.warmup + cfg.repeats + 4 * (dev.type == "cpu")), call))
             if v["compile"]:
                 works.append(Work("torch.compile", cfg.rounds, COMPILE_S))
     if dev.type == "cpu":
@@ -143,16 +137,10 @@ def plan(cfg) -> list[Work]:
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Time per batch and peak memory of each model in each variant at ``cfg.batch_size`` (paper Fig. 5), from
-    ``cfg.rounds`` passes over the grid (:func:`cnnlab.profiling.combine_rounds`).
-
-    One row per (model, variant) with ``benchmark``'s columns (latency_ms_* per batch in ms,
-    throughput_items_per_s, peak_mem_alloc_mib in MiB, gpu_util_pct...), the variant's settings: autocast (dtype
-    or "off"), memory_format, cudnn_benchmark (bool; NaN on a CPU, with cudnn_benchmark_missing_reason),
-    compiled, compile_time_s (s, the first call of a compiled model: tracing, code generation and one batch; NaN
-    otherwise), and the change against the model's fp32 row: mem_change_pct_vs_fp32 and time_change_pct_vs_fp32
-    (100 * (variant - fp32) / fp32 of peak_mem_model_mib, the model's own bytes without the libraries' workspaces
-    in peak_mem_other_mib, and of latency_ms_median; negative = less).
-    """
+    ``cfg.rounds`` passes over the grid (:func:`cnnlab.profiling.combine_rounds`): a row per (model, variant) with
+    :func:`amc_point`'s columns and the change against the model's fp32 row, mem_change_pct_vs_fp32 and
+    time_change_pct_vs_fp32 (100 * (variant - fp32) / fp32 of peak_mem_model_mib, the model's own bytes without the
+    libraries' workspaces in peak_mem_other_mib, and of latency_ms_median; negative = less)."""
     threads = config.set_threads(cfg.threads)
     # round outermost: each point is timed once per pass over the grid, so its rounds lie apart in time and their
     # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
@@ -203,32 +191,3 @@ CLAIMS = [
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """The claims of Sec. IV-C (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
     return claims.check(CLAIMS, df, device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``03_fig5_time_memory`` (paper Fig. 5): time per batch (top, p10-p90 bars) and peak memory allocated to the
-    model's own tensors (bottom, each variant's % change against fp32 on its bar; the libraries' workspaces are left
-    out) per model, one bar per variant."""
-    import seaborn as sns
-
-    ok = df[df["status"] == "ok"]
-    order = [v for v in VARIANTS if v in set(ok["variant"])]
-    names = list(dict.fromkeys(ok["model"]))
-    fig, (top, bottom) = plotting.plt.subplots(2, 1, figsize=(max(7, 1.6 * len(names) + 3), 8), sharex=True)
-    for ax, col, title in ((top, "latency_ms_median", "Time per batch (median, bars: p10-p90)"),
-                           (bottom, "peak_mem_model_mib", "Peak memory of the model's own tensors (no workspaces)")):
-        sns.barplot(data=ok, x="model", y=col, order=names, hue="variant", hue_order=order, ax=ax, errorbar=None)
-        ax.set_ylabel(plotting.label_for(col) if col != "peak_mem_model_mib" else "Model's own peak memory (MiB)")
-        ax.set_title(f"{title}, batch {int(ok['batch_size'].iloc[0])}" if len(ok) else title)
-    plotting.bar_whiskers(top, ok, "model", names, "variant", order, "latency_ms_median", "latency_ms_p10",
-                          "latency_ms_p90", ecolor="0.2", capsize=3, lw=1)  # the spread of the timed batches
-    for container, variant in zip(bottom.containers, order):
-        if variant != "fp32":
-            rows = ok[ok["variant"] == variant].set_index("model")["mem_change_pct_vs_fp32"]
-            bottom.bar_label(container, labels=[f"{rows.get(name, math.nan):+.0f}%" for name in names], fontsize=8)
-    bottom.get_legend().remove()
-    top.legend(title="variant", fontsize=8)
-    bottom.set_xlabel("Model")
-    fig.tight_layout()
-    return {"03_fig5_time_memory": fig}
-

@@ -1,13 +1,12 @@
 """Study 02: FP32 against reduced precision for inference: time, memory, accuracy (paper 001, Sec. IV-B).
 
-Paper 001 ran a ResNet-110 trained in FP32 on CIFAR-10 under ``torch.cuda.amp.autocast()`` (FP16): time and
-memory per batch size (Fig. 3: slightly *slower* at small batches, less memory at large ones), test accuracy and
-loss (Fig. 4: no significant change). Precisions here: ``autocast`` (``torch.autocast``: float16 on CUDA, as the
-paper; bfloat16 on a CPU, PyTorch's CPU default; rows say which: ``autocast-fp16`` / ``autocast-bf16``), ``fp16``
-(``model.half()``: pure FP16, no FP32 islands) and ``bf16`` (the same with bfloat16). Timing inputs are random
-tensors of the data set's shape (``data_source = synthetic``: a dense CNN does the same work whatever the pixel
-values); accuracy and loss come from the test split.
-"""
+Paper 001 ran a ResNet-110 trained in FP32 on CIFAR-10 under ``torch.cuda.amp.autocast()`` (FP16): time and memory
+per batch size (Fig. 3: slightly *slower* at small batches, less memory at large ones), test accuracy and loss (Fig.
+4: no significant change). Precisions here: ``autocast`` (``torch.autocast``: float16 on CUDA, as the paper;
+bfloat16 on a CPU, PyTorch's CPU default; rows say which: ``autocast-fp16`` / ``autocast-bf16``), ``fp16``
+(``model.half()``: pure FP16, no FP32 islands) and ``bf16`` (the same with bfloat16). Timing inputs are random tensors
+of the data set's shape (``data_source = synthetic``: a dense CNN does the same work whatever the pixel values);
+accuracy and loss come from the test split."""
 
 from __future__ import annotations
 
@@ -19,21 +18,17 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnlab import claims, config, data, models, plotting, studies, train
+from cnnlab import claims, config, data, models, studies, train
 from cnnlab.claims import Claim, Spread
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
+from cnnlab.plotting.fp16 import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.studies import Experiment, Parameter
 
-# User-facing names -> (dtype of model and inputs, autocast dtype). "autocast" resolves per device (configure).
-PRECISIONS = {
-    "fp32": (None, None),
-    "autocast": None,  # autocast-fp16 on CUDA, autocast-bf16 on a CPU
-    "autocast-fp16": (None, "float16"),
-    "autocast-bf16": (None, "bfloat16"),
-    "fp16": ("float16", None),
-    "bf16": ("bfloat16", None),
-}
+# User-facing names -> (dtype of model and inputs, autocast dtype). "autocast" resolves per device (configure):
+# autocast-fp16 on CUDA, autocast-bf16 on a CPU.
+PRECISIONS = {"fp32": (None, None), "autocast": None, "autocast-fp16": (None, "float16"),
+              "autocast-bf16": (None, "bfloat16"), "fp16": ("float16", None), "bf16": ("bfloat16", None)}
 
 
 def _recipe(value, parameter: str):
@@ -59,9 +54,8 @@ def _resolve(cfg) -> None:
 # standard (30-epoch) recipe. paper: batch sizes 1 ... 1024, the full-length recipe.
 PARAMETERS = studies.Parameters(
     model=Parameter("resnet20", "resnet110", check=config.one_model, doc="registry name of one image model"),
-    dataset=Parameter("digits", "cifar10", doc="image data set to train and evaluate on",
-                      check=partial(config.one_of, valid=[n for n in data.names()
-                                                          if data.info(n).input_kind == "image"])),
+    dataset=Parameter("digits", "cifar10", doc="image data set to train and evaluate on", check=partial(config.one_of,
+                      valid=[n for n in data.names() if data.info(n).input_kind == "image"])),
     synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
     recipe=Parameter("quick", "standard", "paper", check=_recipe, doc="training recipe: quick | standard | paper"),
     precisions=Parameter(["fp32", "autocast", "fp16"], axis=True,
@@ -76,18 +70,15 @@ PARAMETERS = studies.Parameters(
     warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point"),
     eval_batch_size=Parameter(128, 512, check=config.batch_size, doc="batch size of the accuracy evaluation"),
-    threads=studies.THREADS,
-    tf32=studies.TF32,
-    device=studies.DEVICE,
-    check=_resolve,
+    threads=studies.THREADS, tf32=studies.TF32, device=studies.DEVICE, check=_resolve,
 )
 configure = PARAMETERS.configure
 
 ACCURACY_TOLERANCE_PP = 0.5  # issue 4: "accuracy changes by at most 0.5 percentage points"
-# "A slight increase in the inference time at smaller batch sizes" (Sec. IV-B) has no number: an increase (autocast
-# slower than fp32; "we didn't see faster inference times", Sec. V) of at most claims.SLIGHT (our bound, the
-# workbook's for "little"), judged as a band (claims.band). A one-sided reading would, with the times' noise floor,
-# hold only for rises well beyond the bound; at that noise the band is often undecidable, and the claim's note says so.
+# "A slight increase in the inference time at smaller batch sizes" (Sec. IV-B) has no number: a rise (autocast slower
+# than fp32; "we didn't see faster inference times", Sec. V) of at most claims.SLIGHT (our bound), judged as a band:
+# a one-sided reading would, with the times' noise floor, hold only for rises well beyond the bound; at that noise
+# the band is often undecidable, and the claim's note says so.
 # "No significant ... increase in test loss" (Sec. IV-B) has no number either; we read it as at most 5% above fp32's
 # loss (the accuracy bound's counterpart: a relative change, as the loss's scale depends on the data set).
 LOSS_INCREASE_MAX = 0.05
@@ -97,33 +88,20 @@ NOTICEABLE_MEM_RATIO = 0.9
 AVG_MEM_REPEATS = 3  # one-pass time-weighted averages per point: their range is the noise of avg_mem_mib
 
 
-def average_memory(model: torch.nn.Module, batch_size: int, dtype, autocast, device) -> dict:
-    """Average memory of one forward pass of ``model`` (already on ``device`` in ``dtype``, as ``benchmark`` left
-    it) at ``batch_size`` under ``autocast``: paper Fig. 3's "average memory used". ``avg_mem_mib`` (MiB) = the
-    model's own resident bytes (its parameters and buffers and the input) plus the time-weighted average of the
-    tensor memory allocated during the pass (``profiling.memory_over_time``; weighted by device time on a GPU,
-    ``avg_mem_weighting``): the median of ``AVG_MEM_REPEATS`` passes, their smallest and largest in
-    ``avg_mem_mib_low`` / ``avg_mem_mib_high`` (the weighting is by time, so it varies). NaN with
-    ``avg_mem_missing_reason`` when the profiler recorded no allocator event. ``avg_mem_other_mib``: what else was
-    resident on the GPU, left out (the cuBLAS/cuDNN workspaces: 66 MiB on an H100 when training ran in the same
-    process, the same in every precision; NaN on a CPU, ``avg_mem_other_missing_reason``)."""
-    dev = torch.device(device)
-    x = models.example_input(model, batch_size).to(dev, dtype=config.to_dtype(dtype) or torch.float32)
-    amp = config.to_dtype(autocast)
+def _converted(net: torch.nn.Module, precision: str, dev: torch.device) -> torch.nn.Module:
+    """A copy of ``net`` on ``dev`` in ``precision``'s dtype (fp32 where it has none), as ``benchmark`` converts it."""
+    return copy.deepcopy(net).to(dev, dtype=config.to_dtype(PRECISIONS[precision][0]) or torch.float32).eval()
+
+
+def _inference(model: torch.nn.Module, batch_size: int, precision: str, dev: torch.device):
+    """An example batch for ``model`` in ``precision``'s dtype, and one inference pass over it (under its autocast)."""
+    dtype, amp = (config.to_dtype(name) for name in PRECISIONS[precision])
+    x = models.example_input(model, batch_size).to(dev, dtype=dtype or torch.float32)
 
     def step():
         with torch.inference_mode(), torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
             return model(x)
-
-    other, why = memory.other_resident(dev, model, [x])
-    return {**memory.average_memory(step, dev, resident=memory.resident_bytes(model, [x], dev),
-                                    repeats=AVG_MEM_REPEATS),
-            "avg_mem_other_mib": other, "avg_mem_other_missing_reason": why}
-
-
-def _trained_dtype(net: torch.nn.Module) -> str:
-    """The trained model's dtype after a point (each point converts its copy: the trained model stays fp32)."""
-    return config.dtype_name(next(net.parameters()).dtype)
+    return x, step
 
 
 def time_point(precision: str, batch_size: int, *, net: torch.nn.Module, device: str, warmup: int,
@@ -137,28 +115,36 @@ def time_point(precision: str, batch_size: int, *, net: torch.nn.Module, device:
     row = {k: v for k, v in m.as_row().items() if k not in ("first_call_ms", "memory_format")}  # not used here
     del model
     free_memory()
-    return {**row, "trained_model_dtype": _trained_dtype(net), "data_source": "synthetic"}
+    return {**row, "trained_model_dtype": config.dtype_name(next(net.parameters()).dtype), "data_source": "synthetic"}
 
 
 def memory_point(precision: str, batch_size: int, *, net: torch.nn.Module, device: str) -> dict:
-    """One point of experiment "average_memory": :func:`average_memory`'s columns for a copy of ``net`` in
-    ``precision`` at ``batch_size``, converted as ``benchmark`` converts it. Its own sweep, after every timing:
-    it runs under the profiler, and no point is timed after a CUDA profile (``cnnlab.profiling.cupti``)."""
-    dtype, autocast = PRECISIONS[precision]
+    """One point of experiment "average_memory" (its own sweep, after every timing: it runs under the profiler, and
+    no point is timed after a CUDA profile, ``cnnlab.profiling.cupti``): paper Fig. 3's "average memory used" of one
+    forward pass of a copy of ``net`` in ``precision`` at ``batch_size``. ``avg_mem_mib`` (MiB): the model's own
+    resident bytes (parameters, buffers, input) + the time-weighted average tensor memory of the pass
+    (``profiling.memory_over_time``; by device time on a GPU, ``avg_mem_weighting``), the median of
+    ``AVG_MEM_REPEATS`` passes, their least and most in ``avg_mem_mib_low`` / ``_high``; NaN with
+    ``avg_mem_missing_reason`` where the profiler saw no allocator event. ``avg_mem_other_mib``: what else was
+    resident on the GPU, left out (cuBLAS/cuDNN workspaces: 66 MiB on an H100 when training ran in the same process,
+    the same in every precision; NaN on a CPU, ``avg_mem_other_missing_reason``)."""
     dev = torch.device(device)
-    model = copy.deepcopy(net).to(dev, dtype=config.to_dtype(dtype) or torch.float32).eval()
+    model = _converted(net, precision, dev)
     try:
-        return average_memory(model, batch_size, dtype, autocast, device)
+        x, step = _inference(model, batch_size, precision, dev)
+        other, why = memory.other_resident(dev, model, [x])
+        return {**memory.average_memory(step, dev, resident=memory.resident_bytes(model, [x], dev),
+                                        repeats=AVG_MEM_REPEATS),
+                "avg_mem_other_mib": other, "avg_mem_other_missing_reason": why}
     finally:
-        del model
+        model = x = step = None  # the copy and its batch dropped before the memory is freed
         free_memory()
 
 
 def accuracy_point(precision: str, *, net: torch.nn.Module, test_set, dataset: str, eval_batch_size: int,
                    device: str) -> dict:
-    """One point of experiment "accuracy": a copy of ``net`` in ``precision`` evaluated on ``test_set`` in
-    batches of ``eval_batch_size``: accuracy_pct (%), loss (mean cross-entropy, nats), num_examples, eval_time_s
-    (s)."""
+    """One point of experiment "accuracy": a copy of ``net`` in ``precision`` evaluated on ``test_set`` in batches of
+    ``eval_batch_size``: accuracy_pct (%), loss (mean cross-entropy, nats), num_examples, eval_time_s (s)."""
     dtype, autocast = PRECISIONS[precision]
     dev, model = torch.device(device), copy.deepcopy(net)  # evaluate converts the model in place
     loader = data.make_loader(test_set, eval_batch_size)
@@ -166,51 +152,45 @@ def accuracy_point(precision: str, *, net: torch.nn.Module, test_set, dataset: s
                                            autocast=config.to_dtype(autocast)), device=dev)
     del model
     free_memory()
-    return {**run.result, "eval_time_s": run.seconds, "trained_model_dtype": _trained_dtype(net),
-            "dataset": dataset, "data_source": test_set.data_source, "device": device}
+    return {**run.result, "eval_time_s": run.seconds,
+            "trained_model_dtype": config.dtype_name(next(net.parameters()).dtype), "dataset": dataset,
+            "data_source": test_set.data_source, "device": device}
 
 
-TIMING = Experiment("timing", time_point, axes={"precision": "precisions", "batch_size": "batch_sizes"},
-                    desc="precision: time and memory")
-AVERAGE_MEMORY = Experiment("average_memory", memory_point,
-                            axes={"precision": "precisions", "batch_size": "batch_sizes"},
-                            desc="precision: average memory")
+GRID = {"precision": "precisions", "batch_size": "batch_sizes"}
+TIMING = Experiment("timing", time_point, axes=GRID, desc="precision: time and memory")
+AVERAGE_MEMORY = Experiment("average_memory", memory_point, axes=GRID, desc="precision: average memory")
 ACCURACY = Experiment("accuracy", accuracy_point, axes={"precision": "precisions"}, desc="precision: accuracy")
 
 
+def _not_timed(cfg, precision: str, batch_size: int) -> str | None:
+    """Why a point is not timed (fp16 arithmetic on a CPU outside ``cpu_fp16_batch_sizes``), or None."""
+    cpu = torch.device(cfg.device).type == "cpu"
+    if cpu and "float16" in PRECISIONS[precision] and batch_size not in cfg.cpu_fp16_batch_sizes:
+        return (f"{precision} on a CPU is timed only at cpu_fp16_batch_sizes={cfg.cpu_fp16_batch_sizes}: "
+                "fp16 arithmetic can be ~25x slower than fp32 there")
+    return None
+
+
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: the training (none where its checkpoint is cached), then per
-    precision and batch size the warm-up and timed batches, the average-memory passes under the profiler (and on a
-    CPU the memory pass), and per precision a pass over the test set; each precision probed apart (fp16 arithmetic
-    can be 25x slower than fp32 on a CPU)."""
+    """:func:`measure`'s work, for its estimate: the training (none where cached), per precision the timed batches and
+    profiled passes at each batch size (on a CPU also the memory pass) and a pass over the test set, each precision
+    probed apart (fp16 can be 25x slower than fp32 on a CPU)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
-    meta = data.info(cfg.dataset)
+    cpu, meta = dev.type == "cpu", data.info(cfg.dataset)
     works = train.plan(cfg.model, cfg.dataset, recipe=cfg.recipe, synthetic=cfg.synthetic, device=dev)
     net = models.get(cfg.model, num_classes=meta.num_classes)
     test_size = meta.test_size // 10 if cfg.synthetic else meta.test_size
+    eval_batch = min(cfg.eval_batch_size, test_size)
     for precision in cfg.precisions:
-        dtype, autocast = PRECISIONS[precision]
-        model = copy.deepcopy(net).to(dev, dtype=config.to_dtype(dtype) or torch.float32).eval()
-        amp = config.to_dtype(autocast)
-
-        def batch(size, model=model, dtype=dtype, amp=amp):
-            x = models.example_input(model, size).to(dev, dtype=config.to_dtype(dtype) or torch.float32)
-
-            def call():
-                with torch.inference_mode(), torch.autocast(dev.type, dtype=amp or torch.float16,
-                                                            enabled=amp is not None):
-                    return model(x)
-            return call
-
-        sizes = [b for b in cfg.batch_sizes if not (dev.type == "cpu" and "float16" in PRECISIONS[precision]
-                                                    and b not in cfg.cpu_fp16_batch_sizes)]
-        calls = {b: cfg.warmup + cfg.repeats + AVG_MEM_REPEATS + (3 if dev.type == "cpu" else 0) for b in sizes}
-        eval_batch = min(cfg.eval_batch_size, test_size)
-        seconds = interpolate([*sizes, eval_batch], batch, dev)
-        works += [Work("timed batches", calls[b], seconds[b]) for b in sizes]
+        model = _converted(net, precision, dev)
+        sizes = [b for b in cfg.batch_sizes if not _not_timed(cfg, precision, b)]
+        seconds = interpolate([*sizes, eval_batch], lambda b: _inference(model, b, precision, dev)[1], dev)
+        works += [Work("timed batches", cfg.warmup + cfg.repeats + AVG_MEM_REPEATS + 3 * cpu, seconds[b])
+                  for b in sizes]
         works.append(Work("accuracy", -(-test_size // eval_batch), seconds[eval_batch]))
-        works.append(Work("profiles", len(sizes) * (AVG_MEM_REPEATS + (dev.type == "cpu")), profiler_session(dev)))
+        works.append(Work("profiles", len(sizes) * (AVG_MEM_REPEATS + cpu), profiler_session(dev)))
     return works
 
 
@@ -218,33 +198,24 @@ def plan(cfg) -> list[Work]:
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train (or load the cached checkpoint of) ``cfg.model`` in FP32, then infer it in each precision.
 
-    Experiment "training": ``cnnlab.train.train``'s history (one row per epoch). Experiment "timing" (Fig. 3):
-    one row per (precision, batch size) (:func:`time_point`); on a CPU, fp16 arithmetic outside
-    ``cpu_fp16_batch_sizes`` is a "skipped" row with the reason in ``error``. Experiment "accuracy" (Fig. 4): one
-    row per precision (:func:`accuracy_point`) with accuracy_change_pp (percentage points vs fp32) and loss_change
-    (vs fp32). Every measured row has dtype, autocast and trained_model_dtype (the trained model's dtype after the
-    point). Each sweep's store is keyed by every setting (``cfg.settings``) and the thread count in use.
+    Experiments: "training" (``cnnlab.train.train``'s history, a row per epoch); "timing" (Fig. 3, a row per
+    precision and batch size: :func:`time_point`, with :func:`memory_point`'s avg_mem_* beside; on a CPU, fp16
+    outside ``cpu_fp16_batch_sizes`` is a "skipped" row, why in ``error``); "accuracy" (Fig. 4, a row per precision:
+    :func:`accuracy_point`, with accuracy_change_pp, percentage points, and loss_change against fp32). Every measured
+    row has dtype, autocast and trained_model_dtype (the trained model's after the point: each point converts a copy,
+    the trained model stays fp32); stores are keyed by every setting and the thread count in use.
     """
-    settings = dict(threads=config.set_threads(cfg.threads))
-    dev = torch.device(cfg.device)
-    net, history = train.train(cfg.model, cfg.dataset, recipe=cfg.recipe, synthetic=cfg.synthetic, device=dev,
-                               progress=progress)
+    common = dict(progress=progress, settings=dict(threads=config.set_threads(cfg.threads)))
+    net, history = train.train(cfg.model, cfg.dataset, recipe=cfg.recipe, synthetic=cfg.synthetic,
+                               device=torch.device(cfg.device), progress=progress)
     net = net.cpu()  # each point measures a copy on the device: the device's memory counters see only that copy
-
-    def not_timed(precision, batch_size):
-        if dev.type == "cpu" and "float16" in PRECISIONS[precision] and batch_size not in cfg.cpu_fp16_batch_sizes:
-            return (f"{precision} on a CPU is timed only at cpu_fp16_batch_sizes={cfg.cpu_fp16_batch_sizes}: "
-                    "fp16 arithmetic can be ~25x slower than fp32 there")
-        return None
-
     # the trained model and test set are bound, not keys: the settings that make them (model, dataset, ...) are
-    times = TIMING.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net), skip=not_timed)
+    times = TIMING.run(cfg, store_dir, **common, bind=dict(net=net), skip=partial(_not_timed, cfg))
     # under the profiler, so after every timing: the timing row of each point gets its columns
-    averages = AVERAGE_MEMORY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net),
-                                  skip=not_timed)
+    averages = AVERAGE_MEMORY.run(cfg, store_dir, **common, bind=dict(net=net), skip=partial(_not_timed, cfg))
     times = studies.beside(times, averages, ["precision", "batch_size"], "avg_mem_", "average-memory pass")
     test_set = data.load(cfg.dataset, "test", synthetic=cfg.synthetic)
-    acc = ACCURACY.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(net=net, test_set=test_set))
+    acc = ACCURACY.run(cfg, store_dir, **common, bind=dict(net=net, test_set=test_set))
     fp32 = acc[acc["status"] == "ok"].set_index("precision")
     for col, change in (("accuracy_pct", "accuracy_change_pp"), ("loss", "loss_change")):
         acc[change] = acc[col] - fp32[col].get("fp32", math.nan) if col in acc else math.nan
@@ -262,9 +233,8 @@ def _evaluated(df: pd.DataFrame, loss: bool):
         return "fp32 and a reduced precision were not both evaluated"
     b, n = acc.loc["fp32"], int(acc.loc["fp32", "num_examples"])
     fp32 = accuracy.correct_count(float(b["accuracy_pct"]), n)
-    parts = {p: Spread.exact(r["loss"] / b["loss"]) if loss else
-             accuracy.difference(accuracy.correct_count(r["accuracy_pct"], n), fp32, n) for p, r in acc.iterrows()
-             if p != "fp32"}
+    parts = {p: Spread.exact(r["loss"] / b["loss"]) if loss else accuracy.difference(
+        accuracy.correct_count(r["accuracy_pct"], n), fp32, n) for p, r in acc.drop("fp32").iterrows()}
     ours = f"fp32 {b['loss']:.4f} nats" if loss else f"fp32 {accuracy.text(accuracy.accuracy(fp32, n), '%', False)}"
     ours += "; " + ", ".join(f"{p} {x.text('.4f', 'x') if loss else accuracy.text(x)}" for p, x in parts.items())
     return claims.Measured(parts, ours, f"{b['dataset']} test set ({b['data_source']}, {n} images)")
@@ -330,31 +300,3 @@ CLAIMS = [
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """The claims of Sec. IV-B (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
     return claims.check(CLAIMS, df, device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``02_fig3_time_memory`` (paper Fig. 3): time per batch and average memory against batch size, one line per
-    precision, skipped points named below. ``02_fig4_accuracy_loss`` (Fig. 4): test accuracy and loss per
-    precision, values written on the bars."""
-    times = df[df["experiment"] == "timing"]
-    ok = times[times["status"] == "ok"]
-    skipped = times[times["status"] == "skipped"]
-    text = "; ".join(f"{p}: batch {', '.join(str(int(b)) for b in g['batch_size'])} not timed"
-                     for p, g in skipped.groupby("precision", sort=False))
-    fig3 = plotting.batch_panels(ok, [
-        ("latency_ms_median", plotting.label_for("latency_ms_median"), "Inference time per batch"),
-        ("avg_mem_mib", "Average memory (MiB)", "Average memory (the claim's quantity)")], hue="precision",
-        note=text + " (see error column)" if len(skipped) else "", markersize=8)
-
-    acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")]
-    fig4, (left, right) = plotting.plt.subplots(1, 2, figsize=(9, 4))
-    for ax, col, fmt, title, unit in ((left, "accuracy_pct", "%.2f", "Test accuracy", "%"),
-                                      (right, "loss", "%.4f", "Test loss", "cross-entropy, nats")):
-        plotting.bars(ax, acc, "precision", col, f"{title} ({unit})", values=fmt, fontsize=9)
-        ax.set(xlabel="Precision", title=title)
-    left.set_ylim(0, 105)
-    if len(acc):
-        fig4.suptitle(f"{acc['dataset'].iloc[0]} test set ({int(acc['num_examples'].iloc[0])} images, "
-                      f"{acc['data_source'].iloc[0]})", fontsize=10)
-    fig4.tight_layout()
-    return {"02_fig3_time_memory": fig3, "02_fig4_accuracy_loss": fig4}
