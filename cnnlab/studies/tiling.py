@@ -1,67 +1,59 @@
-"""Study 04 (tiling): memory tiling of ResNet-20 at 224x224: time, GPU utilisation, average and peak memory per
-tile size.
+"""Study 04 (tiling): memory tiling of ResNet-20 at 224x224: time, GPU utilisation, average and peak memory per tile.
 
-Paper 001 (Maji et al., "Towards Efficient CNN Inference: Memory Profiling and Optimization", Sec. III-D and
-IV-D, Fig. 6) runs ResNet-20 on Mini-ImageNet (3x224x224) at batch 8 with convolution tiles of 8x8, 16x16, 32x32
-and 64x64 and reports that inference time falls as tiles grow (red line), GPU utilisation rises (blue dashed) and
-average memory rises slightly (green dash-dot). It does not say how it tiled; cnnlab measures two tilings, each
-against the untiled model:
+Paper 001 (Maji et al., Sec. III-D and IV-D, Fig. 6) runs ResNet-20 on Mini-ImageNet (3x224x224) at batch 8 with
+convolution tiles of 8x8 to 64x64: time falls as tiles grow, GPU utilisation rises, average memory rises slightly.
+It does not say how it tiled; cnnlab measures two tilings, each against the untiled model:
 
-- ``triton``: every Conv2d replaced by cnnlab's Triton kernel (``cnnlab.kernels.tile_model``), in which one
-  program computes a ``tile x tile`` block of output pixels (the paper's GPU tiles: the tile's input window is
-  what the kernel keeps close). On a CPU Triton runs only in its interpreter, so there the kernel is checked for
-  correctness and never timed: its points are "skipped" with ``triton_conv.TRITON_CPU_REASON``.
-- ``spatial``: the convolutional trunk runs tile by tile over the image (``cnnlab.kernels.spatial_tiling``,
-  stream mode: strips of ``tile`` input rows with line buffers for the halo), so no full-size activation lives.
+- ``triton``: every Conv2d replaced by cnnlab's Triton kernel (``cnnlab.kernels.tile_model``), one program per
+  ``tile x tile`` block of output pixels (the paper's GPU tiles). On a CPU Triton only runs interpreted, so there
+  the kernel is checked, never timed: its points are "skipped" with ``triton_conv.TRITON_CPU_REASON``.
+- ``spatial``: the convolutional trunk runs tile by tile over the image (``cnnlab.kernels.spatial_tiling``, stream
+  mode: strips of ``tile`` input rows with line buffers for the halo), so no full-size activation lives.
 
-:func:`measure`'s experiments: "tiles" (time, utilisation, average and peak memory per (method, tile)),
-"triton_check" (the Triton kernel against ``F.conv2d`` on ResNet-20's layer shapes, per tile) and "logits_check"
-(the spatially tiled model's logits against the untiled model's, per tile). Input: random tensors of the model's
-input shape (``data_source = synthetic``): a dense CNN does the same work whatever the pixel values.
+Experiments: "tiles" (per (method, tile)), "triton_check" (the kernel against ``F.conv2d`` on ResNet-20's layer
+shapes), "logits_check" (spatially tiled logits against untiled). Input: random tensors (``data_source =
+synthetic``): a dense CNN does the same work whatever the pixel values.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from cnnlab import claims, config, models, plotting, studies
+from cnnlab import claims, config, models, studies
 from cnnlab.claims import Claim, Declared, Measured, Spread, all_of, below, falls, rises, within
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
+from cnnlab.plotting.tiling import PAPER_TILE_SIZES, TILED_METHODS, why_missing
+from cnnlab.plotting.tiling import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, memory, time_spread, wall_time
 from cnnlab.profiling.estimate import Work, forward, profiler_session, under_profiler
 from cnnlab.profiling.gpu_util import UTIL_MIN_RUN_TIME_S
 from cnnlab.profiling.memory import MIB
 from cnnlab.studies import Experiment, Parameter
 
-TILED_METHODS = ("spatial", "triton")  # the untiled model is always measured, as the baseline
-PAPER_TILE_SIZES = [8, 16, 32, 64]  # Sec. IV-D
 PAPER_BATCH_SIZE = 8
 PAPER_IMAGE_SIZE = 224  # Mini-ImageNet, 3x224x224 (Sec. III-B)
 UNTILS = ("layer1", "layer2", "layer3", "avgpool")  # how much of the CIFAR ResNet runs spatially tiled (avgpool:
 # the whole trunk and its global average pool, summed strip by strip: not even the trunk's output is stitched)
 DATA_SOURCE = "synthetic"
-# ResNet-20's distinct convolution shapes (C_in, C_out, stride) that the Triton check covers: the stem (3 input
-# channels: a partly masked channel block), a stage convolution, and a stride-2 downsampling convolution.
+# ResNet-20's distinct convolution shapes (C_in, C_out, stride) for the Triton check: the stem (3 input channels: a
+# partly masked channel block), a stage convolution, and a stride-2 downsampling convolution.
 CHECK_LAYERS = {"conv1 3->16": (3, 16, 1), "layer1 16->16": (16, 16, 1), "layer3 down 32->64 s2": (32, 64, 2)}
 CHECK_BATCH = 2
-# Repeated measurements, so that every compared quantity carries its noise (cnnlab.claims): the average memory of
-# AVG_MEM_REPEATS profiled passes (time-weighted, so it moves with timing); on a GPU the utilisation of one timed
-# loop a round (one NVML mean per loop, at least a second of samples: its spread is that of the rounds, which lie
-# apart in time, never one loop's samples).
+# Every compared quantity carries its noise (cnnlab.claims): average memory over AVG_MEM_REPEATS profiled passes
+# (time-weighted, so it moves with timing); GPU utilisation over the rounds (one timed loop's NVML mean a round).
 AVG_MEM_REPEATS = 3
 # Paper 001 gives no numbers for Fig. 6. "Significantly" (time) we read as SIGNIFICANT_DROP from the smallest to the
-# largest tile; "slight" (average memory) as the workbook's one bound for "slight" and "little" (claims.SLIGHT).
-# "Very effective at reducing latency" (Sec. V) we read as the largest tile's time below the untiled model's by more
-# than a "slight" change. Sec. V says it of tiling with no untiled baseline measured beside it: that comparison is
-# ours, beyond the paper (issue 32, item 9).
+# largest tile; "slight" (average memory) as the workbook's bound for "slight" (claims.SLIGHT). "Very effective at
+# reducing latency" (Sec. V, said of tiling with no untiled baseline beside it) we read as the largest tile's time
+# below the untiled model's by more than a "slight" change: that comparison is ours (issue 32, item 9).
 SIGNIFICANT_DROP = 0.9  # time at the largest tile / at the smallest < this
 
 
@@ -116,25 +108,18 @@ PARAMETERS = studies.Parameters(
 configure = PARAMETERS.configure
 
 
-# ------------------------------------------------------------------------------------------------ measurements
-
 def _label(tile: int) -> str:
     return f"{tile}x{tile}"
 
 
-def _px(label: str) -> int | None:
-    """Tile edge in pixels of a tile label ("8x8" -> 8; "untiled" -> None)."""
+def _px(label: str) -> int | None:  # a tile label's edge in pixels ("8x8" -> 8; "untiled" -> None)
     return None if label == "untiled" else int(label.split("x")[0])
 
 
 def build(model: str, method: str, tile: int | None, *, until: str, spatial_mode: str) -> torch.nn.Module:
-    """``model`` (seeded random weights, eval mode): "untiled", "spatial" (``tile_spatially`` up to ``until`` in
-    ``spatial_mode``) or "triton" (every Conv2d a Triton ``TiledConv2d``), on the CPU.
-
-    Built outside inference mode on purpose: the tiling helpers deep-copy the model, and a copy made under
-    ``torch.inference_mode`` holds inference tensors, whose missing version counter TiledConv2d's weight cache
-    reads.
-    """
+    """``model`` (seeded weights, eval mode) on the CPU: "untiled", "spatial" (``tile_spatially`` up to ``until`` in
+    ``spatial_mode``) or "triton" (every Conv2d a Triton ``TiledConv2d``). Built outside inference mode: the tiling
+    helpers deep-copy, and a copy under it holds inference tensors, which TiledConv2d's weight cache cannot read."""
     torch.manual_seed(0)
     net = models.get(model).eval()
     if method == "spatial":
@@ -150,42 +135,34 @@ def example_batch(batch_size: int, image_size: int, device) -> torch.Tensor:
 
 def tile_point(round, method, tile, *, model, image_size, batch_size, until, spatial_mode, warmup, repeats,  # noqa
                device) -> dict:
-    """One point of experiment "tiles" in one round (the pass over the grid, a column of the store): ``benchmark``'s
-    columns for a batch already on the device (latency_ms_* per batch: Fig. 6's inference time; first_call_ms,
-    where Triton compiles on a GPU; peak_mem_alloc_mib; gpu_util_pct over NVML samples inside the timed loop, NaN on
-    a CPU with the reason), tile_px (NaN untiled), avg_mem_mib (MiB, resident tensors plus the time-weighted average
-    of the tensor memory allocated during one pass, ``profiling.memory.average_memory``: Fig. 6's average memory; by
-    device time on a GPU, ``avg_mem_weighting``; the median of :data:`AVG_MEM_REPEATS` passes, their smallest and
-    largest in avg_mem_mib_low/_high) and avg_mem_increment_mib, gpu_util_pct_low/_high (this round's one mean, whose
-    spread over the rounds :func:`cnnlab.profiling.combine_rounds` takes; gpu_util_rounds: 1, 0 where not measured;
-    :func:`measure` counts them over the rounds)."""
+    """One point of experiment "tiles" in one round (a pass over the grid, a column of the store): ``benchmark``'s
+    columns for a batch on the device (latency_ms_* per batch; first_call_ms, where Triton compiles on a GPU;
+    peak_mem_alloc_mib; gpu_util_pct, NVML in the timed loop, NaN on a CPU), gpu_util_pct_low/_high (this round's
+    one mean: :func:`combine_rounds` spreads it over the rounds, never one loop's samples), gpu_util_rounds (1, 0
+    where not measured: :func:`measure` sums them), tile_px (NaN untiled)."""
     free_memory()
     dev, spatial = torch.device(device), method == "spatial"
     net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
     x = example_batch(batch_size, image_size, dev)  # on the device: the convolutions, not copies
     m = benchmark(net, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, measure_gpu_util=True)
-    # one NVML mean per point and round: its interval is the rounds' (combine_rounds), not this loop's samples
     util = m.gpu_util_pct
     return {**m.as_row(), "gpu_util_pct_low": util, "gpu_util_pct_high": util,
-            "gpu_util_rounds": 0 if math.isnan(util) else 1, "tile_px": _px(tile),
-            "image_size": image_size, "until": until if spatial else None,
-            "spatial_mode": spatial_mode if spatial else None, "model": model, "data_source": DATA_SOURCE}
+            "gpu_util_rounds": 0 if math.isnan(util) else 1, "tile_px": _px(tile), "image_size": image_size,
+            "until": until if spatial else None, "spatial_mode": spatial_mode if spatial else None, "model": model,
+            "data_source": DATA_SOURCE}
 
 
 def memory_point(round, method, tile, *, model, image_size, batch_size, until, spatial_mode,  # noqa: A002
                  device) -> dict:
-    """One point of experiment "tile_memory" in one round: the average-memory columns of :func:`tile_point`'s
-    point, from passes under the profiler (``profiling.memory.average_memory``), in a sweep of its own after every
-    timing: no point is timed after a CUDA profile (``cnnlab.profiling.cupti``)."""
+    """One point of experiment "tile_memory" in one round, swept after every timing (none is timed after a CUDA
+    profile: ``cnnlab.profiling.cupti``): avg_mem_mib (MiB, Fig. 6's average memory: resident tensors plus the
+    time-weighted average of those allocated in a pass, ``memory.average_memory``, by device time on a GPU; median
+    of :data:`AVG_MEM_REPEATS` passes, least and most in _low/_high), avg_mem_increment_mib (less the resident)."""
     free_memory()
     dev = torch.device(device)
     net = build(model, method, _px(tile), until=until, spatial_mode=spatial_mode).to(dev)
     x = example_batch(batch_size, image_size, dev)
-
-    def step():
-        with torch.inference_mode():
-            return net(x)
-
+    step = partial(forward, net, x)  # one pass under inference mode
     step()  # the first call compiles (Triton) or picks algorithms: not the pass measured
     resident = memory.resident_now(dev, net, [x])
     mem = memory.average_memory(step, dev, resident=resident, repeats=AVG_MEM_REPEATS)  # NaN if a pass saw no event
@@ -193,13 +170,10 @@ def memory_point(round, method, tile, *, model, image_size, batch_size, until, s
 
 
 def triton_point(tile, layer, *, check_size) -> dict:
-    """One point of experiment "triton_check": the Triton kernel against ``F.conv2d`` (fp32) on layer ``layer`` of
-    :data:`CHECK_LAYERS` (name -> (C_in, C_out, stride); 3x3 kernels, padding 1): a seeded random
-    :data:`CHECK_BATCH` x C_in x ``check_size``^2 input, weights and bias convolved into an output pre-filled with
-    NaN (an element the kernel does not write stays NaN and fails), where ``triton_check_device`` says (interpreted
-    on a CPU: slow, keep check_size small; compiled on a GPU). Row: tile_px, input_shape, device (where it ran),
-    max_abs_error, rel_error (max |error| / max |reference|), tolerance, dot_precision ("ieee" or "tf32"), passed,
-    check_s (s, the kernel call)."""
+    """Experiment "triton_check"'s point: the Triton kernel against ``F.conv2d`` (fp32, 3x3, padding 1) on
+    :data:`CHECK_LAYERS`' ``layer``, a seeded :data:`CHECK_BATCH` x C_in x ``check_size``^2 input, the output first
+    NaN (an unwritten element fails), where ``triton_check_device`` says: tile_px, input_shape, device, max_abs_error,
+    rel_error (max |error| / max |reference|), tolerance, dot_precision ("ieee"/"tf32"), passed, check_s (s)."""
     dev = triton_conv.triton_check_device()[0]
     c_in, c_out, stride = CHECK_LAYERS[layer]
     gen = torch.Generator().manual_seed(0)
@@ -240,9 +214,8 @@ LOGITS_CHECK = Experiment("logits_check", logits_point, desc="tiling: spatial lo
 
 
 def check_triton(cfg, store_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """Experiment "triton_check" (:func:`triton_point`) at every tile of ``cfg.tile_sizes`` and layer of
-    :data:`CHECK_LAYERS`: rows tile, layer, then the point's columns; where the kernel cannot run, the points are
-    "skipped" with the reason."""
+    """Experiment "triton_check" (:func:`triton_point`) at every tile and layer of :data:`CHECK_LAYERS`: rows tile,
+    layer, then the point's columns; "skipped" with the reason where the kernel cannot run."""
     dev, reason = triton_conv.triton_check_device()
     points = [dict(tile=_label(t), layer=layer) for t in cfg.tile_sizes for layer in CHECK_LAYERS]
     return TRITON_CHECK.run(cfg, store_dir, progress=progress, points=points, skip=lambda tile, layer: reason,
@@ -251,10 +224,9 @@ def check_triton(cfg, store_dir: str | Path | None = None, progress: bool = Fals
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: per round and timed point (untiled, each method and tile; the
-    Triton kernel only where it is timed) its first call, warm-up, timed batches and profiled passes (average memory;
-    on a CPU the memory pass), on a GPU the utilisation window; the Triton check's points (one probed) and the
-    logits check's two passes per tile."""
+    """What :func:`measure` does, for its estimate: per round and timed point its first call, warm-up, timed
+    batches and profiled passes (average memory; on a CPU the memory pass), on a GPU the utilisation window; the
+    Triton check's points (one probed) and the logits check's two passes per tile."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     x = example_batch(cfg.batch_size, cfg.image_size, dev)
@@ -265,12 +237,8 @@ def plan(cfg) -> list[Work]:
     profiler_session(dev)()  # the profiler's start-up, once per process, paid here: not in a probe's time
     for method, tile in points:
         net = build(cfg.model, method, tile, until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
-
-        def step(net=net):
-            return forward(net, x)
-
-        # profiled passes cost what their operators do under the profiler (8x a plain pass for small tiles): timed
-        # (warm: right after the plain pass); on a CPU, benchmark's memory pass is two more of them
+        step = partial(forward, net, x)
+        # profiled passes (8x a plain one for small tiles) timed warm; on a CPU benchmark's memory pass is two more
         profiled = cfg.rounds * (AVG_MEM_REPEATS + (2 if dev.type == "cpu" else 0))
         works += [Work("tiles", cfg.rounds * (2 + cfg.warmup + cfg.repeats), step),  # + the memory pass's first
                   Work("tiles", profiled, lambda step=step: under_profiler(step, dev), warm=True)]
@@ -283,31 +251,27 @@ def plan(cfg) -> list[Work]:
     one = example_batch(1, cfg.image_size, dev)
     for method in ("untiled", "spatial"):
         net = build(cfg.model, method, cfg.tile_sizes[0], until=cfg.until, spatial_mode=cfg.spatial_mode).to(dev)
-        works.append(Work("logits check", len(cfg.tile_sizes), lambda net=net: forward(net, one)))
+        works.append(Work("logits check", len(cfg.tile_sizes), partial(forward, net, one)))
     return works
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Three experiments in one frame, with ``cfg.threads`` intra-op threads (None: torch's default), the count in
-    use being part of the stores' key. "tiles": one row for the untiled model, then one per (method, tile), each
-    from ``cfg.rounds`` passes over that grid (:func:`cnnlab.profiling.combine_rounds`: the median of the rounds,
-    the claims' interval their least and most): :func:`tile_point`'s columns, and time_vs_untiled,
-    avg_mem_vs_untiled, peak_mem_vs_untiled (each divided by the untiled row's); Triton points are "skipped" where
-    ``triton_untimed_reason`` says (on a CPU), with the reason in ``error``. "triton_check": :func:`check_triton`.
-    "logits_check": :func:`logits_point` per tile."""
+    """Three experiments, with ``cfg.threads`` intra-op threads (None: torch's default; the count in use is part of
+    the stores' key). "tiles": the untiled row, then one per (method, tile), from ``cfg.rounds`` passes over the grid
+    (:func:`combine_rounds`: the rounds' median, the claims' interval their least and most): the columns of
+    :func:`tile_point` and :func:`memory_point`, and time_vs_untiled, avg_mem_vs_untiled, peak_mem_vs_untiled (each /
+    the untiled row's); Triton "skipped" where ``triton_untimed_reason`` says, the reason in ``error``."""
     threads = config.set_threads(cfg.threads)
     untimed = triton_conv.triton_untimed_reason(cfg.device)
-    # round outermost: each point is timed once per pass over the grid, so its rounds lie apart in time and their
-    # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
+    # round outermost: a point's rounds lie apart in time, so their spread shows a shared machine's drifting load
     points = [dict(method="untiled", tile="untiled")] + [dict(method=m, tile=_label(t)) for m in cfg.methods
                                                           for t in cfg.tile_sizes]
     grid = dict(points=[dict(round=r, **p) for r in range(cfg.rounds) for p in points],
                 settings=dict(threads=threads, data_source=DATA_SOURCE),
                 skip=lambda round, method, tile: untimed[1] if method == "triton" and untimed else None)
     timed = TILES.run(cfg, store_dir, progress=progress, **grid)
-    # under the profiler, so after every timing; each point's row gets its columns
-    averages = TILE_MEMORY.run(cfg, store_dir, progress=progress, **grid)
+    averages = TILE_MEMORY.run(cfg, store_dir, progress=progress, **grid)  # profiled: so after every timing
     timed = studies.beside(timed, averages, ["round", "method", "tile"], "avg_mem_", "average-memory pass")
     tiles = combine_rounds(timed, ["method", "tile"], ["avg_mem_mib", "gpu_util_pct"])
     if "gpu_util_pct" in timed:  # the timed loops (one a round) whose utilisation the interval spans
@@ -323,22 +287,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 # ------------------------------------------------------------------------------------------------ claims
 
-def _spread(row, m: str) -> Spread | None:
-    """``row``'s metric ``m`` with its noise (a time: :func:`time_spread`, else within its _low-_high), or None."""
-    try:
+def _spread(row, m: str) -> Spread | None:  # row's m with its noise (a time: time_spread, else its _low-_high)
+    with suppress(KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses): None
         return time_spread(row) if m == "latency_ms" else Spread.of_range(row, m, ("low", "high"), required=True)
-    except (KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses)
-        return None
-
-
-def _reasons(rows: pd.DataFrame, metric: str | None = None) -> str:
-    """Why ``rows`` have no ``metric``: their missing-reason column's values and the first clause of the errors of
-    the rows not measured."""
-    col = {"gpu_util_pct": "gpu_util_missing_reason", "avg_mem_mib": "avg_mem_missing_reason"}.get(metric)
-    reasons = set(rows[col].dropna().astype(str)) if col in rows else set()
-    if "error" in rows:
-        reasons |= {str(e).split(":")[0] for e in rows.loc[rows["status"] != "ok", "error"].dropna()}
-    return "; ".join(sorted(reasons))
 
 
 class _Ends(NamedTuple):
@@ -362,7 +313,7 @@ def _measured(metric: str, method: str, df: pd.DataFrame):
     at = {int(r["tile_px"]): x for _, r in rows[rows["status"] == "ok"].sort_values("tile_px").iterrows()
           if (x := _spread(r, "latency_ms" if metric == "untiled" else metric)) is not None}
     if len(at) < 2:
-        return _reasons(rows, metric) or "fewer than two tile sizes measured with their spread"
+        return why_missing(rows, metric) or "fewer than two tile sizes measured with their spread"
     (tile, last), base = list(at.items())[-1], df[(df["method"] == "untiled") & (df["status"] == "ok")]
     if metric != "untiled":
         ends = "" if metric == "gpu_util_pct" else f"; largest / smallest tile {(last / at[min(at)]).text('.2f', 'x')}"
@@ -390,73 +341,10 @@ CLAIMS = {method: [  # Sec. IV-D (Fig. 6) and Sec. V's "very effective at reduci
     Declared(f"tiling cuts latency against the untiled model ({method})", '"This proved very effective at reducing '
              'latency" (Sec. V, on memory tiling)', "time per batch at the largest tile / the untiled model's",
              below(1 - claims.SLIGHT, ".2f", "x"), partial(_measured, "untiled", method), bound="\"very effective\": a "
-             "cut beyond a 'slight' change (the paper gives none)", beyond=True),
-] for method in TILED_METHODS}
+             "cut beyond a 'slight' change (the paper gives none)", beyond=True)] for method in TILED_METHODS}
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """:data:`CLAIMS` of each tiling method measured, claim by claim, on the "tiles" rows."""
     tiles = df[df["experiment"] == "tiles"]
     return claims.check(sum(zip(*(CLAIMS[m] for m in TILED_METHODS if m in set(tiles["method"]))), ()), tiles, device)
-
-
-# ------------------------------------------------------------------------------------------------ figures
-
-PANELS = [("latency_ms_median", "Inference time per batch (ms)", "Inference time (lower is better)"),
-          ("gpu_util_pct", "GPU utilisation (%)", "GPU utilisation (higher is better)"),
-          ("avg_mem_mib", "Average memory (MiB)", "Average memory"),
-          ("peak_mem_alloc_mib", "Peak memory allocated (MiB)", "Peak memory")]
-_STYLE = {"spatial": dict(marker="o", linestyle="-"), "triton": dict(marker="s", linestyle="--")}
-_NAMES = {"spatial": "spatial tiling (strips of tile rows)", "triton": "Triton kernel (tile x tile output pixels)"}
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``04_fig6_tiling``: paper Fig. 6 as four panels against tile size: time per batch (with p10-p90 bars), GPU
-    utilisation, average memory and peak memory; one line per tiling method, the untiled model as a dotted grey
-    line. A panel or method this device cannot measure says why instead of showing zeros."""
-    tiles = df[df["experiment"] == "tiles"]
-    ok = tiles[tiles["status"] == "ok"]
-    base = ok[ok["method"] == "untiled"]
-    colors = dict(zip(TILED_METHODS, plotting.plt.get_cmap("tab10").colors[::3]))
-    fig, axes = plotting.plt.subplots(2, 2, figsize=(11, 8), sharex=True)
-    for ax, (metric, ylabel, title) in zip(axes.flat, PANELS):
-        ax.set_title(title)
-        drawn = False
-        for method in TILED_METHODS:
-            d = ok[ok["method"] == method].dropna(subset=[metric]).sort_values("tile_px") if metric in ok else ok[:0]
-            if len(d):
-                y = d[metric].to_numpy(dtype=float)
-                ax.plot(d["tile_px"], y, color=colors[method], label=_NAMES[method], **_STYLE[method])
-                if metric == "latency_ms_median":
-                    plotting.whiskers(ax, d["tile_px"], y, d["latency_ms_p10"], d["latency_ms_p90"],
-                                      ecolor=colors[method], capsize=3, lw=1)
-                drawn = True
-        if len(base) and not np.isnan(float(base[metric].iloc[0])):
-            ax.axhline(float(base[metric].iloc[0]), color="0.4", linestyle=":", lw=1.5, label="untiled")
-            drawn = True
-        if not drawn:
-            plotting.missing_panel(ax, f"not measured on this device:\n{_reasons(tiles, metric) or 'no data'}")
-        else:
-            ax.set_ylabel(ylabel)
-            if metric == "gpu_util_pct":
-                ax.set_ylim(0, 100)
-            elif metric != "latency_ms_median":
-                ax.set_ylim(bottom=0)
-        tiles_px = sorted(int(t) for t in tiles["tile"].map(_px).dropna().unique())
-        plotting.log2_batch_axis(ax, values=tiles_px or PAPER_TILE_SIZES, label="Tile edge (pixels)")
-    for ax in axes[0]:
-        ax.set_xlabel("")  # shared with the panel below, which carries the label and the ticks
-    plotting.legend_below(fig, axes.flat, -0.01, ncol=3, fontsize=9)
-    untimed = tiles[tiles["status"] == "skipped"]
-    if len(untimed):
-        missing = "; ".join(f"{_NAMES.get(m, m)}: {_reasons(rows)}"
-                            for m, rows in untimed.groupby("method", sort=False))
-        fig.text(0.5, -0.045, f"Not measured on this device: {missing}", ha="center", fontsize=9, color="0.3")
-    if len(ok):
-        first = ok.iloc[0]
-        size = int(first["image_size"])
-        fig.suptitle(f"Tile size vs time, utilisation and memory ({first['model']}, batch "
-                     f"{int(first['batch_size'])}, {size}x{size} input)", fontweight="bold")
-    fig.tight_layout()
-    return {"04_fig6_tiling": fig}
-

@@ -1,20 +1,11 @@
 """Study 08: validation against Li et al. 2016: whole-network speed-up of six convolution strategies.
 
 Paper 001 (Sec. IV-E, Fig. 7) reproduces Li, Yang, Feng, Chakradhar & Zhou 2016 (SC'16, arXiv 1610.03618): five
-CNNs (LeNet, CIFAR, AlexNet, ZFNet, VGG) under cuDNN-MM, cuDNN-FFT, cuDNN-FFT-T, cuda-convnet, cuDNN-Best and Opt,
-normalised to cuDNN-MM: no single kernel wins everywhere; cuDNN-Best narrows the gap but trails Opt; Opt is
-fastest everywhere, 5.6x on LeNet and roughly 2x on AlexNet, ZFNet and VGG. cnnlab's counterparts: the strategies
-of ``cnnlab.kernels.strategies`` (:data:`PAPER_NAMES`), plus ``native`` (torch's own convolution: cuDNN or oneDNN
-as the framework calls it). Our gemm is a Python im2col + matmul while opt and native run the vendor's convolution,
-so opt / gemm mixes two effects; opt / native isolates what Opt's memory optimisations add, and both are reported.
-Every strategy runs under one explicit TF32 setting (``tf32``, recorded in every row): on Ampere and newer GPUs
-cuDNN convolutions would otherwise run in TF32 while gemm's matmul runs in full FP32. Inputs are random tensors of
-each network's shape (``data_source = synthetic``). The grid is timed ``rounds`` times over, so each time carries
-the drift of a shared machine's load between points as well as its own batches' spread (:func:`combine_rounds`),
-and the claims are judged on those intervals by the noise rule of ``cnnlab.claims``. Its control: gemm is timed a
-second time as a point of its own (:data:`CONTROL`), the same work, and the claims table says whether the noise rule
-left gemm_again / gemm inconclusive, as it must (:func:`identical_kernels`). :func:`paper_reference`: the paper's
-numbers (constant data, not a measurement).
+CNNs under cuDNN-MM, -FFT, -FFT-T, cuda-convnet, cuDNN-Best and Opt, normalised to cuDNN-MM. Ours: the strategies
+of ``cnnlab.kernels.strategies`` (:data:`PAPER_NAMES`) and ``native`` (torch's own convolution). Our gemm is a
+Python im2col + matmul while opt and native run the vendor's convolution: opt / gemm mixes two effects, opt /
+native isolates Opt's memory optimisations; both are reported. One explicit TF32 setting for all (``tf32``): on
+Ampere and newer GPUs cuDNN would otherwise run in TF32 while gemm's matmul runs in FP32. Inputs: random tensors.
 """
 
 from __future__ import annotations
@@ -24,54 +15,40 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
-from cnnlab import claims, config, models, plotting, studies
+from cnnlab import claims, config, models, studies
 from cnnlab.claims import Claim, Declared, Spread, above, same
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
+from cnnlab.plotting.validation_li2016 import PAPER_NAMES, PAPER_OPT_SPEEDUP
+from cnnlab.plotting.validation_li2016 import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import benchmark, combine_rounds, cost_model, derived, time_spread, wall_time
 from cnnlab.profiling.timing import median_seconds
 from cnnlab.profiling.estimate import Work, forward, interpolate
 from cnnlab.studies import Experiment, Parameter
 
-# The paper's network names -> registry model, build options and input shape (C, H, W). Paper 001 does not give
-# the inputs; these are each network's own paper's (see the notebook for the choices).
-NETWORKS = {
-    "LeNet": dict(model="lenet5", options={"in_channels": 1}, input_shape=(1, 32, 32)),  # MNIST, padded to 32
-    "CIFAR": dict(model="convnet_cifar", options={}, input_shape=(3, 32, 32)),
-    "AlexNet": dict(model="alexnet_imagenet", options={}, input_shape=(3, 224, 224)),
-    "ZFNet": dict(model="zfnet", options={}, input_shape=(3, 224, 224)),
-    "VGG": dict(model="vgg16", options={}, input_shape=(3, 224, 224)),  # model and size: vgg_model, vgg_image_size
-}
+# The paper's networks -> registry model, build options, input shape (C, H, W): each network's own paper's input
+# (paper 001 gives none; see the notebook).
+NETWORKS = {"LeNet": dict(model="lenet5", options={"in_channels": 1}, input_shape=(1, 32, 32)),  # MNIST, padded
+            "CIFAR": dict(model="convnet_cifar", options={}, input_shape=(3, 32, 32)),
+            "AlexNet": dict(model="alexnet_imagenet", options={}, input_shape=(3, 224, 224)),
+            "ZFNet": dict(model="zfnet", options={}, input_shape=(3, 224, 224)),
+            "VGG": dict(model="vgg16", options={}, input_shape=(3, 224, 224))}  # see vgg_model, vgg_image_size
 VGG_MODELS = ("vgg11", "vgg13", "vgg16", "vgg19")
-# Paper order of Fig. 7 and the paper's name for each cnnlab strategy.
-PAPER_NAMES = {"gemm": "cuDNN-MM", "fft": "cuDNN-FFT", "fft_tiled": "cuDNN-FFT-T", "direct": "cuda-convnet",
-               "best": "cuDNN-Best", "opt": "Opt"}
-STRATEGIES = tuple(PAPER_NAMES)
+STRATEGIES = tuple(PAPER_NAMES)  # in the paper's order (Fig. 7)
 SINGLE_KERNELS = ("gemm", "fft", "fft_tiled", "direct")  # one algorithm for every layer (not best, not opt)
 BASELINE = "gemm"  # cuDNN-MM: every speed-up is relative to it
 OPTIONAL = ("native",)  # torch's own F.conv2d (the vendor library as the framework calls it): the fair reference
-# The noise rule's control (an A/A test inside the study): gemm timed again as its own point, last of each network's
-# strategies in every round, so the same work as gemm at another place in the grid. gemm_again / gemm must come out
-# inconclusive by the noise rule; decided, the rule failed its control. Not a paper strategy: in no figure, and in
-# no claim but the control's.
+# The noise rule's A/A control: gemm timed again, last of a network's strategies; must stay within noise of gemm.
 CONTROL = "gemm_again"
-# Sec. IV-E, Key observation 3 ("5.6x on LeNet and roughly 2x on AlexNet, ZFNet, and VGG"); none for CIFAR.
-PAPER_OPT_SPEEDUP = {"LeNet": (5.6, "5.6x"), "AlexNet": (2.0, "roughly 2x"), "ZFNet": (2.0, "roughly 2x"),
-                     "VGG": (2.0, "roughly 2x")}
 DATA_SOURCE = "synthetic"
 DIRECT_CHECK_BATCH = 2  # images per batch of the direct strategy's correctness check (interpreted on a CPU: slow)
 MAX_REPEATS = 200  # timed batches per point at most, however fast the point
-# What a point keeps of cnnlab.profiling.benchmark's row (memory is not measured here: measure_memory=False).
 BENCH_COLUMNS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_mean", "throughput_items_per_s",
                  "first_call_ms", "gpu_util_pct", "gpu_util_missing_reason", "batch_size", "warmup", "repeats",
-                 "cpu_threads", "device", "device_name")
-# The pattern claim: direct (cnnlab's Triton direct convolution) stands for cuda-convnet, gemm / fft / fft_tiled for
-# cuDNN's MM / FFT / FFT-T modes, which win on the other networks.
-PATTERN_DIRECT_WINS = ("LeNet", "CIFAR")
+                 "cpu_threads", "device", "device_name")  # what a point keeps of benchmark's row (no memory)
 
 
 def _strategies(value, parameter: str) -> list[str]:
@@ -84,12 +61,9 @@ def _strategies(value, parameter: str) -> list[str]:
     return names
 
 
-# quick: a CPU smoke run, batch 2; VGG on its 32x32 CIFAR input (its FFT strategies at 224x224 take ~30 s a pass on
-# one core); >= 1 timed batch, more up to 0.1 s (FFT on AlexNet/ZFNet: 1-2.5 s a pass); best times each candidate
-# once per layer; the interpreted Triton kernel is checked on the two small networks only; one thread. standard:
-# one GPU, every network at its paper's input size. Three rounds over the whole grid in every preset (see measure):
-# on a shared CPU the load drifts between points, and a point's p10-p90 does not see it (best that picked gemm on
-# every layer timed 0.47-2.1x gemm in one round each).
+# quick: a CPU smoke run, batch 2, VGG at 32x32 (its FFT at 224x224: ~30 s a pass on one core), Triton checked on
+# the two small networks. standard: one GPU, the paper's input sizes. Three rounds in every preset: a shared CPU's
+# load drifts unseen by a point's p10-p90 (best that picked gemm on every layer timed 0.47-2.1x gemm a round each).
 PARAMETERS = studies.Parameters(
     networks=Parameter(list(NETWORKS), check=partial(config.names_list, valid=NETWORKS), axis=True,
                        doc=f"from {', '.join(NETWORKS)}"),
@@ -99,8 +73,7 @@ PARAMETERS = studies.Parameters(
                                     check=partial(config.names_list, valid=NETWORKS),
                                     axis=True, doc="networks the direct strategy is checked on against native"),
     vgg_model=Parameter("vgg16", check=partial(config.one_of, valid=VGG_MODELS), doc="the network VGG stands for"),
-    vgg_image_size=Parameter(32, 224, check=config.image_size,
-                             doc="VGG's input pixels a side"),
+    vgg_image_size=Parameter(32, 224, check=config.image_size, doc="VGG's input pixels a side"),
     # False: every strategy in full FP32, as gemm's matmul (no effect on a CPU; recorded in every row)
     tf32=studies.TF32,
     batch_size=Parameter(2, 32, 128, check=config.batch_size, doc="images per batch"),
@@ -141,15 +114,11 @@ def networks_table(networks=tuple(NETWORKS), *, vgg_model: str = "vgg16", vgg_im
     return pd.DataFrame(rows)
 
 
-# One rule for "the same network's output" (cnnlab.config): kept under these names for the notebook and tests.
-relative_error = config.relative_error
-output_tolerance = config.output_tolerance
+output_tolerance = config.output_tolerance  # the rule for "the same network's output", under its name for the tests
 
 
 def layer_timer(device, repeats: int):
-    """The timer strategy "best" picks each layer's algorithm with: ``timer(fn)`` = median wall time (s) of
-    ``repeats`` calls of ``fn`` after one untimed call (``cnnlab.profiling.timing.median_seconds``: synchronised on a
-    GPU)."""
+    """Strategy "best"'s layer timer: ``timer(fn)`` = median wall time (s) of ``repeats`` calls after an untimed one."""
     return partial(median_seconds, device=device, repeats=repeats)
 
 
@@ -159,43 +128,38 @@ def _choices(model: torch.nn.Module) -> str:
     return ", ".join(f"{name} x{n}" for name, n in Counter(picks).most_common())
 
 
-def _build(network: str, strategy: str, device, batch_size: int, vgg: dict, **options):
-    """(the network with seeded weights, its copy under ``strategy`` on ``device``, a seeded random batch, its spec);
-    ``vgg``: VGG's model and image size (:func:`network_spec`)."""
-    spec = network_spec(network, **vgg)
+def _build(network: str, strategy: str, device, batch_size: int, vgg_model: str, vgg_image_size: int, **options):
+    """(the network, seeded, its copy under ``strategy`` on ``device``, a seeded batch, its :func:`network_spec`)."""
+    spec = network_spec(network, vgg_model=vgg_model, vgg_image_size=vgg_image_size)
     torch.manual_seed(0)  # the same weights for every strategy of a network
     net = models.get(spec["model"], **spec["options"]).eval()
-    # Built outside inference mode: apply_strategy deep-copies, and weights copied under inference mode become
-    # inference tensors, which the direct strategy's weight cache cannot read.
+    # outside inference mode: apply_strategy deep-copies, and inference tensors break direct's weight cache
     model = apply_strategy(net, strategy, **options).to(device).eval()
     x = torch.randn(batch_size, *spec["input_shape"], generator=torch.Generator().manual_seed(0)).to(device)
     return net.to(device), model, x, spec
 
 
 def check_point(network, *, vgg_model, vgg_image_size, tf32) -> dict:
-    """One point of experiment "direct_check": the direct strategy (Triton kernel) on ``network`` against native on
-    :data:`DIRECT_CHECK_BATCH` images, where ``triton_check_device`` says: input_shape, device, rel_error_vs_native,
-    check_s (s, one call), tf32."""
+    """Experiment "direct_check"'s point: the direct strategy (Triton) against native on :data:`DIRECT_CHECK_BATCH`
+    images, where ``triton_check_device`` says: input_shape, device, rel_error_vs_native, check_s (s), tf32."""
     dev = triton_check_device()[0]
-    net, model, x, spec = _build(network, "direct", dev, DIRECT_CHECK_BATCH,
-                                 dict(vgg_model=vgg_model, vgg_image_size=vgg_image_size))
+    net, model, x, spec = _build(network, "direct", dev, DIRECT_CHECK_BATCH, vgg_model, vgg_image_size)
     with torch.inference_mode(), config.tf32(tf32):
         run = wall_time(lambda: model(x), device=dev)
-        error = relative_error(run.result, net(x))
+        error = config.relative_error(run.result, net(x))
     return {"input_shape": spec["shape"], "device": dev, "rel_error_vs_native": error, "check_s": run.seconds,
             "tf32": tf32}
 
 
 def strategy_point(round, network, strategy, *, vgg_model, vgg_image_size, tf32, batch_size, warmup,  # noqa: A002
                    repeats, min_time_s, best_repeats, device) -> dict:
-    """One point of experiment "strategies" in one round (the grid's pass, a column of the store), under ``tf32``
-    (every strategy, best's per-layer timing and native's reference output): ``benchmark``'s :data:`BENCH_COLUMNS`,
-    model, input_shape, rel_error_vs_native (the first call's output), best_choices, data_source, tf32."""
+    """Experiment "strategies"' point in one round, all under ``tf32`` (best's layer timing and native's output too):
+    :data:`BENCH_COLUMNS`, model, input_shape, rel_error_vs_native (first call), best_choices, data_source, tf32."""
     dev = torch.device(device)
     options = {"timer": layer_timer(dev, best_repeats)} if strategy == "best" else {}
     with config.tf32(tf32):  # the control runs gemm's code as its own point
         net, model, x, spec = _build(network, BASELINE if strategy == CONTROL else strategy, dev, batch_size,
-                                     dict(vgg_model=vgg_model, vgg_image_size=vgg_image_size), **options)
+                                     vgg_model, vgg_image_size, **options)
         outputs = []
 
         def run(batch):  # keeps the first call's output, so no extra call is needed to compare it with native
@@ -207,7 +171,7 @@ def strategy_point(round, network, strategy, *, vgg_model, vgg_image_size, tf32,
         m = benchmark(run, x, device=dev, warmup=warmup, repeats=repeats, first_call=True, min_run_time_s=min_time_s,
                       max_repeats=MAX_REPEATS, measure_memory=False)
         with torch.inference_mode():
-            error = relative_error(outputs[0], net(x))
+            error = config.relative_error(outputs[0], net(x))
     row = m.as_row()
     return {**{k: row[k] for k in BENCH_COLUMNS}, "model": spec["model"], "input_shape": spec["shape"],
             "rel_error_vs_native": error, "best_choices": _choices(model) if strategy == "best" else None,
@@ -220,66 +184,50 @@ TIMED = Experiment("li2016", strategy_point, desc="Li et al. strategies")
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: per round, network and timed strategy its first call, warm-up,
-    the benchmark's sizing call, the timed calls (at least ``min_time_s`` worth) and native's reference call; best's
-    first call times every candidate per layer (``best_repeats`` + 1 calls each), its later ones run the fastest;
-    the direct strategy's check per network. Each strategy is probed on the networks with the fewest and the most
+    """What :func:`measure` does, for its estimate: per round, network and strategy its calls (best's first times every
+    candidate per layer) and the direct check. Each strategy is probed on the networks with the fewest and the most
     FLOPs, the others interpolated by their FLOPs (``networks_table``: no compute)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     vgg = dict(vgg_model=cfg.vgg_model, vgg_image_size=cfg.vgg_image_size)
     flops = dict(zip(cfg.networks, networks_table(cfg.networks, **vgg)["gflops_per_image"]))
-    untimed = triton_untimed_reason(cfg.device)
-    kernels = [s for s in cfg.strategies if s != "best" and not (s == "direct" and untimed)]
+    kernels = [s for s in cfg.strategies if s != "best" and not (s == "direct" and triton_untimed_reason(cfg.device))]
     candidates = [s for s in strategies.candidates_for(dev) if s in SINGLE_KERNELS]
     by_flops = {f: n for n, f in flops.items()}
 
-    def unit(strategy):
-        def at(f):
-            _, model, x, _ = _build(by_flops[f], strategy, dev, cfg.batch_size, vgg)
-            return lambda: forward(model, x)
-        return at
+    def unit(strategy, f):  # one pass of the network with f FLOPs under strategy
+        _, model, x, _ = _build(by_flops[f], strategy, dev, cfg.batch_size, **vgg)
+        return partial(forward, model, x)
 
-    seconds = {s: interpolate(flops.values(), unit(s), dev) for s in dict.fromkeys(kernels + candidates)}
+    seconds = {s: interpolate(flops.values(), partial(unit, s), dev) for s in dict.fromkeys(kernels + candidates)}
     per_point = cfg.warmup + 4  # first call, the sizing call, native's reference, at least one timed call
     works = []
-    for f in flops.values():
-        # gemm twice: the second is CONTROL
+    for f in flops.values():  # gemm twice: the second is CONTROL
         works += [Work("strategies", cfg.rounds * per_point, seconds[s][f]) for s in [*kernels, BASELINE]]
         if "best" in cfg.strategies:  # its first call times every candidate; then the fastest (here: any)
             works += [Work("strategies", cfg.rounds * (cfg.best_repeats + 1 + per_point / len(candidates)),
                            seconds[c][f]) for c in candidates]
     # at least min_time_s of timed calls per point (one call's time decides how many)
     works.append(Work("strategies", cfg.rounds * len(cfg.networks) * (len(cfg.strategies) + 1), cfg.min_time_s))
-    check_device = triton_check_device()[0]
-    if check_device is not None:
+    if (check_device := triton_check_device()[0]) is not None:
         for network in cfg.direct_check_networks:
-            _, model, x, _ = _build(network, "direct", check_device, DIRECT_CHECK_BATCH, vgg)
-            works.append(Work("direct check", 1, lambda model=model, x=x: forward(model, x)))
+            _, model, x, _ = _build(network, "direct", check_device, DIRECT_CHECK_BATCH, **vgg)
+            works.append(Work("direct check", 1, partial(forward, model, x)))
     return works
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Four experiments (``experiment`` column). "networks": :func:`networks_table`. "direct_check":
-    :func:`check_point` per network of ``cfg.direct_check_networks`` (Triton kernel: compiled on a GPU,
-    interpreted on a CPU); "skipped" with the reason where the kernel cannot run here. "strategies": one row per
-    (network, strategy), paper order, from ``cfg.rounds`` passes over the whole grid
-    (:func:`cnnlab.profiling.combine_rounds`: the median of the rounds' medians within their lowest p10 and highest
-    p90), each network's strategies followed by the control :data:`CONTROL` (gemm again): :func:`strategy_point`'s
-    columns (latency_ms_* per batch; first_call_ms: where best times its candidates
-    per layer and a GPU compiles or autotunes; repeats sized by ``min_time_s`` per round), rounds,
-    round_medians_ms, then :func:`add_speedups`' columns; direct "skipped" where Triton is not timed (CPU:
-    :data:`TRITON_CPU_REASON`). "speedups": per network, speedup_vs_gemm per strategy (a column each, 2 decimals),
-    opt_vs_native and paper_opt (the paper's Opt, its words). Runs with ``cfg.threads`` intra-op CPU threads, the
-    count in use being part of the stores' key."""
+    """Four experiments, with ``cfg.threads`` intra-op threads (the count in use is part of the stores' key):
+    "networks" (:func:`networks_table`), "direct_check" (:func:`check_point`, "skipped" with the reason where it
+    cannot run), "strategies" (per network, the strategies in paper order, then :data:`CONTROL`, over ``cfg.rounds``
+    passes combined by :func:`combine_rounds`: :func:`strategy_point`'s and :func:`add_speedups`' columns; direct
+    "skipped" where Triton is not timed), "speedups" (speedup_vs_gemm per strategy, opt_vs_native, paper_opt)."""
     threads = config.set_threads(cfg.threads)
     (check_device, check_reason), untimed = triton_check_device(), triton_untimed_reason(cfg.device)
-    checked = DIRECT_CHECK.run(cfg, store_dir, progress=progress, skip=lambda network: check_reason,
-                               settings=dict(check_device=check_device, check_batch=DIRECT_CHECK_BATCH,
-                                             threads=threads))
-    # round outermost: each strategy is timed once per pass over the whole grid, so its rounds lie minutes apart
-    # and their spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
+    checked = DIRECT_CHECK.run(cfg, store_dir, progress=progress, skip=lambda network: check_reason, settings=dict(
+        check_device=check_device, check_batch=DIRECT_CHECK_BATCH, threads=threads))
+    # round outermost: a point's rounds lie minutes apart, so their spread shows a shared machine's drifting load
     points = [dict(round=r, network=n, strategy=s) for r in range(cfg.rounds) for n in cfg.networks
               for s in [*cfg.strategies, CONTROL]]
     timed = TIMED.run(cfg, store_dir, progress=progress, points=points,
@@ -297,39 +245,31 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 
 def add_speedups(runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with speedup_vs_gemm = gemm's median time / this strategy's for the same network (1.0 for gemm),
-    speedup_p10/speedup_p90 (from this strategy's p90 and p10 times: the spread of its timed batches),
-    speedup_missing_reason where the speed-up is NaN, and speedup_vs_native = native's median time / this
-    strategy's (NaN where native was not measured); all from :func:`cnnlab.profiling.derived.against`."""
+    """``runs`` with speedup_vs_gemm = gemm's median time / this strategy's on the network (1.0 for gemm),
+    speedup_p10/_p90 (from its p90 and p10 times), speedup_missing_reason where NaN, and speedup_vs_native (native's
+    median time / this one's, NaN where native was not measured), by :func:`cnnlab.profiling.derived.against`."""
     out = runs.copy()
     for col, base in (("speedup_vs_native", "native"), ("speedup_vs_gemm", BASELINE)):
         out[col] = derived.against(out, "latency_ms_median", {"strategy": base}, by=["network"], how="speedup")
     ref = out["speedup_vs_gemm"] * out["latency_ms_median"].astype(float)  # gemm's median time on the network
     out["speedup_p10"] = [derived.speedup(r, t) for r, t in zip(ref, out["latency_ms_p90"])]
     out["speedup_p90"] = [derived.speedup(r, t) for r, t in zip(ref, out["latency_ms_p10"])]
-    out["speedup_missing_reason"] = [
-        None if not math.isnan(r.speedup_vs_gemm) else
-        f"the {BASELINE} baseline of {r.network} was not measured" if r.status == "ok" else
-        getattr(r, "error", None) or f"not measured (status {r.status})" for r in out.itertuples()]
+    out["speedup_missing_reason"] = [None if not math.isnan(r.speedup_vs_gemm) else f"the {BASELINE} baseline of "
+                                     f"{r.network} was not measured" if r.status == "ok" else getattr(r, "error", None)
+                                     or f"not measured (status {r.status})" for r in out.itertuples()]
     return out
 
 
 def identical_kernels(df: pd.DataFrame) -> pd.DataFrame:
-    """The noise rule's controls: pairs of points that ran the same kernels, whose time ratio the noise rule must
-    leave inconclusive. One row per network for :data:`CONTROL` (gemm timed again) against gemm, and one where best
-    picked one kernel for every layer (best then runs that kernel, plus a per-layer lookup of its choice): network,
-    strategy (gemm_again or best), kernel, ratio (its time / the kernel's, medians), low, high (the ratio's interval,
-    from both :func:`time_spread`), within_noise (True where the noise rule leaves the ratio against 1 inconclusive;
-    False for gemm_again means the noise rule failed its control)."""
+    """The noise rule's controls, points that ran the same kernels (per network :data:`CONTROL` against gemm, and best
+    where it picked one kernel for every layer): network, strategy, kernel, ratio (time / the kernel's), low, high
+    (from both :func:`time_spread`), within_noise (inconclusive against 1, as it must be; False: the rule failed)."""
     runs = df[df["experiment"] == "strategies"] if "experiment" in df else df
     times, rows = _grid(runs)[0], []
     best = runs[(runs["strategy"] == "best") & (runs["status"] == "ok")]
-    picked = {}
-    choices_of = best["best_choices"] if "best_choices" in best else [None] * len(best)
-    for network, choices in zip(best["network"], choices_of):
-        picks = {part.rsplit(" x", 1)[0] for part in str(choices).split(", ")} if isinstance(choices, str) else set()
-        if len(picks) == 1:
-            picked[network] = picks.pop()
+    choices = zip(best["network"], best.get("best_choices", [None] * len(best)))  # "gemm x3, fft x2"
+    picks = {n: {part.rsplit(" x", 1)[0] for part in c.split(", ")} for n, c in choices if isinstance(c, str)}
+    picked = {n: p.pop() for n, p in picks.items() if len(p) == 1}
     for network, by in times.items():
         for strategy, kernel in ((CONTROL, BASELINE), ("best", picked.get(network))):
             if strategy in by and kernel in by:
@@ -349,8 +289,7 @@ def paper_reference() -> pd.DataFrame:
 
 
 def _grid(runs: pd.DataFrame):
-    """(network -> strategy -> time per batch (:func:`time_spread`), the networks with gemm timed, the strategies
-    timed on each of them, a note naming those not measured here)."""
+    """(network -> strategy -> :func:`time_spread`, networks with gemm timed, strategies timed on all, a note)."""
     times: dict[str, dict[str, Spread]] = {}
     for row in runs[runs["status"] == "ok"].dropna(subset=["latency_ms_median", "latency_ms_p10",
                                                            "latency_ms_p90"]).to_dict("records"):
@@ -370,32 +309,31 @@ _FASTER = above(1.0, ".2f", "x")  # a time / another's > 1: the other is faster
 
 def _winner(runs: pd.DataFrame):
     times, networks, measured, left_out = _grid(runs)
-    singles = [s for s in SINGLE_KERNELS if s in measured]
-    if len(networks) < 2 or len(singles) < 2:
+    if len(networks) < 2 or len(singles := [s for s in SINGLE_KERNELS if s in measured]) < 2:
         return "needs two networks and two single-kernel strategies measured"
     return claims.Measured({k: {f"{n} {k} / {j}": times[n][k] / times[n][j] for n in networks for j in singles
                                 if j != k} for k in singles}, ", ".join(
         f"{n}: {_fastest(times, n, singles)}" for n in networks) + " (fastest single kernel by median)", left_out)
 
 
-def _pattern(runs: pd.DataFrame):
+# The pattern: direct (cnnlab's Triton direct convolution) stands for cuda-convnet, which tops LeNet and CIFAR; gemm /
+# fft / fft_tiled for cuDNN's MM / FFT / FFT-T modes, which win on the other networks.
+def _pattern(runs: pd.DataFrame):  # gemm, a cuDNN mode, is timed wherever a network is
     times, networks, measured, left_out = _grid(runs)
-    if "direct" not in measured:  # gemm, a cuDNN mode, is timed wherever a network is
-        return "direct (cuda-convnet), to set against cuDNN's modes, not measured" + (
-            f": {TRITON_CPU_REASON}" if "direct" in left_out else "")
     cudnn = [s for s in ("gemm", "fft", "fft_tiled") if s in measured]  # the paper's loser's time / its winner's:
-    return claims.Measured({f"{n} {a} / {b}": times[n][a] / times[n][b] for n in networks for top in [_fastest(
-        times, n, cudnn)] for a, b in [(top, "direct") if n in PATTERN_DIRECT_WINS else ("direct", top)]})
+    r = {f"{n} {a} / {b}": times[n][a] / times[n][b] for n in networks if "direct" in measured for top in [
+         _fastest(times, n, cudnn)] for a, b in [(top, "direct") if n in ("LeNet", "CIFAR") else ("direct", top)]}
+    return claims.Measured(r) if r else "direct (cuda-convnet), to set against cuDNN's modes, not measured" + (
+        f": {TRITON_CPU_REASON}" if "direct" in left_out else "")
 
 
-def _narrows(runs: pd.DataFrame):
+def _narrows(runs: pd.DataFrame):  # gemm, a single kernel, is timed wherever a network is
     times, networks, measured, left_out = _grid(runs)
-    if "best" not in measured:  # gemm, a single kernel, is timed wherever a network is
-        return "best not measured"
+    r = {f"{n} best vs {top}": times[n][top] / times[n]["best"] for n in networks for top in [
+        _fastest(times, n, [s for s in SINGLE_KERNELS if s in measured])]} if "best" in measured else {}
     one = ", ".join(sorted(set(identical_kernels(runs).query("strategy == 'best'")["network"])))
-    return claims.Measured({f"{n} best vs {top}": times[n][top] / times[n]["best"] for n in networks for top in [
-        _fastest(times, n, [s for s in SINGLE_KERNELS if s in measured])]}, note=claims.joined(left_out, one and (
-            f"best picked one kernel for every layer on {one}: it ran that kernel, so no narrowing can show there")))
+    why = one and f"best picked one kernel for every layer on {one}: it ran that kernel, so no narrowing can show there"
+    return claims.Measured(r, note=claims.joined(left_out, why)) if r else "best not measured"
 
 
 def _versus(a: str, b: str, runs: pd.DataFrame):
@@ -439,64 +377,9 @@ CLAIMS = [  # Sec. IV-E, "Key Observations"
     Declared("control (beyond the paper): gemm timed again, the same work, is within noise of gemm", "none: a control "
              "of the noise rule, not a claim of the paper", f"{CONTROL} / {BASELINE} time", same(1.0, ".2f", "x"),
              partial(_versus, CONTROL, BASELINE), each="network", bound="decided, the noise rule failed its control",
-             beyond=True),
-]
+             beyond=True)]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """Sec. IV-E's :data:`CLAIMS` on the "strategies" rows, every time by :func:`time_spread`."""
     return claims.check(CLAIMS, df[df["experiment"] == "strategies"], device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``08_fig7_speedups`` (paper Fig. 7): speed-up over gemm (cuDNN-MM) per network, one bar per strategy
-    (p10-p90 whiskers), on a log axis; the paper's Opt values as black stars beside the opt bars ("roughly"
-    values hollow); strategies not measured on this device marked "n/a" in their slot."""
-    runs, reference = df[df["experiment"] == "strategies"], paper_reference()
-    networks = list(dict.fromkeys(runs["network"]))
-    order = [s for s in STRATEGIES + OPTIONAL if s in set(runs["strategy"])]
-    colors = {**dict(zip(STRATEGIES, plotting.plt.get_cmap("tab10").colors)), "native": "0.6"}
-    width = 0.8 / max(len(order), 1)
-    fig, ax = plotting.plt.subplots(figsize=(max(8, 1.7 * len(networks) + 3), 6))
-    values = runs["speedup_vs_gemm"].to_numpy(dtype=float)
-    finite = values[np.isfinite(values) & (values > 0)]
-    lo = min(0.5, finite.min() / 1.5) if len(finite) else 0.5
-    hi = max(8.0, finite.max() * 1.6 if len(finite) else 0, reference["paper_speedup"].max() * 1.6)
-    for i, strategy in enumerate(order):
-        rows = runs[runs["strategy"] == strategy].set_index("network").reindex(networks)
-        x = np.arange(len(networks)) - 0.4 + width * (i + 0.5)
-        y, p10, p90 = (rows[c].to_numpy(dtype=float) for c in ("speedup_vs_gemm", "speedup_p10", "speedup_p90"))
-        label = f"{strategy} ({PAPER_NAMES[strategy]})" if strategy in PAPER_NAMES else f"{strategy} (reference)"
-        ax.bar(x, np.nan_to_num(y, nan=0.0), width=width * 0.95, color=colors[strategy], label=label)
-        plotting.whiskers(ax, x, y, p10, p90, ecolor="0.2", capsize=2, lw=0.8)
-        for xi, yi, ti in zip(x, y, np.fmax(y, p90)):  # the value above the whisker, or "n/a" at the bottom
-            na = bool(np.isnan(yi))
-            ax.text(xi, (lo if na else ti) * 1.08, "n/a" if na else f"{yi:.2g}", rotation=90, ha="center",
-                    va="bottom", fontsize=8 if na else 7, color="0.3" if na else "black")
-        for ref in reference.itertuples() if strategy == "opt" else ():
-            if ref.network in networks:  # beside the opt bar, clear of its value label
-                xs = x[networks.index(ref.network)] + width * 0.75
-                ax.plot(xs, ref.paper_speedup, marker="*", markersize=13, color="black", linestyle="none",
-                        markerfacecolor="white" if ref.approximate else "black", zorder=5,
-                        label="paper's Opt (hollow: 'roughly')")
-                ax.annotate(ref.paper_text.replace("roughly ", "~"), (xs, ref.paper_speedup), xytext=(7, 0),
-                            textcoords="offset points", va="center", fontsize=8)
-    ax.axhline(1.0, color="0.3", lw=1, linestyle="--")
-    ax.set(yscale="log", ylim=(lo, hi), xlabel="Network (input C x H x W)", ylabel="Speed-up over gemm = cuDNN-MM (x)")
-    ticks = [v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo <= v <= hi]
-    ax.set_yticks(ticks, [f"{v:g}x" for v in ticks])
-    ax.minorticks_off()
-    shapes = runs.dropna(subset=["input_shape"]).drop_duplicates("network").set_index("network")["input_shape"]
-    ax.set_xticks(np.arange(len(networks)), [f"{n}\n{shapes.get(n, '?')}" for n in networks])
-    batch, device = runs["batch_size"].dropna(), runs["device"].dropna()
-    ax.set_title(f"Whole-network speed-up per strategy (batch {int(batch.iloc[0]) if len(batch) else '?'}, "
-                 f"{device.iloc[0] if len(device) else '?'})")
-    unique = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label -> handle: the paper's star once
-    ax.legend(unique.values(), unique.keys(), fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    missing = runs[runs["status"] == "skipped"].groupby("strategy")["error"].first()
-    if len(missing):  # the reason's first clause ("Triton kernels are timed only on a GPU")
-        ax.text(0.5, -0.38, "n/a: " + "; ".join(f"{s}: {str(r).split(': ')[0]}" for s, r in missing.items()),
-                ha="center", fontsize=9, color="0.3", transform=ax.transAxes, va="top")
-    fig.tight_layout()
-    return {"08_fig7_speedups": fig}
-
