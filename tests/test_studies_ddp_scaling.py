@@ -10,6 +10,8 @@ import torch
 
 import cnnlab  # noqa: F401
 from cnnlab import claims, ddp, studies
+from cnnlab.plotting import ddp_scaling as plot_ddp
+from cnnlab.plotting import plt
 from cnnlab.studies import ddp_scaling
 
 
@@ -180,7 +182,7 @@ def test_processes_beyond_the_gpus_present_share_them_and_every_row_and_claim_sa
     ticks = [t.get_text().replace("\n", " ") for t in figs["05_scaling"].axes[0].get_xticklabels()]
     assert ticks == ["1 process on 1 GPU", "2 processes sharing 1 GPU"], ticks
     for fig in figs.values():
-        ddp_scaling.plotting.plt.close(fig)
+        plt.close(fig)
     # on 2 GPUs the 2 processes have one each: another placement, so the 1-GPU rows are not read as its rows
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.warns(UserWarning, match="2 of 6 points failed"):
@@ -481,12 +483,12 @@ def test_scaling_efficiency_says_when_it_is_below_its_noise():
     once = ddp_scaling.add_scaling(pd.DataFrame([point(1, 100.0, 100.0, 100.0, epochs=1),
                                                  point(2, 150.0, 150.0, 150.0, epochs=1)]))
     assert "measured once" in ddp_scaling.scaling_caveats(once)[0]
-    fig = ddp_scaling._plot_scaling(df)  # the figure 05_scaling
+    fig = plot_ddp._plot_scaling(df)  # the figure 05_scaling
     title = fig.axes[1].get_title().replace("\n", " ")
     assert title.startswith("2 of 3 below their noise") and "b32, f0.5, 2 processes: above 1 beyond its noise" in title
     # a 1-process point is exactly 1 against itself:
     assert df.loc[df["world_size"] == 1, ["scaling_efficiency_min", "scaling_efficiency_max"]].eq(1.0).all().all()
-    ddp_scaling.plotting.plt.close("all")
+    plt.close("all")
 
 
 def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
@@ -501,7 +503,7 @@ def test_figures_keep_their_names_and_say_what_was_not_measured(monkeypatch):
     texts = [t.get_text() for ax in figs["05_cuda_total_ms"].axes for t in ax.texts]
     assert len(texts) == 2 and all("no device activity" in t for t in texts)
     for fig in figs.values():
-        ddp_scaling.plotting.plt.close(fig)
+        plt.close(fig)
 
 
 def test_a_panel_without_a_measured_point_says_why_its_launches_failed(monkeypatch):
@@ -509,6 +511,6 @@ def test_a_panel_without_a_measured_point_says_why_its_launches_failed(monkeypat
     cfg = ddp_scaling.configure("quick", data_fractions=[1.0], batch_sizes=[32], world_sizes=[2])
     with pytest.warns(UserWarning, match="1 of 1 points failed"):
         df = ddp_scaling.measure(cfg, None, progress=False)
-    fig = ddp_scaling._plot_metric(df, "cuda_total_ms")  # the status and error say why: no other column copies it
+    fig = plot_ddp._plot_metric(df, "cuda_total_ms")  # the status and error say why: no other column copies it
     assert df["cuda_missing_reason"].isna().all() and "RuntimeError: boom" in fig.axes[0].texts[0].get_text()
-    ddp_scaling.plotting.plt.close(fig)
+    plt.close(fig)

@@ -1,38 +1,36 @@
 """Study 05 (ddp_scaling): data-parallel scaling of training over data fraction, batch size and process count.
 
-Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with ResNet152") trains
-ResNet-152 on 1, 1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and 4 A100 GPUs and
-reports, from the PyTorch profiler, CPU and CUDA runtime, number of calls and "maximum CPU and GPU
-memory transfer" (its Fig. 1-15). Here every grid point is one ``torchrun`` launch of ``cnnlab.ddp``
-(:func:`cnnlab.ddp.launch`: ``warmup_steps`` untimed steps, timed epochs, then ``profile_steps`` profiled steps
-whose totals are scaled to the epochs), experiment "ddp" (resumable; a failed launch raises its reason, which the sweep
-records, and goes on), and :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency against one
-process. On CUDA, a point with more processes than GPUs present runs them sharing the GPUs (Gloo,
-:func:`cnnlab.ddp.placement`): every row, figure and claim that compares process counts says how they ran
-("2 processes sharing 1 GPU", "2 processes, one GPU each", "2 CPU processes").
+Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with ResNet152") trains ResNet-152 on 1,
+1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and 4 A100 GPUs and reports, from the PyTorch profiler,
+CPU and CUDA runtime, number of calls and "maximum CPU and GPU memory transfer" (its Fig. 1-15). Here every grid
+point is one ``torchrun`` launch (:func:`cnnlab.ddp.launch`: ``warmup_steps`` untimed steps, timed epochs, then
+``profile_steps`` profiled steps whose totals are scaled to the epochs), experiment "ddp" (resumable; a failed
+launch's reason is recorded), and :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency
+against one process. On CUDA, more processes than GPUs share them (Gloo, :func:`cnnlab.ddp.placement`): every row,
+figure and claim comparing process counts says how they ran ("2 processes sharing 1 GPU", "2 CPU processes").
 
-What the claims judge is the paper's own quantity (:func:`check_claims`): runtime is the measured time per epoch
-(:func:`add_epoch_time`), not the profiled steps scaled to the epochs; kernel calls are the model's convolution
-operators (``conv_calls``), not every profiled call (``calls_total`` counts the DataLoader's per-image transforms
-too); memory is the peak of live tensor bytes per rank (``max_*_mem_mib``), the paper's "maximum CPU and GPU memory".
-The profiler's totals over the epochs (times, calls, bytes allocated) are kept in the table and figures. Every
-measured quantity is judged with its noise (:mod:`cnnlab.claims`).
+The claims judge the paper's own quantities, each with its noise: runtime is the measured time per epoch
+(:func:`add_epoch_time`), not the profiled steps scaled; kernel calls are the model's convolution operators
+(``conv_calls``; ``calls_total`` also counts the DataLoader's per-image transforms); memory is the peak of live
+tensor bytes per rank (``max_*_mem_mib``). The profiler's totals (times, calls, bytes allocated) are in the table
+and figures (:mod:`cnnlab.plotting.ddp_scaling`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import tempfile
-import textwrap
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
-import seaborn as sns
 import torch
 
-from cnnlab import claims, config, data, ddp, models, plotting, studies
+from cnnlab import claims, config, data, ddp, models, studies
 from cnnlab.claims import INCONCLUSIVE, Claim, Spread, joined
+from cnnlab.plotting.ddp_scaling import below_noise, placements, processes
+from cnnlab.plotting.ddp_scaling import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import derived, spread, store_file, wall_time
 from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
@@ -60,31 +58,27 @@ def _check(cfg) -> None:
     if default_stem is not None:
         cfg.stem = config.one_of(cfg.stem or default_stem, resnet_imagenet.STEMS, parameter="stem")
     # Every process needs a core of its own (on CUDA too: it feeds its GPU), and each of its threads too: more would
-    # measure the cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes). On
-    # CUDA, processes beyond the GPUs present share them (cnnlab.ddp.placement).
+    # measure the cores' contention, not data parallelism (and world_sizes=[1000] would start 1,000 processes).
     cores, over = config.cores(), cfg.oversubscribe
-    cfg.threads_per_rank = min(4, cores) if cfg.threads_per_rank is None else cfg.threads_per_rank
-    cfg.world_sizes = config.positive_ints(
-        cfg.world_sizes, parameter="world_sizes", maximum=MAX_WORLD_SIZE if over else cores, example="[1, 2, 4]",
-        bound="one machine's processes" if over else
-        f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}")
-    cfg.threads_per_rank = config.positive_int(
-        cfg.threads_per_rank, parameter="threads_per_rank", maximum=MAX_WORLD_SIZE if over else cores,
-        bound="oversubscribe=True" if over else f"the {cores} CPU cores present; oversubscribe=True allows up to "
-                                                f"{MAX_WORLD_SIZE}")
+    most = MAX_WORLD_SIZE if over else cores
+    present = f"the {cores} CPU cores present; oversubscribe=True allows up to {MAX_WORLD_SIZE}"
+    cfg.world_sizes = config.positive_ints(cfg.world_sizes, parameter="world_sizes", maximum=most, example="[1, 2, 4]",
+                                           bound="one machine's processes" if over else present)
+    cfg.threads_per_rank = config.positive_int(min(4, cores) if cfg.threads_per_rank is None else cfg.threads_per_rank,
+                                               parameter="threads_per_rank", maximum=most,
+                                               bound="oversubscribe=True" if over else present)
 
 
-# quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option: stem=None) on the real offline digits set
-# (1437 images), batch sizes of 32 and 128; the full set and the paper's smallest fraction, 1/10 (its claim that
-# gains are "less pronounced" there). 5 untimed warm-up steps (on an H100 the first epoch took 3.4x the next two
-# without them; on a CPU they cost a few ms), 3 timed epochs (their spread is the noise of the time per epoch and the
-# throughput) and 3 profiled blocks (their spread is the profiler totals'): a few seconds more per launch, whose
-# start-up dominates.
+# quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option) on the real offline digits set (1437
+# images), batches of 32 and 128; the full set and the paper's smallest fraction, 1/10 (where it says gains are "less
+# pronounced"). 5 untimed warm-up steps (on an H100 the first epoch took 3.4x the next two without them; on a CPU they
+# cost a few ms), 3 timed epochs (their spread: the noise of the time per epoch and the throughput) and 3 profiled
+# blocks (their spread: the profiler totals'): a few seconds more per launch, whose start-up dominates.
 # standard: one Colab GPU: the paper's model and data, a smaller grid; 2 processes share the one GPU (Gloo).
 # paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
-# paper does not give the epoch count: one epoch, timed whole (no range: its runtime claims are inconclusive, "measured
-# once"; epochs=2 or more gives them one); 10 steps of it profiled.
+# paper gives no epoch count: one epoch, timed whole (no range: its runtime claims are inconclusive, "measured once";
+# epochs=2 or more gives them one); 10 steps of it profiled.
 PARAMETERS = studies.Parameters(
     model=Parameter("lenet5", "resnet152", check=partial(config.one_of, valid=models.names()), doc="registry name"),
     stem=Parameter(None, "imagenet", check=None, type="str",
@@ -120,22 +114,6 @@ PARAMETERS = studies.Parameters(
     check=_check,
 )
 configure = PARAMETERS.configure
-# The paper's metrics (its Fig. 1-15) as we measure them, with axis labels; the figure of each is "05_<metric>".
-# The profiled totals are over all the timed epochs (the profiled steps scaled to them, see
-# cnnlab.ddp.train_and_profile), per rank; epoch_time_s is measured per epoch (add_epoch_time); peaks are per rank.
-METRICS = {
-    "epoch_time_s": "Measured time per epoch (s), slowest process",
-    "cpu_total_ms": "Profiler CPU total, all timed epochs (ms)",
-    "cuda_total_ms": "Profiler CUDA total, all timed epochs (ms)",
-    "conv_calls": "Convolution calls, all timed epochs (per rank)",
-    "calls_total": "All operator calls, all timed epochs (per rank)",
-    "max_cpu_mem_mib": "Peak CPU memory (MiB)",
-    "max_gpu_mem_mib": "Peak GPU memory (MiB)",
-    "cpu_mem_allocated_mib": "CPU memory allocated, all timed epochs (MiB)",
-    "gpu_mem_allocated_mib": "GPU memory allocated, all timed epochs (MiB)",
-}
-MISSING_REASON = {"cuda_total_ms": "cuda_missing_reason", "max_gpu_mem_mib": "max_gpu_mem_missing_reason",
-                  "gpu_mem_allocated_mib": "max_gpu_mem_missing_reason"}
 
 
 def ddp_point(data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str, stem: str | None,
@@ -160,10 +138,9 @@ DDP = Experiment("ddp", ddp_point, desc="ddp configurations",
 
 def plan(cfg) -> list[Work]:
     """What :func:`measure` does, for its estimate: per grid point one launch, whose fixed cost (torchrun, the ranks'
-    start, the process group, the first profile) is probed by one real launch of the most processes, as short as can
-    be (two batches of synthetic data of the set's shape), plus the point's training steps (warm-up, the timed
-    epochs' steps per rank, the profiled blocks), each as long as one step at its batch size in this process (a rank
-    does its share of the data in parallel with the others)."""
+    start, the process group, the first profile) is probed by one real launch of the most processes on two batches
+    of synthetic data, plus the point's training steps (warm-up, the timed epochs' steps per rank, the profiled
+    blocks), each as long as one step at its batch size here (the ranks share the data out, in parallel)."""
     from cnnlab import train
 
     meta = data.info(cfg.dataset)
@@ -174,8 +151,8 @@ def plan(cfg) -> list[Work]:
             world_size=max(cfg.world_sizes), batch_size_per_rank=max(cfg.batch_sizes), data_fraction=1.0,
             model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, synthetic=True,
             synthetic_size=2 * max(cfg.batch_sizes), epochs=1, device=cfg.device, out_dir=tmp, timeout_s=cfg.timeout_s,
-            threads_per_rank=cfg.threads_per_rank,
-            warmup_steps=0, profile_steps=1, profile_repeats=1, tf32=cfg.tf32)).seconds
+            threads_per_rank=cfg.threads_per_rank, warmup_steps=0, profile_steps=1, profile_repeats=1,
+            tf32=cfg.tf32)).seconds
     config.set_threads(cfg.threads_per_rank)
     options = {} if cfg.stem is None else {"stem": cfg.stem}
     net = models.get(cfg.model, num_classes=meta.num_classes, **options).to(dev).train()
@@ -185,33 +162,23 @@ def plan(cfg) -> list[Work]:
         x, y = torch.randn(b, *meta.input_shape, device=dev), torch.randint(meta.num_classes, (b,), device=dev)
         return lambda: train.train_step(net, x, y, optimizer)
 
-    step = interpolate(cfg.batch_sizes, step_at, dev)
-    works = []
-    for f in cfg.data_fractions:
-        for b in cfg.batch_sizes:
-            for w in cfg.world_sizes:
-                steps = cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b)) + \
-                    cfg.profile_repeats * (1 + cfg.profile_steps)
-                works += [Work("launches", 1, launch), Work("training steps", steps, step[b])]
-    return works
+    step, fixed = interpolate(cfg.batch_sizes, step_at, dev), cfg.profile_repeats * (1 + cfg.profile_steps)
+    return [work for f, b, w in itertools.product(cfg.data_fractions, cfg.batch_sizes, cfg.world_sizes) for work in (
+        Work("launches", 1, launch),
+        Work("training steps", cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b)) + fixed, step[b]))]
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """One row per grid point (data fraction x batch size per process x process count), in grid order.
-
-    A point is one launch of :func:`cnnlab.ddp.launch`; its row has :data:`cnnlab.ddp.ROW_FIELDS` (times in ms,
-    wall time, warmup_time_s and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals
-    are per rank, scaled from ``profile_steps`` steps to the epochs, see :func:`cnnlab.ddp.train_and_profile`),
-    run_dir (the launch's logs and rank files, in the store's side folder ``<store>.runs/`` under
-    ``store_dir/stores/``), point_time_s, and :func:`add_epoch_time`'s and :func:`add_scaling`'s columns.
-    On CUDA with fewer GPUs than processes, the processes share the GPUs (Gloo; :func:`cnnlab.ddp.placement`): the
-    point is measured, and its ``placement`` says so ("2 processes sharing 1 GPU"); the stores are keyed by the GPUs
-    present, so another machine's rows are never read as this one's. ValueError for CUDA without a GPU present.
-    Status "error" (a crash, a timeout: the launch's reason in ``error``; run again by the next call) or "oom". The
-    configuration columns (model, backend, placement, gpus_used, global_batch_size, ...) are filled in on every row
-    from ``cfg`` and the grid point.
-    """
+    """One row per grid point (data fraction x batch size per process x process count), in grid order: one launch of
+    :func:`cnnlab.ddp.launch`, its :data:`cnnlab.ddp.ROW_FIELDS` (times in ms, wall time, warmup_time_s and
+    launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals per rank, scaled from
+    ``profile_steps`` steps to the epochs), run_dir (the launch's logs, in the store's side folder ``<store>.runs/``),
+    point_time_s, and :func:`add_epoch_time`'s and :func:`add_scaling`'s columns. Processes beyond the GPUs present
+    share them (``placement`` says so); the stores are keyed by the GPUs present, so another machine's rows are never
+    read as this one's. Status "error" (the launch's reason in ``error``; run again by the next call) or "oom". The
+    configuration columns (model, backend, placement, gpus_used, global_batch_size, ...) are on every row, failed
+    ones too (from ``cfg`` and the grid point)."""
     gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
     where = {w: ddp.placement(cfg.device, w, gpus) for w in cfg.world_sizes}  # before any launch
     settings = dict(gpus_present=gpus if cfg.device == "cuda" else None)  # the placements depend on it
@@ -227,12 +194,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         return df[column].where(df[column].notna(), df["world_size"].map(lambda w: getattr(where[w], field)))
 
     df = df.assign(model=cfg.model, stem=cfg.stem, dataset=cfg.dataset, device=cfg.device, tf32=cfg.tf32,
-                   epochs=cfg.epochs,
-                   warmup_steps=cfg.warmup_steps, profiled_steps=cfg.profile_steps,
+                   epochs=cfg.epochs, warmup_steps=cfg.warmup_steps, profiled_steps=cfg.profile_steps,
                    profile_repeats=cfg.profile_repeats, backend=planned("backend", "backend"),
-                   gpus_used=planned("gpus_used", "gpus_used"),
+                   gpus_used=planned("gpus_used", "gpus_used"), placement=planned("placement", "label"),
                    processes_per_gpu=pd.to_numeric(planned("processes_per_gpu", "processes_per_gpu")),  # NaN: CPU
-                   placement=planned("placement", "label"),
                    global_batch_size=df["batch_size_per_rank"] * df["world_size"],
                    data_source=df["data_source"].fillna("synthetic" if cfg.synthetic else "real"))
     return add_scaling(add_epoch_time(df))
@@ -243,32 +208,28 @@ def add_epoch_time(df: pd.DataFrame) -> pd.DataFrame:
     epochs, and epoch_time_s_min / _max: the range of the epochs' times (an epoch's samples / its throughput, each
     epoch paced by its slowest process: ``throughput_samples_per_s_max`` / ``_min``), widened to hold the mean. NaN
     where the point has no wall time (a failed launch)."""
-    epochs, rate = df["epochs"], df["throughput_samples_per_s"]
-    mean = df["wall_time_s"] / epochs
-    per_epoch = df["samples_total"] / epochs
-    fastest = per_epoch / (df["throughput_samples_per_s_max"] if "throughput_samples_per_s_max" in df else rate)
-    slowest = per_epoch / (df["throughput_samples_per_s_min"] if "throughput_samples_per_s_min" in df else rate)
-    return df.assign(epoch_time_s=mean, epoch_time_s_min=pd.concat([fastest.fillna(mean), mean], axis=1).min(axis=1),
-                     epoch_time_s_max=pd.concat([slowest.fillna(mean), mean], axis=1).max(axis=1))
+    mean, per_epoch = df["wall_time_s"] / df["epochs"], df["samples_total"] / df["epochs"]
+    rate = {end: df.get(f"throughput_samples_per_s_{end}", df["throughput_samples_per_s"]) for end in ("max", "min")}
+    return df.assign(epoch_time_s=mean,
+                     epoch_time_s_min=pd.concat([(per_epoch / rate["max"]).fillna(mean), mean], axis=1).min(axis=1),
+                     epoch_time_s_max=pd.concat([(per_epoch / rate["min"]).fillna(mean), mean], axis=1).max(axis=1))
 
 
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process, :func:`cnnlab.profiling.derived.ratio`),
-    scaling_efficiency (speed-up / processes, 1 = ideal, :func:`~cnnlab.profiling.derived.efficiency`) with its
-    noise, scaling_efficiency_min / _max (from the range of each point's epoch throughputs,
-    ``throughput_samples_per_s_min`` / ``_max``, each never narrower than the noise floor of a time:
-    :meth:`Spread.timed_range`),
-    and scaling_missing_reason, comparing points with the same model, dataset, device, epochs, data fraction and
-    batch size per rank (so each process keeps its batch: the paper's setting)."""
+    """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process), scaling_efficiency (speed-up / processes,
+    1 = ideal) and its noise, scaling_efficiency_min / _max (from each point's range of epoch throughputs, never
+    narrower than the noise floor of a time: :meth:`Spread.timed_range`), and scaling_missing_reason, comparing
+    points with the same model, dataset, device, epochs, data fraction and batch size per rank (so each process
+    keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
     df = df.assign(**dict.fromkeys(columns, math.nan), scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
     for _, group in df.groupby(keys, dropna=False):
         base = group[(group["world_size"] == 1) & (group["status"] == "ok")]
-        for idx in group.index:
-            if df.at[idx, "status"] != "ok" or base.empty:
-                df.at[idx, "scaling_missing_reason"] = f"point {df.at[idx, 'status']}" if df.at[idx, "status"] != \
-                    "ok" else "no successful 1-process point to compare with"
+        for idx, status in group["status"].items():
+            if status != "ok" or base.empty:
+                df.at[idx, "scaling_missing_reason"] = "no successful 1-process point to compare with" \
+                    if status == "ok" else f"point {status}"
                 continue
             b, t = (Spread.timed_range(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
             # speed-up, and its lowest and highest within both intervals; a point against itself: exactly 1
@@ -279,33 +240,16 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def scaling_caveats(df: pd.DataFrame) -> list[str]:
-    """What the scaling efficiency of each point with more than one process cannot say, in words: measured once
-    (one epoch: its noise is unknown), above 1 beyond its noise (the 1-process point was slowed, by other work on
-    the machine or a warm-up: not a gain of data parallelism), or a range that covers everything from no speed-up
-    (1 / processes) to ideal (1): below its noise. Empty when every efficiency is resolved."""
-    return [f"{_point(row)} ({_processes(row)}): efficiency {eff.text('.2f')} "
-            f"{WHY[kind].format(floor=1 / row['world_size'])}" for row, eff, kind in _below_noise(df)]
+    """In words, each scaling efficiency of more than one process that says nothing about scaling
+    (:func:`cnnlab.plotting.ddp_scaling.below_noise`; :data:`WHY` says why); empty when every one is resolved."""
+    return [f"{_point(row)} ({processes(row)}): efficiency {eff.text('.2f')} "
+            f"{WHY[kind].format(floor=1 / row['world_size'])}" for row, eff, kind in below_noise(df)]
 
 
 WHY = {"once": "measured once (one epoch): its noise is unknown",
        "above": "is above ideal (1) beyond its noise: the 1-process point was slowed (other work, a warm-up), not a "
                 "gain of data parallelism",
        "spans": "spans no speed-up ({floor:.2f}) to ideal (1): below its noise"}
-
-
-def _below_noise(df: pd.DataFrame) -> list[tuple]:
-    """(row, efficiency Spread, "once" / "above" / "spans") of every efficiency that :func:`scaling_caveats`
-    names."""
-    out = []
-    ok = df[(df["status"] == "ok") & df["scaling_efficiency"].notna() & (df["world_size"] > 1)]
-    for _, row in ok.iterrows():
-        eff = Spread.of_range(row, "scaling_efficiency")
-        floor = 1 / row["world_size"]
-        kind = "once" if row["epochs"] < 2 else "above" if eff.low > 1 else \
-            "spans" if eff.low <= floor and eff.high >= 1 else None
-        if kind:
-            out.append((row, eff, kind))
-    return out
 
 
 # Sec. 4.5's "relatively unaffected", read as: every point within +-25% of one value (largest / smallest below this).
@@ -320,10 +264,11 @@ TIME_NOISE = (f"noise: a time per epoch is the epochs' mean within their range, 
               f"x{spread.TIME_NOISE:g} (a ratio: between the extremes); decided only where intervals do not overlap")
 COUNT_NOISE = "noise: operator counts and peaks of live tensor bytes are exact for the batches profiled"
 
+
 def _ran(ok: pd.DataFrame) -> str:
     """"; processes: w=1: 1 process on 1 GPU, w=2: ..." for a claim comparing process counts, '' if not recorded."""
     placed = "placement" in ok and ok["placement"].notna().any()
-    return "; processes: " + ", ".join(f"w={w:g}: {p}" for w, p in _placements(ok).items()) if placed else ""
+    return "; processes: " + ", ".join(f"w={w:g}: {p}" for w, p in placements(ok).items()) if placed else ""
 
 
 def _groups(ok: pd.DataFrame, metric: str, along: str, least=0.0) -> dict:
@@ -332,8 +277,8 @@ def _groups(ok: pd.DataFrame, metric: str, along: str, least=0.0) -> dict:
     return {k: g.sort_values(along) for k, g in rows if g[along].nunique() > 1}
 
 
-def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit: str, noise=COUNT_NOISE, note="",
-           least=0.0, per_epoch=False, also="") -> claims.Declared:
+def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit: str, note="", least=0.0,
+           per_epoch=False, also="") -> claims.Declared:
     """The claim that ``metric`` (per epoch where ``per_epoch``) falls along ``along`` in every :func:`_groups`."""
     def measure(ok: pd.DataFrame):
         gs = {f"f={f:g} {OTHER[along][0]}={v:g}": g for (f, v), g in _groups(ok, metric, along, least).items()}
@@ -347,9 +292,9 @@ def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit:
                 f"{k}: steps per epoch per rank " + " -> ".join(f"{x:g}" for x in s) for k, s in steps.items()
                 if s.notna().all())), {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) \
             if gs else claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
-    return claims.Declared(
-        claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure, noise=noise,
-        each=f"{AXES[OTHER[along]]} and data fraction{f' >= {least:g}' if least else ''}")
+    return claims.Declared(claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure,
+                           noise=TIME_NOISE if metric == TIME else COUNT_NOISE, each=f"{AXES[OTHER[along]]} and data "
+                           f"fraction{f' >= {least:g}' if least else ''}")
 
 
 def _tenth(ok: pd.DataFrame):
@@ -383,18 +328,17 @@ def _crossover(ok: pd.DataFrame):
 def _cpu_memory(ok: pd.DataFrame):
     """Per data fraction, the largest / smallest peak CPU memory per rank over batch sizes and process counts."""
     m = ok.groupby("data_fraction")["max_cpu_mem_mib"].agg(["min", "max", "count"]).query("count > 1")
-    on_cpu = "device" in ok and ok["device"].eq("cpu").any()
     return claims.Measured({f"f={f:g}": Spread.exact(r["max"] / r["min"]) for f, r in m.iterrows()}, "; ".join(
         f"f={f:g}: {r['min']:.4g} to {r['max']:.4g} MiB ({r['max'] / r['min']:.3f}x)" for f, r in m.iterrows())
-        + _ran(ok), "on a CPU run the training tensors (model, batch, activations) are CPU memory" if on_cpu else "") \
-        if len(m) else "fewer than two points per data fraction"
+        + _ran(ok), "on a CPU run the training tensors (model, batch, activations) are CPU memory" if "device" in ok
+        and ok["device"].eq("cpu").any() else "") if len(m) else "fewer than two points per data fraction"
 
 
 CLAIMS = [
     *(_falls(f"runtime per epoch falls with {AXES[a]} on the larger data fractions (1, 1/2)", 'sec. 4.3.2, Fig. 1-6: '
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
              'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
-             " s", TIME_NOISE, least=0.5) for a in AXES),
+             " s", least=0.5) for a in AXES),
     claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. '
                     '4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes '
                     f'and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 "
@@ -435,85 +379,3 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
 
 def _point(row) -> str:
     return f"f={row['data_fraction']:g} b={row['batch_size_per_rank']:g} w={row['world_size']:g}"
-
-
-def _processes(row) -> str:
-    """How a point's processes ran: its ``placement`` ("2 processes sharing 1 GPU"), else "<w> processes"."""
-    label = row.get("placement")
-    return label if isinstance(label, str) else f"{row['world_size']:g} processes"
-
-
-def _placements(df: pd.DataFrame) -> dict:
-    """Process count -> how its processes ran (:func:`_processes`; the first row's), in order."""
-    return {w: _processes(rows.iloc[0]) for w, rows in df.groupby("world_size")}
-
-
-def _plot_metric(df: pd.DataFrame, metric: str):
-    """One panel per data fraction: ``metric`` against batch size per rank (log2), one line per process count,
-    named by how its processes ran ("2 processes sharing 1 GPU"); a metric not measured on this device (e.g. CUDA
-    time on a CPU) gets panels that say why."""
-    def why(rows):  # a point that did not run says why in error
-        reasons = rows[MISSING_REASON[metric]].fillna(rows["error"]).dropna() if metric in MISSING_REASON else []
-        return reasons.iloc[0] if len(reasons) else "no successful point"
-
-    ok = df[(df["status"] == "ok") & df[metric].notna()].sort_values("world_size", kind="stable")
-    ok = ok.assign(processes=[_processes(row) for _, row in ok.iterrows()])
-    return plotting.panel_per_value(df, ok, "data_fraction", "batch_size_per_rank", metric, "processes",
-                                    title=lambda f: f"data fraction {f:g}", xlabel="Batch size per process",
-                                    ylabel=METRICS[metric], legend="processes", why=why, reverse=True)
-
-
-def _plot_scaling(df: pd.DataFrame):
-    """Throughput (samples/s) and scaling efficiency against process count (each tick says how its processes
-    ran: "2 processes sharing 1 GPU"), one line per batch size per process and data fraction, with the ideal line
-    (throughput x processes; efficiency 1); each efficiency with its noise (add_scaling) as an error
-    bar, and the title saying which efficiencies are below their noise (:func:`scaling_caveats`)."""
-    ok = df[df["status"] == "ok"].copy()
-    ok["configuration"] = [f"b{b:g}, f{f:g}" for b, f in zip(ok["batch_size_per_rank"], ok["data_fraction"])]
-    fig, (left, right) = plotting.plt.subplots(1, 2, figsize=(10, 3.8))
-    worlds = sorted(ok["world_size"].unique()) if len(ok) else [1]
-    top, eff = 1.2, ok[ok["scaling_efficiency"].notna()]
-    if len(ok):
-        sns.lineplot(data=ok, x="world_size", y="throughput_samples_per_s", hue="configuration", marker="o",
-                     palette=plotting.PALETTE, ax=left)
-        for _, base in ok[ok["world_size"] == 1].iterrows():
-            left.plot(worlds, [base.throughput_samples_per_s * w for w in worlds], color="grey", lw=0.8, ls=":")
-        sns.lineplot(data=eff, x="world_size", y="scaling_efficiency", hue="configuration", marker="o",
-                     palette=plotting.PALETTE, ax=right, legend=False)
-        if "scaling_efficiency_min" in eff:
-            low = (eff["scaling_efficiency"] - eff["scaling_efficiency_min"].fillna(eff["scaling_efficiency"]))
-            high = (eff["scaling_efficiency_max"].fillna(eff["scaling_efficiency"]) - eff["scaling_efficiency"])
-            right.errorbar(eff["world_size"], eff["scaling_efficiency"], yerr=[low.clip(lower=0), high.clip(lower=0)],
-                           fmt="none", ecolor="grey", capsize=3, lw=0.8)
-            top = max(top, float(eff["scaling_efficiency_max"].fillna(eff["scaling_efficiency"]).max()) + 0.1)
-        elif len(eff):
-            top = max(top, float(eff["scaling_efficiency"].max()) + 0.1)
-    right.axhline(1.0, color="grey", ls=":", lw=1, label="ideal")
-    left.plot([], [], color="grey", ls=":", lw=0.8, label="ideal (linear)")
-    left.legend(fontsize="small")
-    ran = _placements(ok)
-    for ax in (left, right):
-        ax.set_xticks(worlds, [textwrap.fill(ran.get(w, f"{w:g}"), 16) for w in worlds], fontsize="small")
-        ax.set_xlabel("Processes")
-    left.set_ylabel("Throughput (samples/s)")
-    right.set_ylabel("Scaling efficiency (speed-up / processes)")
-    right.set_ylim(0, top)
-    right.legend(loc="lower left")
-    below = _below_noise(df)
-    short = {"once": "measured once", "above": "above 1 beyond its noise", "spans": "range spans no speed-up to 1"}
-    names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {_processes(r)}: {short[kind]}"
-                      for r, _, kind in below)
-    right.set_title("bars: the epochs' range, at least a time's noise floor" if not below else textwrap.fill(
-        f"{len(below)} of {int((eff['world_size'] > 1).sum())} below their noise (say nothing about scaling): "
-        f"{names}", 70), fontsize="small", color="black" if not below else "#9a6700")
-    fig.tight_layout()
-    return fig
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``05_<metric>`` for each of :data:`METRICS` (the paper's Fig. 1-15: panels per data fraction, batch size
-    per process on the x axis, a line per process count) and ``05_scaling`` (throughput and scaling efficiency
-    against process count)."""
-    figs = {f"05_{metric}": _plot_metric(df, metric) for metric in METRICS}
-    figs["05_scaling"] = _plot_scaling(df)
-    return figs
