@@ -31,8 +31,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
+from cnnlab import claims, config, data, models, prune, quantize, studies
 from cnnlab.claims import ONE_ROUND, Claim, Declared, Measured, Spread, above, below, joined
+from cnnlab.plotting.lstm_pruning import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, forward, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
@@ -126,10 +127,10 @@ def datasets(cfg):
                  for split, part in sets.items())
 
 
-def _train(net, loader, lr, device, epochs: int = 1) -> pd.DataFrame:
+def _train(net, loader, lr, device, epochs: int = 1, **options) -> pd.DataFrame:
     """``epochs`` epochs of ``net`` with a fresh Adam (cnnlab.train.fit's per-epoch rows, epoch_time_s in s)."""
     return fit(net, loader, torch.optim.Adam(net.parameters(), lr=lr), epochs=epochs, device=device,
-               clip_grad_norm=CLIP)
+               clip_grad_norm=CLIP, **options)
 
 
 def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn.Module, pd.DataFrame]:
@@ -146,17 +147,16 @@ def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn
                 "data_source": train_set.data_source}
 
     loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=0)
-    return model, fit(model, loader, torch.optim.Adam(model.parameters(), lr=cfg.lr), epochs=cfg.epochs,
-                      device=cfg.device, clip_grad_norm=CLIP, on_epoch=test, progress=progress, desc="train the LSTM")
+    return model, _train(model, loader, cfg.lr, cfg.device, cfg.epochs, on_epoch=test, progress=progress,
+                         desc="train the LSTM")
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: the dense model's epochs (training steps, a test pass after
-    each), the DataLoader sweep (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the
-    sensitivity scan (a test pass per point), and the final models (before and after fine-tuning a test pass,
-    fine-tuning epochs, timed batches, three steps for the memory peak; then per round a training epoch and a test
-    pass of each variant). Each unit is one step or batch of the dense model on random tokens (the pruned variants
-    are as large, or smaller)."""
+    """What :func:`measure` does, for its estimate, in steps or batches of the dense model on random tokens (the pruned
+    variants are as large, or smaller): its epochs (a test pass after each), the DataLoader sweep
+    (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the sensitivity scan (a test pass per
+    point), the final models (a test pass before and after fine-tuning, the fine-tuning epochs, timed batches, three
+    steps for the memory peak; then per round a training epoch and a test pass of each variant)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     (train_set, train_size), (test_set, test_size) = (
@@ -187,23 +187,21 @@ def plan(cfg) -> list[Work]:
                           num_workers=cfg.num_workers, pin_memory=[dev.type == "cuda"], fraction=cfg.sweep_fraction,
                           rounds=cfg.timing_rounds, device=dev, sizes=(train_size, test_size)),
             Work("profiles", cfg.timing_rounds * (cfg.profile_iterations + 1), step),
-            Work("profiles", cfg.timing_rounds, profiler_session(dev)),
-            Work("sensitivity", scan * passes, test_batch),
+            Work("profiles", cfg.timing_rounds, profiler_session(dev)), Work("sensitivity", scan * passes, test_batch),
             Work("final models", variants * (cfg.finetune_epochs + cfg.timing_rounds) * steps + variants * 3, step),
             Work("final models", variants * (2 + cfg.timing_rounds) * passes, test_batch),
-            Work("final models", variants * (cfg.warmup + cfg.repeats + 3), unit_seconds(infer_at(cfg.batch_size),
-                                                                                          dev))]
+            Work("final models", variants * (cfg.warmup + cfg.repeats + 3),
+                 unit_seconds(infer_at(cfg.batch_size), dev))]
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train the dense model, then measure on it. ``experiment``: "training" (:func:`train_baseline`),
-    "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
-    round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
-    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round,
+    "training_profile" and "profile_rounds" (:func:`profile_rounds`), "loader_sweep" (train and test epoch time in s
+    per ``round`` x batch size x ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep`
     ``cfg.timing_rounds`` rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models"
-    (:func:`final_comparison`). The sweeps' stores: ``store_dir/stores/sweep_<experiment>_<digest>.csv``, keyed by
-    ``cfg.settings()``, the threads in use (and the round)."""
+    (:func:`final_comparison`). The sweeps' stores (``store_dir/stores/sweep_<experiment>_<digest>.csv``) are keyed
+    by ``cfg.settings()``, the threads in use (and the round)."""
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
@@ -221,49 +219,39 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            sensitivity=sensitivity, final_models=final)
 
 
-def profile_training(model, cfg, train_set) -> pd.DataFrame:
-    """Operators of ``cfg.profile_iterations`` training steps by self CPU time (CPU) or self CUDA time (GPU, the paper's
-    table), largest first: name, calls, time_ms, share_pct (of the total), time_kind, is_lstm (``aten::_cudnn_rnn``,
-    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source; ``attrs["summary"]``:
-    the profile's summary (``cnnlab.profiling.profile_ops``: wall_time_ms, kernel_time_total_ms...)."""
-    device = torch.device(cfg.device)
-    net = copy.deepcopy(model).to(device).train()
-    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    tokens, labels = (t.to(device) for t in next(iter(data.make_loader(train_set, cfg.batch_size, shuffle=True))))
-    # profile_memory=False: this table reads times only (memory comes from memory.train_step_peak_mib, which sees
-    # the warm-up step's gradients freed; here their free would be unrecorded, and C++ would say so on stderr)
-    prof = profile_ops(lambda: train_step(net, tokens, labels, optimizer, clip_grad_norm=CLIP),
-                       iterations=cfg.profile_iterations, device=device, warmup=1, profile_memory=False)
-    column, kind = ("self_device_time_us", "self CUDA time") if device.type == "cuda" else \
-        ("self_cpu_time_us", "self CPU time")
-    top = top_operators(prof, by=column)
-    table = top[["name", "calls"]].assign(
-        time_ms=top[column.removesuffix("_us") + "_ms"], share_pct=top["share_pct"], time_kind=kind,
-        is_lstm=top["name"].str.lower().str.contains("|".join(LSTM_OPS)), device=str(device),
-        iterations=cfg.profile_iterations, data_source=train_set.data_source)
-    table.attrs["summary"] = dict(prof.summary)
-    return table
-
-
 def profile_rounds(model, cfg, train_set) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`profile_training` ``cfg.timing_rounds`` times: (the first round's operator table, one row per round:
+    """``cfg.profile_iterations`` training steps profiled ``cfg.timing_rounds`` times (a fresh copy, Adam and batch
+    each round). Returns the first round's operators by self CPU time (CPU) or self CUDA time (GPU, the paper's
+    table), largest first: name, calls, time_ms, share_pct (of the total), time_kind, is_lstm (``aten::_cudnn_rnn``,
+    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source; and one row per round:
     round, lstm_share_pct (the LSTM operators' share of the time_kind, %), time_kind, wall_time_ms (host time of the
     profiled steps), kernel_time_total_ms and kernel_share_pct (GPU kernel time / wall time, %: the paper's
-    "Execution Summary" Kernel row; NaN on a CPU, which runs no kernels), device, iterations, data_source)."""
-    tables = [profile_training(model, cfg, train_set) for _ in range(cfg.timing_rounds)]
-    rows = []
-    for r, table in enumerate(tables):
-        summary = table.attrs["summary"]
-        wall, kernel = float(summary.get("wall_time_ms", float("nan"))), float(
-            summary.get("kernel_time_total_ms", float("nan")))
+    "Execution Summary" Kernel row; NaN on a CPU, which runs no kernels), device, iterations, data_source."""
+    device = torch.device(cfg.device)
+    column, kind = ("self_device_time_us", "self CUDA time") if device.type == "cuda" else \
+        ("self_cpu_time_us", "self CPU time")
+    tables, rows = [], []
+    for r in range(cfg.timing_rounds):
+        net = copy.deepcopy(model).to(device).train()
+        optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+        tokens, labels = (t.to(device) for t in next(iter(data.make_loader(train_set, cfg.batch_size, shuffle=True))))
+        # profile_memory=False: this table reads times only (memory comes from memory.train_step_peak_mib, which sees
+        # the warm-up step's gradients freed; here their free would be unrecorded, and C++ would say so on stderr)
+        prof = profile_ops(lambda: train_step(net, tokens, labels, optimizer, clip_grad_norm=CLIP),  # noqa: B023
+                           iterations=cfg.profile_iterations, device=device, warmup=1, profile_memory=False)
+        top = top_operators(prof, by=column)
+        table = top[["name", "calls"]].assign(
+            time_ms=top[column.removesuffix("_us") + "_ms"], share_pct=top["share_pct"], time_kind=kind,
+            is_lstm=top["name"].str.lower().str.contains("|".join(LSTM_OPS)), device=str(device),
+            iterations=cfg.profile_iterations, data_source=train_set.data_source)
+        wall, kernel = (float(prof.summary.get(k, float("nan"))) for k in ("wall_time_ms", "kernel_time_total_ms"))
+        tables.append(table)
         rows.append({"round": r, "lstm_share_pct": float(table.loc[table["is_lstm"], "share_pct"].sum()),
-                     "time_kind": table["time_kind"].iloc[0], "wall_time_ms": wall, "kernel_time_total_ms": kernel,
-                     "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"),
-                     "device": table["device"].iloc[0], "iterations": cfg.profile_iterations,
-                     "data_source": train_set.data_source})
-    first = tables[0]
-    first.attrs = {}
-    return first, pd.DataFrame(rows)
+                     "time_kind": kind, "wall_time_ms": wall, "kernel_time_total_ms": kernel,
+                     "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"), "device": str(device),
+                     "iterations": cfg.profile_iterations, "data_source": train_set.data_source})
+    tables[0].attrs = {}
+    return tables[0], pd.DataFrame(rows)
 
 
 def _all_but_head(model) -> list[str]:
@@ -305,14 +293,11 @@ def pruning_sensitivity(model, cfg, test_set, store_dir, settings: dict, progres
     grid = [{"scope": scope, "tensor": tensor, "method": method, "ratio": ratio}
             for method in cfg.methods for ratio in cfg.ratios for scope, tensor in scopes]
     grid += [{"scope": "all_layers", "tensor": "lstm units", "method": "units", "ratio": r} for r in cfg.ratios]
-
-    def skip(scope, tensor, method, ratio):
-        return f"ratio {ratio:g} would remove all {cfg.hidden_size} hidden units" \
-            if method == "units" and round(ratio * cfg.hidden_size) >= cfg.hidden_size else None
-
     dense = evaluate(model, loader, device=cfg.device)
-    return SENSITIVITY.run(cfg, store_dir, progress=progress, settings=settings, points=grid, skip=skip,
-                           bind=dict(model=model, loader=loader, dense=dense))
+    return SENSITIVITY.run(cfg, store_dir, progress=progress, settings=settings, points=grid, bind=dict(
+        model=model, loader=loader, dense=dense), skip=lambda scope, tensor, method, ratio: None if method != "units"
+        or round(ratio * cfg.hidden_size) < cfg.hidden_size else f"ratio {ratio:g} would remove all {cfg.hidden_size} "
+        "hidden units")
 
 
 def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
@@ -322,8 +307,10 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     units removed). Epoch times (s): train_epoch_s, test_epoch_s and overall_s (the two together, the part of the
     paper's "overall time" we run), medians over ``cfg.timing_rounds`` rounds taking the variants in turn (a burst of
     load hits one round of each), with _min and _max. Also params, nonzero_params, hidden_size, accuracy_pct before
-    (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_ and
-    train_step_peak_mem_mib, size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
+    (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_peak_mem_mib,
+    train_step_peak_mem_mib (a step after a first one, so that Adam's state exists: what is resident, on a CPU
+    weights, grads, inputs and Adam's state, on CUDA the allocator's count, plus the step's own peak:
+    cnnlab.profiling.memory), size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
     device = torch.device(cfg.device)
     train_loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=1)
     test_loader = data.make_loader(test_set, cfg.batch_size)
@@ -338,13 +325,16 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
         _train(net, train_loader, cfg.lr / 5, device, epochs=cfg.finetune_epochs)
         after = evaluate(net, test_loader, device=device)
         timing = benchmark(net, tokens, device=device, warmup=cfg.warmup, repeats=cfg.repeats)
+        work, x, y = copy.deepcopy(net).to(device).train(), tokens.to(device), labels.to(device)
+        adam = torch.optim.Adam(work.parameters(), lr=cfg.lr)
+        peak = memory.train_step_peak_mib(lambda: train_step(work, x, y, adam, clip_grad_norm=CLIP),  # noqa: B023
+                                          work, adam, [x, y], device)
         rows.append({"variant": variant, "ratio": 0.0 if variant == "dense" else cfg.chosen_ratio,
                      "hidden_size": net.lstm.hidden_size, **prune.count_parameters(net),
                      "accuracy_pruned_pct": before["accuracy_pct"], "accuracy_pct": after["accuracy_pct"],
                      "loss": after["loss"], **{f"latency_ms_{q}": getattr(timing, f"latency_ms_{q}")
                                                for q in ("median", "p10", "p90")},
-                     "inference_peak_mem_mib": timing.peak_mem_alloc_mib,
-                     "train_step_peak_mem_mib": _train_step_peak_mib(net, tokens, labels, cfg),
+                     "inference_peak_mem_mib": timing.peak_mem_alloc_mib, "train_step_peak_mem_mib": peak,
                      "size_mb": quantize.state_dict_bytes(prune.make_permanent(copy.deepcopy(net).cpu())) / 1e6})
     rounds = []
     for _ in range(cfg.timing_rounds):
@@ -363,16 +353,6 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
                       ("latency_ms_median", "inference")):
         df[f"{name}_speedup"] = derived.against(df, col, {"variant": "dense"}, how="speedup")
     return df
-
-
-def _train_step_peak_mib(net, tokens, labels, cfg) -> float:
-    """Peak memory (MiB) of a training step after a first one (so Adam's state exists): what is resident (CPU: weights,
-    grads, inputs, Adam's state; CUDA: the allocator's count) plus the step's own peak (profiling.memory)."""
-    device = torch.device(cfg.device)
-    work, tokens, labels = copy.deepcopy(net).to(device).train(), tokens.to(device), labels.to(device)
-    optimizer = torch.optim.Adam(work.parameters(), lr=cfg.lr)
-    return memory.train_step_peak_mib(lambda: train_step(work, tokens, labels, optimizer, clip_grad_norm=CLIP), work,
-                                      optimizer, [tokens, labels], device)
 
 
 def _change(pair) -> str:
@@ -529,46 +509,3 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     t["final_models"] = t["final_models"].set_index("variant")
     return claims.check([replace(d, claim=d.claim.format(chosen=chosen)) if isinstance(d, claims.Declared) else d
                          for d in CLAIMS], t, device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``06_training_profile`` (a training step's 12 slowest operators, the LSTM's highlighted), ``06_loader_sweep``
-    (train and test epoch time in s against batch size, per ``num_workers``: median and range of the rounds),
-    ``06_sensitivity`` (accuracy in % right after pruning against the ratio) and ``06_final_models`` (train epoch s,
-    latency ms, MiB, MB, accuracy %)."""
-    parts, sns = tables(df), plotting.sns
-    prof = parts["training_profile"].head(12)
-    prof = prof.assign(part=prof["is_lstm"].astype(bool).map({True: "LSTM", False: "other"}))
-    profile, ax = plotting.plt.subplots(figsize=(7, 0.35 * len(prof) + 1.2))
-    sns.barplot(data=prof, y="name", x="share_pct", hue="part", dodge=False, ax=ax)
-    ax.set(xlabel=f"Share of {prof['time_kind'].iloc[0]} (%)", ylabel="",
-           title=f"LSTM training step on {prof['device'].iloc[0]}")
-    profile.tight_layout()
-    loaders = parts["loader_sweep"]
-    ok = loaders[loaders["status"] == "ok"].astype({"batch_size": int, "num_workers": int})
-    by_workers = plotting.epoch_times(ok, "batch_size", "num_workers", palette="colorblind")
-    for ax in by_workers.axes.flat:
-        plotting.log2_batch_axis(ax, values=sorted(by_workers.data["batch_size"].unique()))
-        ax.set_ylabel(plotting.label_for("epoch_time_s"))
-    by_workers.figure.suptitle(f"LSTM epoch time, median and range of {loaders['round'].nunique()} rounds (workers "
-                               f"capped at {loaders['num_workers_cap'].iloc[0]})", y=1.03)
-    sens = parts["sensitivity"]
-    sens = sens[sens["status"] == "ok"].assign(pruned=lambda d: [
-        t if s == "layer" else f"{s} ({t})" for s, t in zip(d["scope"], d["tensor"])])
-    by_ratio = sns.relplot(data=sens, x="ratio", y="accuracy_pct", hue="pruned", col="method", kind="line",
-                           marker="o", height=3.2, aspect=1.0)
-    for ax in by_ratio.axes.flat:
-        ax.axhline(sens["dense_accuracy_pct"].iloc[0], color="black", linestyle="--", linewidth=1, label="dense")
-        ax.axhline(50.0, color="grey", linestyle=":", linewidth=1)
-    by_ratio.set_axis_labels("Pruning ratio", plotting.label_for("accuracy_pct"))
-    by_ratio.figure.suptitle("Accuracy right after pruning (dashed: dense, dotted: chance)", y=1.03)
-    final = parts["final_models"]
-    cols = ["train_epoch_s", "latency_ms_median", "train_step_peak_mem_mib", "size_mb", "accuracy_pct"]
-    final_fig, axes = plotting.plt.subplots(1, len(cols), figsize=(3.4 * len(cols), 3.8))
-    for ax, col in zip(axes, cols):
-        plotting.bars(ax, final, "variant", col, plotting.label_for(col))
-        ax.tick_params(axis="x", rotation=35)
-    final_fig.tight_layout()
-    final_fig.suptitle(f"Final models at ratio {final['ratio'].max():g} on {final['device'].iloc[0]}", y=1.04)
-    return {"06_training_profile": profile, "06_loader_sweep": by_workers.figure, "06_sensitivity": by_ratio.figure,
-            "06_final_models": final_fig}
