@@ -243,7 +243,6 @@ def profile_rounds(model, cfg, train_set) -> tuple[pd.DataFrame, pd.DataFrame]:
                      "time_kind": kind, "wall_time_ms": wall, "kernel_time_total_ms": kernel,
                      "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"), "device": str(device),
                      "iterations": cfg.profile_iterations, "data_source": train_set.data_source})
-    tables[0].attrs = {}
     return tables[0], pd.DataFrame(rows)
 
 
