@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnlab import models, prune, studies
+from cnnlab import models, plotting, prune, studies
 from cnnlab.claims import INCONCLUSIVE
 from cnnlab.studies import lstm_pruning as lp
 import fakedevice
@@ -41,7 +41,7 @@ def test_follows_the_study_contract_and_generic_checks(df, parts):
     figs = lp.figures(df)
     assert list(figs) == ["06_training_profile", "06_loader_sweep", "06_sensitivity", "06_final_models"]
     for fig in figs.values():
-        lp.plotting.plt.close(fig)
+        plotting.plt.close(fig)
 
 
 def test_baseline_history(parts):
@@ -393,5 +393,5 @@ def test_a_quick_pass_on_a_gpu_follows_cudas_placement_rules():
                                                            for s in ("layer", "all_layers", "global")}
         assert [c.claim for c in lp.check_claims(df, cfg.device)] == CLAIMS
         for fig in lp.figures(df).values():
-            lp.plotting.plt.close(fig)
+            plotting.plt.close(fig)
         assert "results checked" in studies.check_results(df, cfg)

@@ -3,14 +3,12 @@ workers, and pruning (paper 003, Xiong & Leroux, HPML project, "LSTM" part).
 
 The paper profiled the Kaggle "IMDB with PyTorch" LSTM (34.7M parameters) on a V100 (cuDNN's LSTM kernels: 98.6%
 of GPU time), timed epochs per batch size x ``num_workers`` (best: 0 workers, batch 128), pruned with
-``torch.nn.utils.prune`` and, over ratios 0.1-0.9, saw a quantity that "varies slightly between 0.49 and 0.52 ->
-not sensitive" (its figure is lost; the slides do not name the quantity: if it is accuracy, it is chance level for
-balanced sentiment). At ratio 0.9 (3.5M non-zero parameters) its overall time falls 49.64 s -> 24.33 s (2.04x), but
-its like-for-like numbers are the training epoch 18.13 s -> 13.64 s and the test pass 1.56 s -> 1.09 s: train + test
-19.69 s -> 14.73 s (1.34x; with validation 21.61 s -> 16.60 s, 1.30x). The other 28.03 s -> 7.73 s of the overall
-time are neither training, validation nor testing and the slides do not say what they are, so the claims judge the
-1.34x, the part we run. Masks keep every weight's shape, so beyond the paper :func:`cnnlab.prune.shrink_lstm`
-removes whole hidden units; :func:`final_comparison` times it beside the masks.
+``torch.nn.utils.prune`` and, over ratios 0.1-0.9, saw a quantity "vary slightly between 0.49 and 0.52" (unnamed, its
+figure lost: as accuracy, chance level for balanced sentiment). At ratio 0.9 (3.5M non-zero parameters) its overall
+time falls 2.04x, but train epoch + test pass, like for like, 1.34x (:data:`PAPER`): the rest of the overall time is
+neither training, validation nor testing (the slides do not say what), so the claims judge the 1.34x, the part we
+run. Masks keep every weight's shape, so beyond the paper :func:`cnnlab.prune.shrink_lstm` removes whole hidden
+units; :func:`final_comparison` times it beside the masks.
 
 Every timed quantity is repeated ``timing_rounds`` times (the DataLoader sweep and the profile in rounds over the
 whole grid, the final models in interleaved rounds) and judged by the noise rule of :mod:`cnnlab.claims` on the
@@ -31,8 +29,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cnnlab import claims, config, data, models, plotting, prune, quantize, studies
+from cnnlab import claims, config, data, models, prune, quantize, studies
 from cnnlab.claims import ONE_ROUND, Claim, Declared, Measured, Spread, above, below, joined
+from cnnlab.plotting.lstm_pruning import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, forward, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
@@ -52,7 +51,7 @@ PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(1
 # slides give none, and another device, library or model size moves a share by a few points).
 SHARE_TOLERANCE_PP = 10.0
 SENSITIVITY_PP = 3.0  # the paper's spread 0.49-0.52, read as accuracy: 3 percentage points
-MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it only diverges
+MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it only diverges (to chance accuracy)
 
 
 def _size(value, parameter: str) -> int | None:
@@ -88,7 +87,6 @@ PARAMETERS = studies.Parameters(
     num_layers=Parameter(2, check=count, doc="LSTM layers"),
     epochs=Parameter(3, 4, check=count, doc="training epochs of the dense model"),
     batch_size=Parameter(64, 64, 128, check=config.batch_size, doc="training batch (reviews)"),
-    # Adam's step size: an lr of inf or 1e9 trains to chance accuracy and would only fail at the claims
     lr=Parameter(5e-3, 1e-3, check=functools.partial(config.number, low=0, high=MAX_LR), doc="Adam learning rate"),
     batch_sizes=Parameter([32, 128], [32, 64, 128, 256], [16, 32, 64, 128, 256], check=config.batch_sizes, axis=True,
                           doc="DataLoader-sweep batch sizes (paper: several, best 128)"),
@@ -126,10 +124,10 @@ def datasets(cfg):
                  for split, part in sets.items())
 
 
-def _train(net, loader, lr, device, epochs: int = 1) -> pd.DataFrame:
+def _train(net, loader, lr, device, epochs: int = 1, **options) -> pd.DataFrame:
     """``epochs`` epochs of ``net`` with a fresh Adam (cnnlab.train.fit's per-epoch rows, epoch_time_s in s)."""
     return fit(net, loader, torch.optim.Adam(net.parameters(), lr=lr), epochs=epochs, device=device,
-               clip_grad_norm=CLIP)
+               clip_grad_norm=CLIP, **options)
 
 
 def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn.Module, pd.DataFrame]:
@@ -146,17 +144,16 @@ def train_baseline(cfg, train_set, test_set, progress: bool = False) -> tuple[nn
                 "data_source": train_set.data_source}
 
     loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=0)
-    return model, fit(model, loader, torch.optim.Adam(model.parameters(), lr=cfg.lr), epochs=cfg.epochs,
-                      device=cfg.device, clip_grad_norm=CLIP, on_epoch=test, progress=progress, desc="train the LSTM")
+    return model, _train(model, loader, cfg.lr, cfg.device, cfg.epochs, on_epoch=test, progress=progress,
+                         desc="train the LSTM")
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: the dense model's epochs (training steps, a test pass after
-    each), the DataLoader sweep (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the
-    sensitivity scan (a test pass per point), and the final models (before and after fine-tuning a test pass,
-    fine-tuning epochs, timed batches, three steps for the memory peak; then per round a training epoch and a test
-    pass of each variant). Each unit is one step or batch of the dense model on random tokens (the pruned variants
-    are as large, or smaller)."""
+    """What :func:`measure` does, for its estimate, in steps or batches of the dense model on random tokens (the pruned
+    variants are as large, or smaller): its epochs (a test pass after each), the DataLoader sweep
+    (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the sensitivity scan (a test pass per
+    point), the final models (a test pass before and after fine-tuning, the fine-tuning epochs, timed batches, three
+    steps for the memory peak; then per round a training epoch and a test pass of each variant)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     (train_set, train_size), (test_set, test_size) = (
@@ -167,17 +164,13 @@ def plan(cfg) -> list[Work]:
                      hidden_size=cfg.hidden_size, num_layers=cfg.num_layers).to(dev)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
 
-    def tokens(b):
-        return torch.randint(cfg.vocab_size, (b, cfg.seq_len), device=dev), torch.randint(2, (b,), device=dev)
-
-    def step_at(b):
-        x, y = tokens(b)
-        return lambda: (net.train(), train_step(net, x, y, optimizer, clip_grad_norm=CLIP))
-
-    def infer_at(b):
-        x, _ = tokens(b)
+    def unit(b, train: bool):  # a training step or an inference batch of b random reviews
+        x, y = torch.randint(cfg.vocab_size, (b, cfg.seq_len), device=dev), torch.randint(2, (b,), device=dev)
+        if train:
+            return lambda: (net.train(), train_step(net, x, y, optimizer, clip_grad_norm=CLIP))
         return lambda: (net.eval(), forward(net, x))
 
+    step_at, infer_at = functools.partial(unit, train=True), functools.partial(unit, train=False)
     step, test_batch = unit_seconds(step_at(cfg.batch_size), dev), unit_seconds(infer_at(256), dev)
     steps, passes = -(-train_size // cfg.batch_size), -(-test_size // 256)  # an epoch; a test pass (batches of 256)
     scan = len(cfg.methods) * len(cfg.ratios) * (len(prune.targets(net)) + 2) + len(cfg.ratios)
@@ -187,23 +180,21 @@ def plan(cfg) -> list[Work]:
                           num_workers=cfg.num_workers, pin_memory=[dev.type == "cuda"], fraction=cfg.sweep_fraction,
                           rounds=cfg.timing_rounds, device=dev, sizes=(train_size, test_size)),
             Work("profiles", cfg.timing_rounds * (cfg.profile_iterations + 1), step),
-            Work("profiles", cfg.timing_rounds, profiler_session(dev)),
-            Work("sensitivity", scan * passes, test_batch),
+            Work("profiles", cfg.timing_rounds, profiler_session(dev)), Work("sensitivity", scan * passes, test_batch),
             Work("final models", variants * (cfg.finetune_epochs + cfg.timing_rounds) * steps + variants * 3, step),
             Work("final models", variants * (2 + cfg.timing_rounds) * passes, test_batch),
-            Work("final models", variants * (cfg.warmup + cfg.repeats + 3), unit_seconds(infer_at(cfg.batch_size),
-                                                                                          dev))]
+            Work("final models", variants * (cfg.warmup + cfg.repeats + 3),
+                 unit_seconds(infer_at(cfg.batch_size), dev))]
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Train the dense model, then measure on it. ``experiment``: "training" (:func:`train_baseline`),
-    "training_profile" (:func:`profile_training`, the first round), "profile_rounds" (the LSTM's share of every
-    round, :func:`profile_rounds`), "loader_sweep" (train and test epoch time in s per ``round`` x batch size x
-    ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep` once per round,
+    "training_profile" and "profile_rounds" (:func:`profile_rounds`), "loader_sweep" (train and test epoch time in s
+    per ``round`` x batch size x ``num_workers``, a fresh Adam per point: :func:`cnnlab.profiling.loader_sweep`
     ``cfg.timing_rounds`` rounds over the whole grid), "sensitivity" (:data:`SENSITIVITY`), "final_models"
-    (:func:`final_comparison`). The sweeps' stores: ``store_dir/stores/sweep_<experiment>_<digest>.csv``, keyed by
-    ``cfg.settings()``, the threads in use (and the round)."""
+    (:func:`final_comparison`). The sweeps' stores (``store_dir/stores/sweep_<experiment>_<digest>.csv``) are keyed
+    by ``cfg.settings()``, the threads in use (and the round)."""
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     train_set, test_set = datasets(cfg)
     model, history = train_baseline(cfg, train_set, test_set, progress=progress)
@@ -221,49 +212,38 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            sensitivity=sensitivity, final_models=final)
 
 
-def profile_training(model, cfg, train_set) -> pd.DataFrame:
-    """Operators of ``cfg.profile_iterations`` training steps by self CPU time (CPU) or self CUDA time (GPU, the paper's
-    table), largest first: name, calls, time_ms, share_pct (of the total), time_kind, is_lstm (``aten::_cudnn_rnn``,
-    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source; ``attrs["summary"]``:
-    the profile's summary (``cnnlab.profiling.profile_ops``: wall_time_ms, kernel_time_total_ms...)."""
-    device = torch.device(cfg.device)
-    net = copy.deepcopy(model).to(device).train()
-    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    tokens, labels = (t.to(device) for t in next(iter(data.make_loader(train_set, cfg.batch_size, shuffle=True))))
-    # profile_memory=False: this table reads times only (memory comes from memory.train_step_peak_mib, which sees
-    # the warm-up step's gradients freed; here their free would be unrecorded, and C++ would say so on stderr)
-    prof = profile_ops(lambda: train_step(net, tokens, labels, optimizer, clip_grad_norm=CLIP),
-                       iterations=cfg.profile_iterations, device=device, warmup=1, profile_memory=False)
-    column, kind = ("self_device_time_us", "self CUDA time") if device.type == "cuda" else \
-        ("self_cpu_time_us", "self CPU time")
-    top = top_operators(prof, by=column)
-    table = top[["name", "calls"]].assign(
-        time_ms=top[column.removesuffix("_us") + "_ms"], share_pct=top["share_pct"], time_kind=kind,
-        is_lstm=top["name"].str.lower().str.contains("|".join(LSTM_OPS)), device=str(device),
-        iterations=cfg.profile_iterations, data_source=train_set.data_source)
-    table.attrs["summary"] = dict(prof.summary)
-    return table
-
-
 def profile_rounds(model, cfg, train_set) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`profile_training` ``cfg.timing_rounds`` times: (the first round's operator table, one row per round:
+    """``cfg.profile_iterations`` training steps profiled ``cfg.timing_rounds`` times (a fresh copy, Adam and batch
+    each round). Returns the first round's operators by self CPU time (CPU) or self CUDA time (GPU, the paper's
+    table), largest first: name, calls, time_ms, share_pct (of the total), time_kind, is_lstm (``aten::_cudnn_rnn``,
+    oneDNN's ``aten::mkldnn_rnn_layer``, their backward...), device, iterations, data_source; and one row per round:
     round, lstm_share_pct (the LSTM operators' share of the time_kind, %), time_kind, wall_time_ms (host time of the
     profiled steps), kernel_time_total_ms and kernel_share_pct (GPU kernel time / wall time, %: the paper's
-    "Execution Summary" Kernel row; NaN on a CPU, which runs no kernels), device, iterations, data_source)."""
-    tables = [profile_training(model, cfg, train_set) for _ in range(cfg.timing_rounds)]
-    rows = []
-    for r, table in enumerate(tables):
-        summary = table.attrs["summary"]
-        wall, kernel = float(summary.get("wall_time_ms", float("nan"))), float(
-            summary.get("kernel_time_total_ms", float("nan")))
+    "Execution Summary" Kernel row; NaN on a CPU, which runs no kernels), device, iterations, data_source."""
+    device = torch.device(cfg.device)
+    column, kind = ("self_device_time_us", "self CUDA time") if device.type == "cuda" else \
+        ("self_cpu_time_us", "self CPU time")
+    tables, rows = [], []
+    for r in range(cfg.timing_rounds):
+        net = copy.deepcopy(model).to(device).train()
+        optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+        tokens, labels = (t.to(device) for t in next(iter(data.make_loader(train_set, cfg.batch_size, shuffle=True))))
+        # profile_memory=False: this table reads times only (memory comes from memory.train_step_peak_mib, which sees
+        # the warm-up step's gradients freed; here their free would be unrecorded, and C++ would say so on stderr)
+        prof = profile_ops(lambda: train_step(net, tokens, labels, optimizer, clip_grad_norm=CLIP),  # noqa: B023
+                           iterations=cfg.profile_iterations, device=device, warmup=1, profile_memory=False)
+        top = top_operators(prof, by=column)
+        table = top[["name", "calls"]].assign(
+            time_ms=top[column.removesuffix("_us") + "_ms"], share_pct=top["share_pct"], time_kind=kind,
+            is_lstm=top["name"].str.lower().str.contains("|".join(LSTM_OPS)), device=str(device),
+            iterations=cfg.profile_iterations, data_source=train_set.data_source)
+        wall, kernel = (float(prof.summary.get(k, float("nan"))) for k in ("wall_time_ms", "kernel_time_total_ms"))
+        tables.append(table)
         rows.append({"round": r, "lstm_share_pct": float(table.loc[table["is_lstm"], "share_pct"].sum()),
-                     "time_kind": table["time_kind"].iloc[0], "wall_time_ms": wall, "kernel_time_total_ms": kernel,
-                     "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"),
-                     "device": table["device"].iloc[0], "iterations": cfg.profile_iterations,
-                     "data_source": train_set.data_source})
-    first = tables[0]
-    first.attrs = {}
-    return first, pd.DataFrame(rows)
+                     "time_kind": kind, "wall_time_ms": wall, "kernel_time_total_ms": kernel,
+                     "kernel_share_pct": 100.0 * kernel / wall if wall > 0 else float("nan"), "device": str(device),
+                     "iterations": cfg.profile_iterations, "data_source": train_set.data_source})
+    return tables[0], pd.DataFrame(rows)
 
 
 def _all_but_head(model) -> list[str]:
@@ -305,14 +285,11 @@ def pruning_sensitivity(model, cfg, test_set, store_dir, settings: dict, progres
     grid = [{"scope": scope, "tensor": tensor, "method": method, "ratio": ratio}
             for method in cfg.methods for ratio in cfg.ratios for scope, tensor in scopes]
     grid += [{"scope": "all_layers", "tensor": "lstm units", "method": "units", "ratio": r} for r in cfg.ratios]
-
-    def skip(scope, tensor, method, ratio):
-        return f"ratio {ratio:g} would remove all {cfg.hidden_size} hidden units" \
-            if method == "units" and round(ratio * cfg.hidden_size) >= cfg.hidden_size else None
-
     dense = evaluate(model, loader, device=cfg.device)
-    return SENSITIVITY.run(cfg, store_dir, progress=progress, settings=settings, points=grid, skip=skip,
-                           bind=dict(model=model, loader=loader, dense=dense))
+    return SENSITIVITY.run(cfg, store_dir, progress=progress, settings=settings, points=grid, bind=dict(
+        model=model, loader=loader, dense=dense), skip=lambda scope, tensor, method, ratio: None if method != "units"
+        or round(ratio * cfg.hidden_size) < cfg.hidden_size else f"ratio {ratio:g} would remove all {cfg.hidden_size} "
+        "hidden units")
 
 
 def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
@@ -322,8 +299,9 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     units removed). Epoch times (s): train_epoch_s, test_epoch_s and overall_s (the two together, the part of the
     paper's "overall time" we run), medians over ``cfg.timing_rounds`` rounds taking the variants in turn (a burst of
     load hits one round of each), with _min and _max. Also params, nonzero_params, hidden_size, accuracy_pct before
-    (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_ and
-    train_step_peak_mem_mib, size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
+    (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_peak_mem_mib,
+    train_step_peak_mem_mib (memory.train_step_peak_mib: a step after a first one, so that Adam's state exists),
+    size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
     device = torch.device(cfg.device)
     train_loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=1)
     test_loader = data.make_loader(test_set, cfg.batch_size)
@@ -338,13 +316,16 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
         _train(net, train_loader, cfg.lr / 5, device, epochs=cfg.finetune_epochs)
         after = evaluate(net, test_loader, device=device)
         timing = benchmark(net, tokens, device=device, warmup=cfg.warmup, repeats=cfg.repeats)
+        work, x, y = copy.deepcopy(net).to(device).train(), tokens.to(device), labels.to(device)
+        adam = torch.optim.Adam(work.parameters(), lr=cfg.lr)
+        peak = memory.train_step_peak_mib(lambda: train_step(work, x, y, adam, clip_grad_norm=CLIP),  # noqa: B023
+                                          work, adam, [x, y], device)
         rows.append({"variant": variant, "ratio": 0.0 if variant == "dense" else cfg.chosen_ratio,
                      "hidden_size": net.lstm.hidden_size, **prune.count_parameters(net),
                      "accuracy_pruned_pct": before["accuracy_pct"], "accuracy_pct": after["accuracy_pct"],
                      "loss": after["loss"], **{f"latency_ms_{q}": getattr(timing, f"latency_ms_{q}")
                                                for q in ("median", "p10", "p90")},
-                     "inference_peak_mem_mib": timing.peak_mem_alloc_mib,
-                     "train_step_peak_mem_mib": _train_step_peak_mib(net, tokens, labels, cfg),
+                     "inference_peak_mem_mib": timing.peak_mem_alloc_mib, "train_step_peak_mem_mib": peak,
                      "size_mb": quantize.state_dict_bytes(prune.make_permanent(copy.deepcopy(net).cpu())) / 1e6})
     rounds = []
     for _ in range(cfg.timing_rounds):
@@ -365,24 +346,14 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     return df
 
 
-def _train_step_peak_mib(net, tokens, labels, cfg) -> float:
-    """Peak memory (MiB) of a training step after a first one (so Adam's state exists): what is resident (CPU: weights,
-    grads, inputs, Adam's state; CUDA: the allocator's count) plus the step's own peak (profiling.memory)."""
-    device = torch.device(cfg.device)
-    work, tokens, labels = copy.deepcopy(net).to(device).train(), tokens.to(device), labels.to(device)
-    optimizer = torch.optim.Adam(work.parameters(), lr=cfg.lr)
-    return memory.train_step_peak_mib(lambda: train_step(work, tokens, labels, optimizer, clip_grad_norm=CLIP), work,
-                                      optimizer, [tokens, labels], device)
-
-
 def _change(pair) -> str:
     """The paper's before -> after seconds with its speed-up, e.g. "18.13 -> 13.64 s (1.33x)"."""
     return f"{pair[0]:.2f} -> {pair[1]:.2f} s ({pair[0] / pair[1]:.2f}x)"
 
 
 PAPER_TRAIN_TEST = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["test_s"])))  # 19.69 -> 14.73 s: what we run
-PAPER_TIMED = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["validation_s"], PAPER["test_s"])))  # 21.61 -> 16.60 s
 PAPER_SPEEDUP = PAPER_TRAIN_TEST[0] / PAPER_TRAIN_TEST[1]  # 1.34x
+PAPER_TIMED = tuple(map(sum, zip(PAPER["train_epoch_s"], PAPER["validation_s"], PAPER["test_s"])))  # 21.61 -> 16.60 s
 # The paper's final model is pruned by masks. Whether masks save time or memory is settled by the implementation,
 # not by a measurement, so those claims are shown and not judged; removing the units could come out otherwise.
 PAPER_MASKS = ('"PyTorch pruning API -> test l2-structured and unstructured", "Chose a 0.9 pruning ratio for every '
@@ -475,29 +446,27 @@ CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
     Declared("the LSTM layers are the bottleneck of a training step", "\"...the main bottleneck but also take up most "
              f"of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)", "the LSTM "
              "operators' share of a profiled step's self CPU time (GPU: self CUDA time)",
-             above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"),
-             functools.partial(_share, column="lstm_share_pct"),
+             above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"), lambda t: _share(t, "lstm_share_pct"),
              bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% {_SHARE}"),
     Declared("GPU kernels take most of a training step (the paper's execution summary)", f"Kernel "
              f"{PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average step",
-             "GPU kernel time / wall time of the profiled steps", above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP,
-                                                                      unit="%"),
-             functools.partial(_share, column="kernel_share_pct"), gpu_only="kernel time",
-             bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}"),
+             "GPU kernel time / wall time of the profiled steps",
+             above(PAPER["kernel_pct"] - SHARE_TOLERANCE_PP, unit="%"), lambda t: _share(t, "kernel_share_pct"),
+             gpu_only="kernel time", bound=f"the paper's Kernel {PAPER['kernel_pct']:.2f}% {_SHARE}"),
     Declared("0 DataLoader workers give the fastest training epoch", "\"Optimal parameters are num_workers=0, "
              "batch_size=128\"", "training-epoch time at w workers / at 0 workers", above(1.0),
-             functools.partial(_sweep, workers=True), "w > 0 at each batch size measured"),
+             lambda t: _sweep(t, workers=True), "w > 0 at each batch size measured"),
     Declared(f"batch size {PAPER['best_batch_size']} gives the fastest training epoch", "\"Optimal parameters are "
              "num_workers=0, batch_size=128. Due to a memory overhead?\"", "training-epoch time at batch b / at batch "
              f"{PAPER['best_batch_size']}, each at its fastest num_workers", above(1.0),
-             functools.partial(_sweep, workers=False), "other batch size b measured"),
+             lambda t: _sweep(t, workers=False), "other batch size b measured"),
     Declared("accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the slides do "
              "not name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the head pruned",
-             below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="all_layers"),
+             below(SENSITIVITY_PP, unit=" pp"), lambda t: _sensitivity(t, "all_layers"),
              "ratio up to the final models'", **_ACCURACY),
     Declared("no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "\"Tested "
              "layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy with one layer "
-             "pruned", below(SENSITIVITY_PP, unit=" pp"), functools.partial(_sensitivity, scope="layer"),
+             "pruned", below(SENSITIVITY_PP, unit=" pp"), lambda t: _sensitivity(t, "layer"),
              "layer but the head at every ratio up to the final models'", **_ACCURACY),
     _preference,
     *(d for variant, words, quoted in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS),
@@ -529,46 +498,3 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     t["final_models"] = t["final_models"].set_index("variant")
     return claims.check([replace(d, claim=d.claim.format(chosen=chosen)) if isinstance(d, claims.Declared) else d
                          for d in CLAIMS], t, device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``06_training_profile`` (a training step's 12 slowest operators, the LSTM's highlighted), ``06_loader_sweep``
-    (train and test epoch time in s against batch size, per ``num_workers``: median and range of the rounds),
-    ``06_sensitivity`` (accuracy in % right after pruning against the ratio) and ``06_final_models`` (train epoch s,
-    latency ms, MiB, MB, accuracy %)."""
-    parts, sns = tables(df), plotting.sns
-    prof = parts["training_profile"].head(12)
-    prof = prof.assign(part=prof["is_lstm"].astype(bool).map({True: "LSTM", False: "other"}))
-    profile, ax = plotting.plt.subplots(figsize=(7, 0.35 * len(prof) + 1.2))
-    sns.barplot(data=prof, y="name", x="share_pct", hue="part", dodge=False, ax=ax)
-    ax.set(xlabel=f"Share of {prof['time_kind'].iloc[0]} (%)", ylabel="",
-           title=f"LSTM training step on {prof['device'].iloc[0]}")
-    profile.tight_layout()
-    loaders = parts["loader_sweep"]
-    ok = loaders[loaders["status"] == "ok"].astype({"batch_size": int, "num_workers": int})
-    by_workers = plotting.epoch_times(ok, "batch_size", "num_workers", palette="colorblind")
-    for ax in by_workers.axes.flat:
-        plotting.log2_batch_axis(ax, values=sorted(by_workers.data["batch_size"].unique()))
-        ax.set_ylabel(plotting.label_for("epoch_time_s"))
-    by_workers.figure.suptitle(f"LSTM epoch time, median and range of {loaders['round'].nunique()} rounds (workers "
-                               f"capped at {loaders['num_workers_cap'].iloc[0]})", y=1.03)
-    sens = parts["sensitivity"]
-    sens = sens[sens["status"] == "ok"].assign(pruned=lambda d: [
-        t if s == "layer" else f"{s} ({t})" for s, t in zip(d["scope"], d["tensor"])])
-    by_ratio = sns.relplot(data=sens, x="ratio", y="accuracy_pct", hue="pruned", col="method", kind="line",
-                           marker="o", height=3.2, aspect=1.0)
-    for ax in by_ratio.axes.flat:
-        ax.axhline(sens["dense_accuracy_pct"].iloc[0], color="black", linestyle="--", linewidth=1, label="dense")
-        ax.axhline(50.0, color="grey", linestyle=":", linewidth=1)
-    by_ratio.set_axis_labels("Pruning ratio", plotting.label_for("accuracy_pct"))
-    by_ratio.figure.suptitle("Accuracy right after pruning (dashed: dense, dotted: chance)", y=1.03)
-    final = parts["final_models"]
-    cols = ["train_epoch_s", "latency_ms_median", "train_step_peak_mem_mib", "size_mb", "accuracy_pct"]
-    final_fig, axes = plotting.plt.subplots(1, len(cols), figsize=(3.4 * len(cols), 3.8))
-    for ax, col in zip(axes, cols):
-        plotting.bars(ax, final, "variant", col, plotting.label_for(col))
-        ax.tick_params(axis="x", rotation=35)
-    final_fig.tight_layout()
-    final_fig.suptitle(f"Final models at ratio {final['ratio'].max():g} on {final['device'].iloc[0]}", y=1.04)
-    return {"06_training_profile": profile, "06_loader_sweep": by_workers.figure, "06_sensitivity": by_ratio.figure,
-            "06_final_models": final_fig}
