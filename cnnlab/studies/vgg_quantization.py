@@ -158,9 +158,9 @@ class Trained:
             example = (next(iter(loader))[0],)
             q = wall_time(lambda: quantize.quantize_int8(self.fp32, loader, example, max_batches=calibration_batches))
             lowered = wall_time(lambda: quantize.lower_for_cpu(q.result, example))
-            items = min(calibration_batches * latency_batch_size, len(self.train_set))
             self._int8 = SimpleNamespace(quantized=q.result, lowered=lowered.result,
-                                         prepare_s=q.seconds + lowered.seconds, calibration_items=items)
+                                         prepare_s=q.seconds + lowered.seconds, calibration_items=min(
+                                             calibration_batches * latency_batch_size, len(self.train_set)))
         return self._int8
 
 
@@ -244,8 +244,7 @@ def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor,
     got = cold_start(model, lambda net: _build(method, net, x), lambda runner: _predictions(runner, loader, dev), x,
                      warmup=warmup, repeats=repeats, rounds=rounds)
     logits, labels = got["first"]
-    # inference mode, the grad mode of the pass and of benchmark(): torch.compile does not compile again
-    error = relative_error(forward(got["runner"], x), reference)
+    error = relative_error(forward(got["runner"], x), reference)  # the pass's grad mode: torch.compile won't recompile
     right = logits.argmax(1) == labels
     if keep is not None:
         keep["right"] = right
@@ -331,8 +330,7 @@ def plan(cfg) -> list[Work]:
     cpu_batch = unit_seconds(infer_at(cfg.latency_batch_size, torch.device("cpu")), "cpu")
     batch = unit_seconds(infer_at(cfg.latency_batch_size), dev)
     if quantize.int8_unavailable() is None:  # fp32: a pass and timed batches; int8 (about as fast): two passes more
-        works += [Work("int8", 4 * passes + 2 * (cfg.warmup + cfg.repeats + 3), cpu_batch),
-                  Work("int8", 1, QUANTIZE_S)]
+        works += [Work("int8", 4 * passes + 2 * (cfg.warmup + cfg.repeats + 3), cpu_batch), Work("int8", 1, QUANTIZE_S)]
     works.append(Work("profiles", 2 * (cfg.profile_iterations + 1), cpu_batch))
     for method in cfg.methods:
         rounds = cfg.timing_rounds if method in TRACE_PAIR else 1
