@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnlab import models, quantize, studies
+from cnnlab import models, plotting, quantize, studies
 from cnnlab.claims import INCONCLUSIVE
 from cnnlab.studies import vgg_quantization as vq
 from margins import check
@@ -206,7 +206,7 @@ def test_figures(parts):
     df = studies.combine(**parts)
     figs = vq.figures(df)
     assert list(figs) == ["07_loader_sweep", "07_int8", "07_inference_profile", "07_compiled_inference"]
-    vq.plotting.plt.close("all")
+    plotting.plt.close("all")
 
 
 def _claims_frame(*, sizes=(37.4, 9.8), accuracy=(97.8, 98.1), latency=(100.0, 40.0), first_pass=(2.0, 1.9),

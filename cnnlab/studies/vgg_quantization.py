@@ -1,28 +1,25 @@
 """Study 07 (paper 003, Xiong & Leroux, HPML project, "VGGNet" part): VGG-11 inference made smaller and faster.
 
-The paper trained kuangliu's VGG on CIFAR-10 on a P100, varied the DataLoader's ``num_workers``, profiled
-inference, quantized the model to int8 with PyTorch's eager-mode API (36.97 MB -> 9.30 MB, "slightly greater
-accuracy": it prints no int8 accuracy, only the unquantized model's 65.11%) and traced it with TorchScript (a pass
-over the test set 2.54 s -> 1.10 s on the GPU, both at 66.11% accuracy: a DataParallel model, eager and traced;
-"little to no change in CPU inference time": its profiler's CPU total of one inference call of the GPU run, 1.922 s
-eager -> 1.955 s traced, not a run on a CPU device). Those two profiles spent 1.918 s (eager) and 1.951 s (traced)
-in ``aten::_convolution`` over 8 calls, and in the order its log prints them the eager call was profiled before the
-eager pass and the traced one after the traced pass: a cost of the profiled call that both forms paid, so they do
-not show that the eager pass carried a first-call (cuDNN) cost the traced pass did not, and the slides leave the
-2.54 -> 1.10 s gap unexplained. Experiment
-"compiled_inference" therefore times each method alike: its first pass over the test set from a fresh copy (each
-form pays its own first-call costs), repeated ``timing_rounds`` times from fresh copies for eager and TorchScript
-(the range the claims are judged by), and, beside it, the warm time per batch; on a GPU also the profiler's CPU
-total of one warm call, the paper's "CPU inference time". Its 36.97 MB is VGG-11 with batch norm (experiment
-"sizes": the other depths do not fit). PyTorch moved on: quantization goes through torchao's
-PT2E flow with the x86 Inductor quantizer (``cnnlab.quantize``), and TorchScript, deprecated in torch 2.13 like
-torch.ao.quantization, is timed beside ``torch.compile`` and ``torch.export``.
+The paper trained kuangliu's VGG on CIFAR-10 on a P100, varied the DataLoader's ``num_workers``, profiled inference,
+quantized the model to int8 with PyTorch's eager-mode API (36.97 MB -> 9.30 MB, "slightly greater accuracy": it prints
+no int8 accuracy, only the unquantized model's 65.11%) and traced it with TorchScript (a pass over the test set 2.54 s
+-> 1.10 s on the GPU, both at 66.11% accuracy: a DataParallel model, eager and traced; "little to no change in CPU
+inference time": its profiler's CPU total of one inference call of the GPU run, 1.922 s eager -> 1.955 s traced, not a
+run on a CPU device). Those profiles spent 1.918 s (eager) and 1.951 s (traced) in ``aten::_convolution`` over 8 calls,
+and its log profiled the eager call before the eager pass, the traced one after the traced pass: a cost of the profiled
+call that both forms paid, so they do not show that the eager pass carried a first-call (cuDNN) cost the traced pass did
+not; the slides leave the 2.54 -> 1.10 s gap unexplained. Experiment "compiled_inference" therefore times each method
+alike: its first pass over the test set from a fresh copy (each form pays its own first-call costs), ``timing_rounds``
+times for eager and TorchScript (the range the claims are judged by), the warm time per batch and, on a GPU, the
+profiler's CPU total of one warm call (the paper's "CPU inference time"). Its 36.97 MB is VGG-11 with batch norm
+(experiment "sizes": the other depths do not fit). PyTorch moved on: quantization goes through torchao's PT2E flow with
+the x86 Inductor quantizer (``cnnlab.quantize``), and TorchScript, deprecated in torch 2.13 like torch.ao.quantization,
+is timed beside ``torch.compile`` and ``torch.export``.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import warnings
 from functools import partial
@@ -33,8 +30,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from cnnlab import claims, config, data, models, plotting, quantize, studies
+from cnnlab import claims, config, data, models, quantize, studies
 from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, within
+from cnnlab.config import output_tolerance, relative_error  # one rule for "the same network's output"
+from cnnlab.plotting.vgg_quantization import figures  # noqa: F401  (the contract's figures(df))
+from cnnlab.plotting.vgg_quantization import ok
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
 from cnnlab.profiling.estimate import Work, forward, unit_seconds
 from cnnlab.profiling.ops import cpu_totals, top_operators
@@ -75,20 +75,20 @@ def _methods(value, parameter: str) -> list[str]:
 PARAMETERS = studies.Parameters(
     # quick: a CPU smoke run, one epoch on the real, offline `digits` set (about 98% test accuracy); standard: one
     # Colab GPU, CIFAR-10 (the paper's data), 30 epochs; paper: kuangliu's recipe length (200 epochs, cosine)
-    dataset=Parameter("digits", "cifar10", check=functools.partial(config.one_of, valid=[
+    dataset=Parameter("digits", "cifar10", check=partial(config.one_of, valid=[
         n for n in data.names() if data.info(n).input_shape == (3, 32, 32)]), doc="digits (quick) | cifar10 (paper)"),
     synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic images of the dataset's shape"),
     epochs=Parameter(1, 30, 200, check=config.positive_int, doc="training epochs"),
     batch_size=Parameter(32, 128, check=config.batch_size, doc="training batch (images)"),
-    lr=Parameter(0.01, 0.05, 0.1, check=functools.partial(config.number, low=0, high=MAX_LR), doc="SGD learning rate"),
-    schedule=Parameter("cosine", check=functools.partial(config.one_of, valid=SCHEDULES), doc="learning-rate schedule"),
+    lr=Parameter(0.01, 0.05, 0.1, check=partial(config.number, low=0, high=MAX_LR), doc="SGD learning rate"),
+    schedule=Parameter("cosine", check=partial(config.one_of, valid=SCHEDULES), doc="learning-rate schedule"),
     augment=Parameter(False, True, check=config.boolean, doc="random crops and flips while training"),
     num_workers=Parameter([0, 1, 2, 4, 8], check=config.num_workers, axis=True,
                           doc="DataLoader workers (paper: [0, 1, 2, 4, 8]); above os.cpu_count(): recorded as skipped"),
     # quick times pageable memory only (pinning only changes copies to a GPU; the claims use pageable rows)
     pin_memory=Parameter([False], [False, True], check=_pins, axis=True, doc="DataLoader pin_memory values"),
     # quick reads 5% of the data per round (it read 10% once): three rounds at about the old run time
-    loader_fraction=Parameter(0.05, 0.2, 1.0, check=functools.partial(config.number, low=0, high=1),
+    loader_fraction=Parameter(0.05, 0.2, 1.0, check=partial(config.number, low=0, high=1),
                               doc="share of the data each DataLoader-sweep epoch reads"),
     loader_batch_size=Parameter(32, 128, check=config.batch_size, axis=True, doc="DataLoader-sweep batch (images)"),
     calibration_batches=Parameter(4, 32, 100, check=config.positive_int,
@@ -97,8 +97,7 @@ PARAMETERS = studies.Parameters(
     # pass over the test set (torch.compile would compile it again)
     latency_batch_size=Parameter(40, 100, check=config.batch_size,
                                  doc="images per test batch: timed batches and passes (paper: 100)"),
-    warmup=Parameter(1, 3, 10, check=functools.partial(config.positive_int, minimum=0),
-                     doc="untimed batches before timing"),
+    warmup=Parameter(1, 3, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per latency"),
     # three rounds in every preset but paper's five: the noise rule needs a range
     timing_rounds=Parameter(3, 3, 5, check=config.positive_int,
@@ -129,44 +128,35 @@ def vgg_sizes() -> pd.DataFrame:
 
 
 def _predictions(net, loader, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """(float32 logits on the CPU, labels) of ``net`` over every batch of ``loader``, each batch copied to ``device``
-    and its logits back inside the loop, as a test loop that counts correct predictions per batch does (the
-    paper's, kuangliu's ``test()``, reads loss and accuracy with ``.item()`` after every batch)."""
+    """(float32 logits on the CPU, labels) of ``net`` over ``loader``, each batch to ``device`` and its logits back
+    inside the loop, as the paper's test loop (kuangliu's ``test()``, ``.item()`` after every batch) does."""
     with torch.inference_mode():
         pairs = [(net(inputs.to(device)).float().cpu(), labels) for inputs, labels in loader]
     return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
 
 
-# One rule for "the same network's output" (cnnlab.config): kept under these names for the notebook and tests.
-relative_error = config.relative_error
-output_tolerance = config.output_tolerance
-
-
 class Trained:
-    """The trained model and what the inference experiments share: ``fp32`` (a CPU copy), ``net`` (a copy on
-    ``device``), ``test_loader`` (batches of ``latency_batch_size``), its first batch ``x_cpu`` / ``x`` (on
-    ``device``), eager's logits on it (``reference``); :meth:`int8` quantizes ``fp32`` once, when an int8 point is
-    first measured."""
+    """What the inference experiments share: ``fp32`` (a CPU copy), ``net`` (a copy on ``device``), ``test_loader``
+    (batches of ``latency_batch_size``), its first batch ``x_cpu`` / ``x`` (on ``device``), eager's logits on it
+    (``reference``); :meth:`int8` quantizes ``fp32`` once, when an int8 point is first measured."""
 
     def __init__(self, model, train_set, test_set, *, latency_batch_size: int, device: str):
         self.train_set, self.test_loader = train_set, data.make_loader(test_set, latency_batch_size)
         self.fp32, self.net = copy.deepcopy(model).cpu().eval(), copy.deepcopy(model).to(device).eval()
         self.x_cpu = next(iter(self.test_loader))[0]
         self.x = self.x_cpu.to(device)
-        with torch.inference_mode():
-            self.reference = self.net(self.x)
+        self.reference = forward(self.net, self.x)
         self._int8 = None
         self.eager_right = None  # eager's per-image correctness in its first pass, once its point ran in this process
 
     def int8(self, calibration_batches: int, latency_batch_size: int) -> SimpleNamespace:
-        """int8 PT2E static quantization of ``fp32`` (on the CPU) calibrated on ``calibration_batches`` training
-        batches: ``quantized`` (q/dq graph, int8 weights: the artifact whose size we measure), ``lowered`` (its
-        oneDNN form: what runs), ``prepare_s`` (quantize + lower, s), ``calibration_items``."""
+        """int8 PT2E static quantization of ``fp32`` (CPU) calibrated on ``calibration_batches`` training batches:
+        ``quantized`` (q/dq graph, int8 weights: the artifact whose size we measure), ``lowered`` (its oneDNN form:
+        what runs), ``prepare_s`` (quantize + lower, s), ``calibration_items``."""
         if self._int8 is None:
-            calibration = data.make_loader(self.train_set, latency_batch_size, shuffle=True, seed=1)
-            example = (next(iter(calibration))[0],)
-            q = wall_time(lambda: quantize.quantize_int8(self.fp32, calibration, example,
-                                                         max_batches=calibration_batches))
+            loader = data.make_loader(self.train_set, latency_batch_size, shuffle=True, seed=1)
+            example = (next(iter(loader))[0],)
+            q = wall_time(lambda: quantize.quantize_int8(self.fp32, loader, example, max_batches=calibration_batches))
             lowered = wall_time(lambda: quantize.lower_for_cpu(q.result, example))
             self._int8 = SimpleNamespace(quantized=q.result, lowered=lowered.result,
                                          prepare_s=q.seconds + lowered.seconds, calibration_items=min(
@@ -177,22 +167,21 @@ class Trained:
 def int8_point(precision: str, *, trained: Trained, calibration_batches: int, latency_batch_size: int, warmup: int,
                repeats: int) -> dict:
     """One precision on the CPU (int8: :meth:`Trained.int8`): serialized size (MB), test accuracy (%), mean
-    cross-entropy loss, top-1 agreement with fp32 (%), latency per batch (ms), throughput (images/s), peak memory
-    (MiB), preparation time (s); ``correct`` test images, and of them the discordant ones, ``correct_only_here``
-    (right here, wrong in fp32) and ``correct_only_fp32`` (the reverse): the paired accuracy interval's counts."""
+    cross-entropy loss, top-1 agreement with fp32 (%), latency per batch (ms), throughput (images/s), peak memory (MiB),
+    preparation time (s); ``correct`` test images and the discordant counts of a paired accuracy interval,
+    ``correct_only_here`` (right here, wrong in fp32) and ``correct_only_fp32`` (the reverse)."""
     fp32, batch = trained.fp32, trained.x_cpu
     q = trained.int8(calibration_batches, latency_batch_size) if precision == "int8" else None
     runner, artifact = (quantize.GraphRunner(q.lowered, "int8 oneDNN"), q.quantized) if q else (fp32, fp32)
     logits, labels = _predictions(runner, trained.test_loader)
     reference = _predictions(fp32, trained.test_loader)[0] if q else logits
     m = benchmark(runner, batch, device="cpu", warmup=warmup, repeats=repeats)
-    right, right_fp32 = logits.argmax(1) == labels, reference.argmax(1) == labels
+    right, base = logits.argmax(1) == labels, reference.argmax(1) == labels  # per image, here and in fp32
     return {"device": "cpu", "runtime": "PT2E int8 graph, oneDNN int8 kernels (Inductor freezing passes)" if q
             else "eager PyTorch (oneDNN fp32)", "export_size_mb": quantize.export_bytes(artifact, (batch,)) / MB,
             "state_dict_size_mb": quantize.state_dict_bytes(artifact) / MB,
             "accuracy_pct": 100.0 * right.float().mean().item(), "correct": int(right.sum()),
-            "correct_only_here": int((right & ~right_fp32).sum()),
-            "correct_only_fp32": int((right_fp32 & ~right).sum()),
+            "correct_only_here": int((right & ~base).sum()), "correct_only_fp32": int((base & ~right).sum()),
             "loss": F.cross_entropy(logits, labels).item(), "test_items": len(labels),
             "top1_agreement_pct": 100.0 * (logits.argmax(1) == reference.argmax(1)).float().mean().item(),
             **{k: getattr(m, k) for k in ("latency_ms_median", "latency_ms_p10", "latency_ms_p90",
@@ -205,21 +194,13 @@ def profile_point(precision: str, *, trained: Trained, calibration_batches: int,
     """The ``top_ops`` operators of highest self CPU time in ``profile_iterations`` calls of one precision (fp32 on
     the configured device, int8 on the CPU): self and total CPU and device time (ms), share of self CPU time (%), CPU
     memory (bytes allocated minus freed: may be < 0)."""
-    if precision == "int8":
-        lowered, x, device = trained.int8(calibration_batches, latency_batch_size).lowered, trained.x_cpu, "cpu"
-        fn = lambda: lowered(x)  # noqa: E731
-    else:
-        fn, device = lambda: trained.net(trained.x), trained.x.device
-
-    def step():
-        with torch.inference_mode():
-            return fn()
-
-    prof = profile_ops(step, iterations=profile_iterations, device=device, warmup=1)
+    net, x = ((trained.int8(calibration_batches, latency_batch_size).lowered, trained.x_cpu) if precision == "int8"
+              else (trained.net, trained.x))
+    prof = profile_ops(lambda: forward(net, x), iterations=profile_iterations, device=x.device, warmup=1)
     top = top_operators(prof, by="self_cpu_time_us", n=top_ops)
     return top[["name", "calls", "self_cpu_memory_bytes", "cpu_memory_bytes", "self_cpu_time_ms", "cpu_time_total_ms",
                 "self_device_time_ms", "device_time_total_ms"]].assign(
-        device=str(device), self_cpu_share_pct=top["share_pct"], iterations=profile_iterations,
+        device=str(x.device), self_cpu_share_pct=top["share_pct"], iterations=profile_iterations,
         batch_size=latency_batch_size,
         **{k: prof.summary[k] for k in ("max_cpu_mem_mib", "device_missing_reason")}).to_dict("records")
 
@@ -246,27 +227,24 @@ def _build(method: str, net, x):
 def time_inference(method: str, model: torch.nn.Module, loader, x: torch.Tensor, reference: torch.Tensor, *,
                    warmup: int, repeats: int, rounds: int = 1, eager_right: torch.Tensor | None = None,
                    keep: dict | None = None) -> dict:
-    """One method on ``x``'s device, from a fresh copy of ``model`` that has not been called yet (``model`` itself is
-    left as it is), ``rounds`` times (each round a fresh copy, built and passed anew: ``profiling.timing.cold_start``):
+    """One method on ``x``'s device, ``rounds`` times from a fresh copy of ``model`` not called yet (each round built
+    and passed anew: ``profiling.timing.cold_start``; ``model`` is left as it is):
 
-    - ``build_s``: tracing or exporting it (s, the first round; torch.compile only wraps it and compiles in its first
-      call);
-    - ``first_pass_s``: the built form's first pass over every batch of ``loader`` (s), its first call included: the
-      paper's "test batch inference time"; the median over the rounds, ``first_pass_s_min``/``_max`` their range,
-      ``first_pass_rounds``; ``first_pass_batches``, ``first_pass_items``, ``accuracy_pct`` (%) of the first round;
+    - ``build_s``: tracing or exporting (s, first round; torch.compile only wraps, and compiles in its first call);
+    - ``first_pass_s``: the first pass over ``loader``, first call included (s; the paper's "test batch inference
+      time"): median of the rounds, ``_min``/``_max`` their range, ``first_pass_rounds``; ``first_pass_batches``,
+      ``first_pass_items``, ``accuracy_pct`` (%) of the first round;
     - ``latency_ms_*``: time per batch of ``x`` after the last pass (ms, warm: ``benchmark``), throughput, batch size;
-    - ``rel_error_vs_eager``: :func:`relative_error` of its logits on ``x`` against ``reference`` (eager's), and the
-      ``output_tolerance`` that error must stay within;
-    - ``correct`` images in the first pass and, against ``eager_right`` (eager's per-image correctness over the same
-      loader), ``correct_only_here`` / ``correct_only_eager``: the counts of a paired accuracy interval (NaN with
-      ``discordant_missing_reason`` without it). ``keep``, where given, receives this pass's ``right`` per image.
+    - ``rel_error_vs_eager`` of its logits on ``x`` against eager's ``reference``, and the ``output_tolerance``;
+    - ``correct`` images and, against ``eager_right`` (eager's per-image correctness), ``correct_only_here`` /
+      ``correct_only_eager``, a paired accuracy interval's counts (else NaN and ``discordant_missing_reason``).
+      ``keep``, where given, receives this pass's ``right`` per image.
     """
     dev = x.device
     got = cold_start(model, lambda net: _build(method, net, x), lambda runner: _predictions(runner, loader, dev), x,
                      warmup=warmup, repeats=repeats, rounds=rounds)
     logits, labels = got["first"]
-    with torch.inference_mode():  # the grad mode of the pass and of benchmark(): torch.compile does not compile again
-        error = relative_error(got["runner"](x), reference)
+    error = relative_error(forward(got["runner"], x), reference)  # the pass's grad mode: torch.compile won't recompile
     right = logits.argmax(1) == labels
     if keep is not None:
         keep["right"] = right
@@ -284,10 +262,9 @@ def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, 
     """:func:`time_inference` of one method on ``trained.net``: eager and TorchScript (:data:`TRACE_PAIR`) in
     ``timing_rounds`` rounds from fresh copies; eager's per-image correctness is kept on ``trained`` so that the
     methods after it count the images only one of the two gets right (a paired accuracy interval)."""
-    rounds = timing_rounds if method in TRACE_PAIR else 1
     keep = {}
     row = time_inference(method, trained.net, trained.test_loader, trained.x, trained.reference, warmup=warmup,
-                         repeats=repeats, rounds=rounds, keep=keep,
+                         repeats=repeats, rounds=timing_rounds if method in TRACE_PAIR else 1, keep=keep,
                          eager_right=None if method == "eager" else trained.eager_right)
     if method == "eager":
         trained.eager_right = keep["right"]
@@ -295,26 +272,24 @@ def compiled_point(method: str, *, trained: Trained, warmup: int, repeats: int, 
 
 
 def compiled_profile_point(method: str, *, trained: Trained, warmup: int, timing_rounds: int) -> dict:
-    """One point of experiment "compiled_profile", after every timing of :data:`COMPILED`: the profiler's CPU total
-    of ``timing_rounds`` warm calls of the method's built form on ``trained.x`` (``profiling.ops.cpu_totals``;
-    ``profile_cpu_total_ms``, ``_min``, ``_max``, ``profile_calls``): the paper's "CPU inference time" is this
-    quantity in its GPU run. Only eager and TorchScript (:data:`TRACE_PAIR`) on a GPU: elsewhere NaN, 0 calls."""
+    """After every timing of :data:`COMPILED`: the profiler's CPU total of ``timing_rounds`` warm calls of the built
+    form on ``trained.x`` (``profiling.ops.cpu_totals``: ``profile_cpu_total_ms``, ``_min``, ``_max``,
+    ``profile_calls``), the paper's "CPU inference time" of its GPU run. Eager and TorchScript on a GPU only, else
+    NaN and 0 calls."""
     x = trained.x
     calls = timing_rounds if x.device.type == "cuda" and method in TRACE_PAIR else 0
     if not calls:
         return cpu_totals(lambda: None, 0, device=x.device)
-    net = copy.deepcopy(trained.net).to(x.device).eval()
     with torch.no_grad():
-        runner = _build(method, net, x)
-    with torch.inference_mode():
-        for _ in range(max(warmup, 2)):  # TorchScript's profiling executor optimises after its first calls
-            runner(x)
+        runner = _build(method, copy.deepcopy(trained.net), x)  # trained.net is on x's device, in eval mode
+    for _ in range(max(warmup, 2)):  # TorchScript's profiling executor optimises after its first calls
+        forward(runner, x)
     return cpu_totals(lambda: runner(x), calls, device=x.device)
 
 
-INT8 = Experiment("int8", int8_point, desc="int8")
-PROFILE = Experiment("inference_profile", profile_point, desc="inference_profile")
-COMPILED = Experiment("compiled_inference", compiled_point, axes={"method": "methods"}, desc="compiled_inference")
+INT8 = Experiment("int8", int8_point)
+PROFILE = Experiment("inference_profile", profile_point)
+COMPILED = Experiment("compiled_inference", compiled_point, axes={"method": "methods"})
 COMPILED_PROFILE = Experiment("compiled_profile", compiled_profile_point, axes={"method": "methods"},
                               desc="compiled_inference: profiles")
 
@@ -326,10 +301,9 @@ def _train_epoch(net, loader, device) -> None:
 
 def plan(cfg) -> list[Work]:
     """What :func:`measure` does, for its estimate: training (none where cached), the DataLoader sweep
-    (:func:`cnnlab.profiling.loaders.plan`), int8 against fp32 (passes over the test set, timed batches, quantizing
-    at :data:`QUANTIZE_S`), the profiles, and per method its passes over the test set (eager and TorchScript
-    ``timing_rounds`` times) and timed batches, with torch.compile's and torch.export's first-call costs
-    (:data:`COMPILE_S`, :data:`EXPORT_S`)."""
+    (:func:`cnnlab.profiling.loaders.plan`), int8 against fp32 (test passes, timed batches, :data:`QUANTIZE_S`), the
+    profiles, and per method its test passes (eager and TorchScript ``timing_rounds`` times), timed batches and
+    first-call costs (:data:`COMPILE_S`, :data:`EXPORT_S`)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     recipe = Recipe(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, schedule=cfg.schedule, augment=cfg.augment)
@@ -356,8 +330,7 @@ def plan(cfg) -> list[Work]:
     cpu_batch = unit_seconds(infer_at(cfg.latency_batch_size, torch.device("cpu")), "cpu")
     batch = unit_seconds(infer_at(cfg.latency_batch_size), dev)
     if quantize.int8_unavailable() is None:  # fp32: a pass and timed batches; int8 (about as fast): two passes more
-        works += [Work("int8", 4 * passes + 2 * (cfg.warmup + cfg.repeats + 3), cpu_batch),
-                  Work("int8", 1, QUANTIZE_S)]
+        works += [Work("int8", 4 * passes + 2 * (cfg.warmup + cfg.repeats + 3), cpu_batch), Work("int8", 1, QUANTIZE_S)]
     works.append(Work("profiles", 2 * (cfg.profile_iterations + 1), cpu_batch))
     for method in cfg.methods:
         rounds = cfg.timing_rounds if method in TRACE_PAIR else 1
@@ -370,33 +343,30 @@ def plan(cfg) -> list[Work]:
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """Every measurement, by ``experiment``: "sizes" (:func:`vgg_sizes`), "training" (``cnnlab.train.train``'s
-    history, checkpoint-cached), the DataLoader sweep "loader_sweep" (one train and one test epoch, s, per ``round`` x
-    ``num_workers`` x ``pin_memory``: ``cnnlab.profiling.loader_sweep`` once per round, ``cfg.timing_rounds`` rounds
-    over the whole grid) and three experiments on the trained model (:class:`Trained`): :data:`INT8` (fp32 vs int8 on
-    the CPU, :func:`int8_point`, with ``size_ratio_vs_fp32``, ``speedup_vs_fp32``), :data:`PROFILE` (top operators
-    per precision, :func:`profile_point`), :data:`COMPILED` (per method, :func:`compiled_point`;
-    ``first_pass_speedup_vs_eager`` and the warm ``speedup_vs_eager``), all stored under ``store_dir`` keyed by
-    ``cfg.settings()`` and the threads in use. Every pass comes after the model has already run in this process
-    (training, the other experiments): process-wide first-use costs (CUDA context, cuDNN's, oneDNN's kernel set-up)
-    are in no method's pass, and each method's own first-call costs are in its."""
+    history, checkpoint-cached), "loader_sweep" (one train and one test epoch, s, per ``round`` x ``num_workers`` x
+    ``pin_memory``: ``cfg.timing_rounds`` rounds over the whole grid) and, on the trained model (:class:`Trained`),
+    :data:`INT8` (with ``size_ratio_vs_fp32``, ``speedup_vs_fp32``), :data:`PROFILE` and :data:`COMPILED` (with
+    ``first_pass_speedup_vs_eager`` and the warm ``speedup_vs_eager``), stored under ``store_dir`` keyed by
+    ``cfg.settings()`` and the threads in use. Every pass comes after the model has run in this process (training,
+    the other experiments): process-wide first-use costs (CUDA context, cuDNN's, oneDNN's kernel set-up) are in no
+    method's pass, and each method's own first-call costs are in its."""
     extra = dict(cpu_threads=config.set_threads(cfg.threads))
     recipe = Recipe(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, schedule=cfg.schedule, augment=cfg.augment)
     model, history = train(MODEL, cfg.dataset, recipe=recipe, synthetic=cfg.synthetic, device=cfg.device,
                            progress=progress)
     train_set, test_set = (data.load(cfg.dataset, split, synthetic=cfg.synthetic) for split in ("train", "test"))
-    loaders = loader_sweep(
-        model, functools.partial(_train_epoch, device=cfg.device),
-        lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
-        batch_sizes=[cfg.loader_batch_size], num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
-        fraction=cfg.loader_fraction, device=cfg.device, settings=cfg.settings(**extra), progress=progress,
-        store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv", rounds=cfg.timing_rounds)
+    loaders = loader_sweep(model, partial(_train_epoch, device=cfg.device),
+                           lambda net, loader: evaluate(net, loader, device=cfg.device), train_set, test_set,
+                           batch_sizes=[cfg.loader_batch_size], num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
+                           fraction=cfg.loader_fraction, device=cfg.device, settings=cfg.settings(**extra),
+                           progress=progress, store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv",
+                           rounds=cfg.timing_rounds)
     trained = Trained(model, train_set, test_set, latency_batch_size=cfg.latency_batch_size, device=cfg.device)
     int8_reason = quantize.int8_unavailable()  # e.g. Colab's torchao 0.10: the int8 rows say why they are missing
 
     def run(experiment, **options):  # the experiment on the trained model, stored under store_dir
-        return experiment.run(cfg, store_dir, progress=progress, settings=extra, bind=dict(trained=trained),
-                              **options).assign(
-            data_source=train_set.data_source)
+        rows = experiment.run(cfg, store_dir, progress=progress, settings=extra, bind=dict(trained=trained), **options)
+        return rows.assign(data_source=train_set.data_source)
 
     precisions = dict(points=[{"precision": p} for p in PRECISIONS],
                       skip=lambda precision: int8_reason if precision == "int8" else None)
@@ -414,15 +384,9 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            inference_profile=ops, compiled_inference=compiled)
 
 
-def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    return df[(df["experiment"] == experiment) & (df["status"] == "ok")]
-
-
-
-
 def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, items="", rounds="", more=""):
     """Ok rows ``pair`` on ``col``: first / second ``spread``, or given ``items`` second - first accuracy (pp)."""
-    by = _ok(df, "int8").set_index("precision") if "fp32" in pair else _ok(df, "compiled_inference").set_index("method")
+    by = ok(df, "int8").set_index("precision") if "fp32" in pair else ok(df, "compiled_inference").set_index("method")
     if not set(pair) <= set(by.index):
         return f"no ok {' or '.join(pair)} row: see its table's errors"
     a, b = (by.loc[p].dropna() for p in pair)  # a NaN cell reads as absent: get() gives its default
@@ -441,7 +405,7 @@ def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, 
 
 def _workers(df: pd.DataFrame, col: str):
     """Pageable rows' epoch time ``col`` over the sweep's rounds: 0 workers' / each other count's, next / previous."""
-    sweep = _ok(df, "loader_sweep")
+    sweep = ok(df, "loader_sweep")
     times = sweep[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]
     t, rounds = {int(k): Spread.timed_samples(g) for k, g in times}, times.size().min()
     if len(w := list(t)) < 2 or w[0] != 0:
@@ -450,8 +414,7 @@ def _workers(df: pd.DataFrame, col: str):
         return ONE_ROUND
     return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
                             "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
-                           ", ".join(f"{k} workers {x.text('.2f', ' s')}" for k, x in t.items())
-                           + f" ({rounds} rounds)",
+                           ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w) + f" ({rounds} rounds)",
                            f"workers capped at os.cpu_count() = {int(sweep['num_workers_cap'].iloc[0])}")
 
 
@@ -491,54 +454,5 @@ CLAIMS = INT8_CLAIMS + [
       for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s")))]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """:data:`CLAIMS` judged by ``cnnlab.claims``, the int8 ones on the CPU (where quantized models run)."""
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:  # the int8 claims on the CPU, where quantized models run
     return claims.check(INT8_CLAIMS, df, "cpu") + claims.check(CLAIMS[len(INT8_CLAIMS):], df, device)
-
-
-def figures(df: pd.DataFrame) -> dict:
-    """``07_loader_sweep`` (epoch time, s, per num_workers, train and test, a line per pin_memory: median and range
-    of the rounds), ``07_int8``
-    (fp32 vs int8: size, MB; accuracy, %; CPU latency per batch, ms), ``07_inference_profile`` (self CPU time, ms,
-    of the top operators per precision), ``07_compiled_inference`` (warm latency per batch, ms; first pass over the
-    test set, s)."""
-    loaders = _ok(df, "loader_sweep")
-    pinned = "pinned" if str(loaders["device"].iloc[0]).startswith("cuda") else "pinned (no effect without a GPU)"
-    grid = plotting.epoch_times(loaders.assign(pin_memory=loaders["pin_memory"].astype(bool).map(
-        {True: pinned, False: "pageable"})), "num_workers", "pin_memory")
-    grid.set_axis_labels("DataLoader num_workers", plotting.label_for("epoch_time_s"))
-    for ax in grid.axes.flat:
-        ax.set_xticks(sorted(grid.data["num_workers"].unique()))
-    grid.figure.suptitle(f"DataLoader workers, median and range of {loaders['round'].nunique()} rounds (cap: "
-                         f"{int(loaders['num_workers_cap'].iloc[0])} cores)", y=1.03)
-
-    int8 = _ok(df, "int8")
-    fig_int8, axes = plotting.plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
-    for ax, col, label in zip(axes, ("export_size_mb", "accuracy_pct", "latency_ms_median"),
-                              ("Serialized size (MB)", "Test accuracy (%)", "CPU latency per batch (ms)")):
-        plotting.bars(ax, int8, "precision", col, label, errors=col == "latency_ms_median", values=True)
-    fig_int8.suptitle("VGG-11 fp32 vs PT2E int8 (CPU)")
-
-    ops = _ok(df, "inference_profile")
-    precisions = list(dict.fromkeys(ops["precision"]))
-    fig_ops, axes = plotting.plt.subplots(1, len(precisions), squeeze=False, layout="constrained", figsize=(
-        6 * len(precisions), 0.35 * ops.groupby("precision").size().max() + 1.2))
-    for ax, precision in zip(axes[0], precisions):
-        part = ops[ops["precision"] == precision]
-        plotting.sns.barplot(data=part, y="name", x="self_cpu_time_ms", ax=ax, color=plotting.sns.color_palette()[0])
-        ax.set(xlabel=plotting.label_for("self_cpu_time_ms"), ylabel="",
-               title=f"{precision} on {part['device'].iloc[0]}, {int(part['iterations'].iloc[0])} batches")
-
-    compiled = _ok(df, "compiled_inference")
-    fig_compiled, axes = plotting.plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-    plotting.bars(axes[0], compiled, "method", "latency_ms_median", "Latency per batch (ms)", errors=True)
-    axes[0].set_title(f"Warm: batches of {int(compiled['batch_size'].iloc[0])} after the first pass", fontsize=10)
-    plotting.bars(axes[1], compiled, "method", "first_pass_s", "First pass (s)", values=True)
-    axes[1].set_title(f"First pass over the {int(compiled['first_pass_items'].iloc[0])} test images, first call "
-                      "included", fontsize=10)
-    axes[1].set_yscale("log")
-    plotting.plain_log_ticks(axes[1])
-    plotting.plt.setp([ax.get_xticklabels() for ax in axes], rotation=20)
-    fig_compiled.suptitle(f"VGG-11 inference on {compiled['device'].iloc[0]}: " + ", ".join(compiled["method"]))
-    return {"07_loader_sweep": grid.figure, "07_int8": fig_int8, "07_inference_profile": fig_ops,
-            "07_compiled_inference": fig_compiled}
