@@ -331,6 +331,15 @@ def check(declarations: Sequence, df: pd.DataFrame, device) -> list[Claim]:
     return [d.judged(df, device) if isinstance(d, Declared) else d(df, device) for d in declarations]
 
 
+def checker(declarations: Sequence, rows=None):
+    """A study's ``check_claims(df, device) -> list[Claim]``: ``declarations`` judged by :func:`check` on ``df``, or
+    on ``rows(df)`` where the claims are about some of its rows; for a study that needs nothing else to judge."""
+    def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+        """The study's claims (its ``CLAIMS``) judged on ``df`` by :func:`cnnlab.claims.check`."""
+        return check(declarations, df if rows is None else rows(df), device)
+    return check_claims
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One verdict in every form the workbook writes it: ``stored`` (claims.csv's ``held``), ``word`` (a table's

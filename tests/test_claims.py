@@ -1,3 +1,4 @@
+import inspect
 import numpy as np
 import pandas as pd
 import pytest
@@ -294,3 +295,16 @@ def test_same_passes_identical_work_only_as_inconclusive():
     assert control(Spread(1.02, 0.8, 1.3))[0] == claims.INCONCLUSIVE
     for decided in (Spread(1.5, 1.3, 1.7), Spread(0.7, 0.6, 0.8)):  # faster or slower: the rule told them apart
         assert control(decided) == (False, "the noise rule failed its control: decided")
+
+
+def test_checker_is_a_check_claims_that_judges_the_rows_it_is_given():
+    rows = pd.DataFrame({"part": ["a", "b"], "x": [3.0, 0.5]})
+    declared = claims.Declared("x is above 1", "Sec. 0", "x", claims.above(1.0),
+                               lambda df: claims.Measured({p: Spread.exact(x) for p, x in zip(df["part"], df["x"])}),
+                               each="part", noise="noise: none, exact")
+    check_claims = claims.checker([declared])
+    assert list(inspect.signature(check_claims).parameters) == ["df", "device"]
+    (whole,) = check_claims(rows, "cpu")
+    assert whole.held is False and "b: did not hold" in whole.note
+    (only_a,) = claims.checker([declared], rows=lambda df: df[df["part"] == "a"])(rows, "cpu")
+    assert only_a.held is True and only_a.ours == "a 3"

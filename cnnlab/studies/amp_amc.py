@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, studies
-from cnnlab.claims import Claim, Spread
+from cnnlab.claims import Spread
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, time_spread
 from cnnlab.profiling.estimate import Work, profiler_session
 from cnnlab.plotting import amp_amc as plots
@@ -188,6 +188,4 @@ CLAIMS = [
 ]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-C (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
-    return claims.check(CLAIMS, df, device)
+check_claims = claims.checker(CLAIMS)  # Sec. IV-C

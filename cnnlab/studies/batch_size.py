@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, studies
-from cnnlab.claims import FAR_ABOVE, Claim, Declared, Measured, Spread, above, below, joined, rises
+from cnnlab.claims import FAR_ABOVE, Declared, Measured, Spread, above, below, joined, rises
 from cnnlab.profiling import (benchmark, cost_model, free_memory, hardware_counters, memory_snapshot,
                               profile_ops, roofline_point, snapshot_file, throughput, trace_file, trace_folder)
 from cnnlab.profiling.counters import PAPER_METRICS, counters_missing_reason, profiled_region, summarise_counters
@@ -465,6 +465,4 @@ CLAIMS = [
 ]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-A and Sec. V (:data:`CLAIMS`) by the noise rule of ``cnnlab.claims``."""
-    return claims.check(CLAIMS, df, device)
+check_claims = claims.checker(CLAIMS)  # Sec. IV-A and Sec. V

@@ -341,12 +341,12 @@ CLAIMS = [
              " s", least=0.5) for a in AXES),
     claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. '
                     '4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes '
-                    f'and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 "
+                    'and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 "
                     "of the data / the same at >= 1/2", claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
     claims.Declared("batch size cuts runtime more at small batches, process count more at large batches (the "
                     'crossover)', 'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more '
                     'significant impact on reducing runtime. However, in larger batch sizes, the increase in GPU count '
-                    f'became more influential"', f"{TIME} T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, "
+                    'became more influential"', f"{TIME} T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, "
                     f"T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at the largest bL", claims.above(1, ".3f"), _crossover,
                     each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
     *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, data, models, studies, train
-from cnnlab.claims import Claim, Spread
+from cnnlab.claims import Spread
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.plotting.fp16 import figures  # noqa: F401  (the contract's figures(df))
@@ -297,6 +297,4 @@ CLAIMS = [
 ]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """The claims of Sec. IV-B (:data:`CLAIMS`) judged on :func:`measure`'s result (``cnnlab.claims.check``)."""
-    return claims.check(CLAIMS, df, device)
+check_claims = claims.checker(CLAIMS)  # Sec. IV-B

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, models, studies
-from cnnlab.claims import Claim, Declared, Spread, above, same
+from cnnlab.claims import Declared, Spread, above, same
 from cnnlab.kernels import apply_strategy, strategies
 from cnnlab.kernels.triton_conv import TRITON_CPU_REASON, triton_check_device, triton_untimed_reason
 from cnnlab.plotting.validation_li2016 import PAPER_NAMES, PAPER_OPT_SPEEDUP
@@ -380,6 +380,4 @@ CLAIMS = [  # Sec. IV-E, "Key Observations"
              beyond=True)]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """Sec. IV-E's :data:`CLAIMS` on the "strategies" rows, every time by :func:`time_spread`."""
-    return claims.check(CLAIMS, df[df["experiment"] == "strategies"], device)
+check_claims = claims.checker(CLAIMS, rows=lambda df: df[df["experiment"] == "strategies"])  # Sec. IV-E
