@@ -253,3 +253,21 @@ def test_whiskers_take_pandas_series_without_a_warning(points):
     segments = bars.lines[2][0].get_segments()
     assert [tuple(map(tuple, s)) for s in segments] == [((i, 1.0), (i, 4.0)) for i in range(points)]
     plt.close(fig)
+
+
+@pytest.mark.parametrize("name", ["quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling",
+                                  "lstm_pruning", "vgg_quantization", "validation_li2016"])
+def test_each_study_draws_with_its_plotting_module_which_sits_below_the_studies(name):
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from cnnlab import studies
+
+    drawing = importlib.import_module(f"cnnlab.plotting.{name}")
+    assert name in studies.STUDIES and studies.load(name).figures is drawing.figures
+    tree = ast.parse(Path(drawing.__file__).read_text())
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    above = [m for m in imported if m.startswith(("cnnlab.studies", "cnnlab.results", "cnnlab.contract"))]
+    assert not above, f"cnnlab.plotting.{name} imports {above}: plotting sits below the studies"
