@@ -405,13 +405,10 @@ def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, 
 
 def _workers(df: pd.DataFrame, col: str):
     """Pageable rows' epoch time ``col`` over the sweep's rounds: 0 workers' / each other count's, next / previous."""
-    sweep = ok(df, "loader_sweep")
-    times = sweep[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]
+    times = (sweep := ok(df, "loader_sweep"))[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]
     t, rounds = {int(k): Spread.timed_samples(g) for k, g in times}, times.size().min()
-    if len(w := list(t)) < 2 or w[0] != 0:
-        return "the sweep needs 0 workers and another count"
-    if rounds < 2:
-        return ONE_ROUND
+    if (lacking := len(w := list(t)) < 2 or w[0] != 0) or rounds < 2:
+        return "the sweep needs 0 workers and another count" if lacking else ONE_ROUND
     return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
                             "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
                            ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w) + f" ({rounds} rounds)",
