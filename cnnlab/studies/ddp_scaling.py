@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, data, ddp, models, studies
-from cnnlab.claims import INCONCLUSIVE, Claim, Spread, joined
+from cnnlab.claims import INCONCLUSIVE, Claim, Declared, Measured, Spread, above, below, falls, joined
 from cnnlab.plotting.ddp_scaling import below_noise, placements, processes
 from cnnlab.plotting.ddp_scaling import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import derived, spread, store_file, wall_time
@@ -278,7 +278,7 @@ def _groups(ok: pd.DataFrame, metric: str, along: str, least=0.0) -> dict:
 
 
 def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit: str, note="", least=0.0,
-           per_epoch=False, also="") -> claims.Declared:
+           per_epoch=False, also="") -> Declared:
     """The claim that ``metric`` (per epoch where ``per_epoch``) falls along ``along`` in every :func:`_groups`."""
     def measure(ok: pd.DataFrame):
         gs = {f"f={f:g} {OTHER[along][0]}={v:g}": g for (f, v), g in _groups(ok, metric, along, least).items()}
@@ -287,14 +287,14 @@ def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit:
         steps = {k: g["steps_per_rank"] / g["epochs"] for k, g in gs.items() if "steps_per_rank" in g}
         fell = sum(g[also].iloc[-1] < g[also].iloc[0] for g in gs.values()) if also else 0
         ours = "; ".join(f"{k}: " + " -> ".join(x.text(".4g", unit) for x in v) for k, v in xs.items())
-        return claims.Measured(xs, ours + (_ran(ok) if along == "world_size" else ""), joined(
+        return Measured(xs, ours + (_ran(ok) if along == "world_size" else ""), joined(
             note, also and f"{also} (per step x steps, not a peak) fell in {fell} of {len(gs)}", *(
                 f"{k}: steps per epoch per rank " + " -> ".join(f"{x:g}" for x in s) for k, s in steps.items()
                 if s.notna().all())), {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) \
             if gs else claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
-    return claims.Declared(claim, paper, f"{quantity} along {AXES[along]}", claims.falls(".4g", unit), measure,
-                           noise=TIME_NOISE if metric == TIME else COUNT_NOISE, each=f"{AXES[OTHER[along]]} and data "
-                           f"fraction{f' >= {least:g}' if least else ''}")
+    return Declared(claim, paper, f"{quantity} along {AXES[along]}", falls(".4g", unit), measure,
+                    noise=TIME_NOISE if metric == TIME else COUNT_NOISE,
+                    each=f"{AXES[OTHER[along]]} and data fraction{f' >= {least:g}' if least else ''}")
 
 
 def _tenth(ok: pd.DataFrame):
@@ -306,7 +306,7 @@ def _tenth(ok: pd.DataFrame):
             for a in OTHER for (f, v), g in _groups(ok, TIME, a).items()}
     ends = {f"{a.split('_')[0]} gain at {OTHER[a].split('_')[0]}={v:g}": (x, gain[a, fr[-1], v])
             for (a, f, v), x in gain.items() if f == fr[0] and (a, fr[-1], v) in gain}
-    return claims.Measured({k: s / b for k, (s, b) in ends.items()}, "; ".join(
+    return Measured({k: s / b for k, (s, b) in ends.items()}, "; ".join(
         f"{k}: {s.text('.3g', 'x')} at f={fr[0]:g} / {b.text('.3g', 'x')} at f={fr[-1]:g} = {(s / b).text('.3f')}"
         for k, (s, b) in ends.items()) + _ran(ok)) if ends else "fewer than two batch sizes or process counts measured"
 
@@ -321,14 +321,14 @@ def _crossover(ok: pd.DataFrame):
         if {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             parts[f"f={f:g} b={b0:g}: batch gain / process gain"] = t[b0, wn] / t[b1, w1]
             parts[f"f={f:g} b={bl:g}: process gain / batch gain"] = t[bl, w1] * t[bl, w1] / (t[bl, wn] * t[bp, w1])
-    return claims.Measured(parts, "; ".join(f"{k} {v.text('.3f')}" for k, v in parts.items()) + _ran(ok)) \
+    return Measured(parts, "; ".join(f"{k} {v.text('.3f')}" for k, v in parts.items()) + _ran(ok)) \
         if parts else "needs two batch sizes and two process counts at a data fraction >= 1/2"
 
 
 def _cpu_memory(ok: pd.DataFrame):
     """Per data fraction, the largest / smallest peak CPU memory per rank over batch sizes and process counts."""
     m = ok.groupby("data_fraction")["max_cpu_mem_mib"].agg(["min", "max", "count"]).query("count > 1")
-    return claims.Measured({f"f={f:g}": Spread.exact(r["max"] / r["min"]) for f, r in m.iterrows()}, "; ".join(
+    return Measured({f"f={f:g}": Spread.exact(r["max"] / r["min"]) for f, r in m.iterrows()}, "; ".join(
         f"f={f:g}: {r['min']:.4g} to {r['max']:.4g} MiB ({r['max'] / r['min']:.3f}x)" for f, r in m.iterrows())
         + _ran(ok), "on a CPU run the training tensors (model, batch, activations) are CPU memory" if "device" in ok
         and ok["device"].eq("cpu").any() else "") if len(m) else "fewer than two points per data fraction"
@@ -339,25 +339,24 @@ CLAIMS = [
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
              'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
              " s", least=0.5) for a in AXES),
-    claims.Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. '
-                    '4.3.1: "For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes '
-                    'and GPU counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 "
-                    "of the data / the same at >= 1/2", claims.below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
-    claims.Declared("batch size cuts runtime more at small batches, process count more at large batches (the "
-                    'crossover)', 'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more '
-                    'significant impact on reducing runtime. However, in larger batch sizes, the increase in GPU count '
-                    'became more influential"', f"{TIME} T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, "
-                    f"T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at the largest bL", claims.above(1, ".3f"), _crossover,
-                    each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
+    Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. 4.3.1: '
+             '"For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes and GPU '
+             'counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 of the data "
+             "/ the same at >= 1/2", below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
+    Declared("batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
+             'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more significant impact on reducing '
+             'runtime. However, in larger batch sizes, the increase in GPU count became more influential"', f"{TIME} "
+             "T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at "
+             "the largest bL", above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
     *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '
              '"an increase in batch size and the number of GPUs used generally led to a decrease in the total number '
              'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"', "conv_calls / epochs "
              "(convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "", per_epoch=True,
              note="arithmetic: calls per epoch = calls per step x steps per epoch per rank") for a in AXES),
-    claims.Declared("peak CPU memory is relatively unaffected by batch size and process count", MEMORY,
-                    "max_cpu_mem_mib (peak of live CPU tensor memory in a profiled step, the largest process): largest "
-                    "/ smallest", claims.below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction",
-                    noise=COUNT_NOISE, bound="\"relatively unaffected\": our bound, the paper gives none"),
+    Declared("peak CPU memory is relatively unaffected by batch size and process count", MEMORY, "max_cpu_mem_mib "
+             "(peak of live CPU tensor memory in a profiled step, the largest process): largest / smallest",
+             below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction", noise=COUNT_NOISE,
+             bound="\"relatively unaffected\": our bound, the paper gives none"),
     *(_falls(f"peak GPU memory falls with {what}", MEMORY, "max_gpu_mem_mib (peak of live GPU tensor memory "
              "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib")
       for a, what in (("world_size", "more GPUs"), ("batch_size_per_rank", "batch size"))),
@@ -370,9 +369,8 @@ def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     gap = f"; {len(lost)} of {len(df)} grid points missing, not judged: " + ", ".join(
         f"{_point(r)} ({r['status']})" for _, r in lost.iterrows()) if len(lost) else ""
     kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in ok.iterrows() if "note" in ok and pd.notna(r["note"]))
-    checks, once = claims.check(CLAIMS, ok, device), (ok["epochs"].fillna(1) < 2).any()
-    for d, c in zip(CLAIMS, checks):  # a claim on times measured once: their noise unknown
-        timed = once and c.held is not None and d.noise == TIME_NOISE
+    for d, c in zip(CLAIMS, checks := claims.check(CLAIMS, ok, device)):  # times measured once: their noise unknown
+        timed = c.held is not None and d.noise == TIME_NOISE and (ok["epochs"].fillna(1) < 2).any()
         c.held, c.ours, c.note = INCONCLUSIVE if timed else c.held, c.ours + gap, joined(timed and ONCE, c.note, kept)
     return checks
 
