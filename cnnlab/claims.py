@@ -241,6 +241,37 @@ def falls(fmt: str = ".3g", unit: str = "") -> Test:
     return Test("falls", fmt=fmt, unit=unit)
 
 
+@dataclass(frozen=True)
+class Ends:
+    """A sequence judged at every step and at its ends, both needed ("falls significantly": every step down, and the
+    last value / the first below a bound): ``steps`` a :func:`rises` or :func:`falls` test (None: no step may clearly
+    fall), ``ratio`` a :func:`below`, :func:`above` or :func:`within` test of the last value / the first; ``ends``
+    names that ratio in the criterion, ``at`` what a step's labels are ("tile": "clearly down at tile 8 -> 16")."""
+
+    ratio: Test
+    steps: Test | None = None
+    ends: str = "last / first"
+    at: str = ""
+
+    @property
+    def fmt(self) -> str:
+        return (self.steps or self.ratio).fmt
+
+    @property
+    def unit(self) -> str:
+        return (self.steps or self.ratio).unit
+
+    def words(self) -> str:
+        return f"{self.steps.words() if self.steps else 'never clearly falls'}, and {self.ends} {self.ratio.words()}"
+
+    def __call__(self, xs, labels=None) -> tuple[bool | str | None, str]:
+        xs, labels = list(xs), list(labels) if labels is not None else list(range(len(xs)))
+        down = ", ".join(f"{a} -> {b}" for a, b, x, y in zip(labels, labels[1:], xs, xs[1:]) if y.high < x.low)
+        at = f"{self.at} " if self.at else ""
+        steps = self.steps(xs, labels) if self.steps else (not down, down and f"clearly down at {at}{down}")
+        return all_of(steps, self.ratio(xs[-1] / xs[0]))
+
+
 @dataclass
 class Measured:
     """What a declaration's ``measure`` found: ``parts`` {name: a Spread, or a sequence of them for a trend} judged

@@ -308,3 +308,18 @@ def test_checker_is_a_check_claims_that_judges_the_rows_it_is_given():
     assert whole.held is False and "b: did not hold" in whole.note
     (only_a,) = claims.checker([declared], rows=lambda df: df[df["part"] == "a"])(rows, "cpu")
     assert only_a.held is True and only_a.ours == "a 3"
+
+
+def test_ends_needs_every_step_and_the_ends_ratio():
+    exact = [Spread.exact(v) for v in (10.0, 5.0, 2.0)]
+    significant = claims.Ends(claims.below(0.9), claims.falls(), ends="largest / smallest tile")
+    assert significant.words() == "falls at every step, and largest / smallest tile < 0.9"
+    assert significant(exact, [8, 16, 32])[0] is True
+    assert significant([Spread.exact(v) for v in (10.0, 11.0, 2.0)], [8, 16, 32])[0] is False  # a step up
+    assert significant([Spread.exact(v) for v in (10.0, 9.5)], [8, 16])[0] is False  # down, not by a tenth
+    slight_rise = claims.Ends(claims.within(1.0, 1.2), at="tile")
+    assert slight_rise.words().startswith("never clearly falls, and last / first > 1")
+    held, note = slight_rise([Spread.exact(v) for v in (1.0, 0.5, 1.1)], [8, 16, 32])
+    assert held is False and note.startswith("clearly down at tile 8 -> 16")
+    assert slight_rise([Spread(1.0, 0.8, 1.2), Spread(0.9, 0.7, 1.1), Spread(1.1, 1.05, 1.15)], [8, 16, 32])[0] \
+        == INCONCLUSIVE  # no step clearly down; 1.1 / 1.0 spans 1

@@ -21,14 +21,13 @@ import math
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
 from cnnlab import claims, config, models, studies
-from cnnlab.claims import Claim, Declared, Measured, Spread, all_of, below, falls, rises, within
+from cnnlab.claims import Claim, Declared, Ends, Measured, Spread, below, falls, rises, within
 from cnnlab.kernels import spatial_tiling, tile_model, tiled_conv2d, triton_conv
 from cnnlab.plotting.tiling import PAPER_TILE_SIZES, TILED_METHODS, why_missing
 from cnnlab.plotting.tiling import figures  # noqa: F401  (the contract's figures(df))
@@ -292,21 +291,6 @@ def _spread(row, m: str) -> Spread | None:  # row's m with its noise (a time: ti
         return time_spread(row) if m == "latency_ms" else Spread.of_range(row, m, ("low", "high"), required=True)
 
 
-class _Ends(NamedTuple):
-    """``steps`` tile to tile (None: none clearly down) and the ends' ``ratio``, both: a test cnnlab.claims lacks."""
-    ratio: claims.Test
-    steps: claims.Test | None = None
-
-    def words(self) -> str:
-        steps = self.steps.words() if self.steps else "never clearly falls"
-        return f"{steps}, and largest / smallest tile {self.ratio.words()}"
-
-    def __call__(self, xs, labels):
-        down = ", ".join(f"{a} -> {b}" for a, b, x, y in zip(labels, labels[1:], xs, xs[1:]) if y.high < x.low)
-        steps = self.steps(xs, labels) if self.steps else (not down, down and f"clearly down at tile {down}")
-        return all_of(steps, self.ratio(xs[-1] / xs[0]))
-
-
 def _measured(metric: str, method: str, df: pd.DataFrame):
     """``method``'s ``metric`` tile by tile ("untiled": its largest tile's time / the untiled model's), or why not."""
     rows, unit = df[df["method"] == method], {"gpu_util_pct": "%", "avg_mem_mib": " MiB"}.get(metric, " ms")
@@ -325,17 +309,20 @@ def _measured(metric: str, method: str, df: pd.DataFrame):
                     f"{untiled.text('.3g', unit)}: {(last / untiled).text('.2f', 'x')} the untiled time")
 
 
+_ends = partial(Ends, ends="largest / smallest tile", at="tile")  # a trend with its ends' ratio, both needed
+
+
 CLAIMS = {method: [  # Sec. IV-D (Fig. 6) and Sec. V's "very effective at reducing latency", on each tiling
     Declared(f"inference time falls as tiles grow ({method})", '"The time taken for inference dropped significantly as '
              'we increased the tile size" (Sec. IV-D, Fig. 6 red line)', "time per batch, tile to tile,",
-             _Ends(below(SIGNIFICANT_DROP, ".2f", "x"), falls(unit=" ms")), partial(_measured, "latency_ms", method),
+             _ends(below(SIGNIFICANT_DROP, ".2f", "x"), falls(unit=" ms")), partial(_measured, "latency_ms", method),
              bound='"significantly": ours (the paper gives none)'),
     Declared(f"GPU utilisation rises with tile size ({method})", '"As the inference time dropped, the GPU utilization '
              'increased with larger tile sizes" (Sec. IV-D, Fig. 6 blue dashed line)', "GPU utilisation (one timed "
              "loop's NVML mean a round), tile to tile,", rises(unit="%"), partial(_measured, "gpu_util_pct", method)),
     Declared(f"average memory rises slightly with tile size ({method})", '"We observed a slight increase in the '
              'average memory usage with larger tile sizes" (Sec. IV-D, Fig. 6 green dash-dot line)', f"average memory "
-             f"({AVG_MEM_REPEATS} profiled passes a round), tile to tile,", _Ends(within(1.0, 1 + claims.SLIGHT, ".2f",
+             f"({AVG_MEM_REPEATS} profiled passes a round), tile to tile,", _ends(within(1.0, 1 + claims.SLIGHT, ".2f",
              "x")), partial(_measured, "avg_mem_mib", method), bound="an increase, and \"slight\": the workbook's "
              "bound for 'slight' (the paper gives none)"),
     Declared(f"tiling cuts latency against the untiled model ({method})", '"This proved very effective at reducing '
