@@ -407,8 +407,8 @@ def _workers(df: pd.DataFrame, col: str):
     """Pageable rows' epoch time ``col`` over the sweep's rounds: 0 workers' / each other count's, next / previous."""
     times = (sweep := ok(df, "loader_sweep"))[~sweep["pin_memory"].astype(bool)].groupby("num_workers")[col]
     t, rounds = {int(k): Spread.timed_samples(g) for k, g in times}, times.size().min()
-    if (lacking := len(w := list(t)) < 2 or w[0] != 0) or rounds < 2:
-        return "the sweep needs 0 workers and another count" if lacking else ONE_ROUND
+    if (w := list(t))[:1] != [0] or len(w) < 2 or rounds < 2:
+        return ONE_ROUND if w[:1] == [0] and len(w) > 1 else "the sweep needs 0 workers and another count"
     return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
                             "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
                            ", ".join(f"{k} workers {t[k].text('.2f', ' s')}" for k in w) + f" ({rounds} rounds)",
