@@ -33,6 +33,7 @@ from cnnlab import claims, config, data, models, prune, quantize, studies
 from cnnlab.claims import ONE_ROUND, Claim, Declared, Measured, Spread, above, below, joined
 from cnnlab.plotting.lstm_pruning import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, memory, profile_ops, wall_time
+from cnnlab.profiling.accuracy import correct_count, difference
 from cnnlab.profiling.estimate import Work, forward, profiler_session, unit_seconds
 from cnnlab.profiling.ops import top_operators
 from cnnlab.studies import Experiment, Parameter, tables
@@ -388,19 +389,17 @@ def _sweep(t, workers: bool):
     lo, top = t["loader_sweep"], PAPER["best_batch_size"]
     by = lo[lo["status"] == "ok"].groupby(["batch_size", "num_workers"])["train_epoch_s"]
     times = {(int(b), int(w)): Spread.timed_samples(g) for (b, w), g in by}
-    best = {b: min((k for k in times if k[0] == b), key=lambda k: times[k].value) for b, _ in times}  # its fastest w
+    best = {b: min((x for (c, _), x in times.items() if c == b), key=lambda x: x.value) for b, _ in times}  # fastest w
     parts = {f"batch {b}, {w} workers": times[b, w] / times[b, 0] for b, w in times if w and (b, 0) in times} \
-        if workers else {f"batch {b}": times[k] / times[best[top]] for b, k in best.items() if b != top and top in best}
+        if workers else {f"batch {b}": x / best[top] for b, x in best.items() if b != top and top in best}
     note = joined("" if workers or len(best) < 2 or max(best) != top else f"{top} is the largest batch size measured: "
                   "a larger one might be faster", len(lo) and f"workers capped at os.cpu_count() = "
                   f"{int(lo['num_workers_cap'].iloc[0])}")
-    if not parts or by.size().min() < 2:
-        return joined(ONE_ROUND if parts else f"{'num_workers=0' if workers else f'batch size {top}'} and another "
-                      "were not both measured", note)
-    return Measured(parts, note=note)
+    return Measured(parts, note=note) if parts and by.size().min() > 1 else joined(ONE_ROUND if parts else
+        f"{'num_workers=0' if workers else f'batch size {top}'} and another were not both measured", note)
 
 
-def _sensitivity(t, scope: str):
+def _sensitivity(t, scope: str = "all_layers"):
     """Dense accuracy - accuracy right after L2-structured pruning of ``scope`` but the head, up to the chosen ratio."""
     s = t["sensitivity"]
     rows = s[(s["status"] == "ok") & (s["method"] == "ln_structured") & (s["ratio"] <= t["chosen"] + 1e-9) & (
@@ -408,18 +407,16 @@ def _sensitivity(t, scope: str):
     if rows.empty:
         return f"no L2-structured {scope} point up to the chosen ratio measured"
     n, dense = int(rows["test_items"].iloc[0]), float(rows["dense_accuracy_pct"].iloc[0])
-    drop = {f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}": accuracy.difference(
-        accuracy.correct_count(dense, n), accuracy.correct_count(a, n), n)
-        for x, r, a in zip(rows["tensor"], rows["ratio"], rows["accuracy_pct"])}
+    drop = {f"ratio {r:g}" if scope == "all_layers" else f"{x} at {r:g}": difference(correct_count(dense, n),
+            correct_count(a, n), n) for x, r, a in zip(rows["tensor"], rows["ratio"], rows["accuracy_pct"])}
     return Measured(drop, f"dense {dense:.1f}% on {n} test items, drop " + ", ".join(
         f"{k}: {accuracy.text(d)}" for k, d in drop.items()), "the head is left out (its rows are the classes); if the "
         "paper's quantity is accuracy, {}-{} is chance level for balanced sentiment".format(*PAPER["sensitivity"]))
 
 
 def _preference(t, device) -> Claim:
-    s = t["sensitivity"]
-    at = s[(s["status"] == "ok") & (s["scope"] == "all_layers") & ((s["ratio"] - t["chosen"]).abs() < 1e-9)]
-    acc = ", ".join(f"{m}: {a:.1f}%" for m, a in zip(at["method"], at["accuracy_pct"]) if m != "units")
+    acc = ", ".join(f"{x.method}: {x.accuracy_pct:.1f}%" for x in t["sensitivity"].itertuples() if x.status == "ok"
+                    and x.scope == "all_layers" and x.method != "units" and abs(x.ratio - t["chosen"]) < 1e-9)
     return Claim("structured pruning is preferred to unstructured", "\"Compared structured vs unstructured -> "
                  "preferred structured\" (no number or reason given)", "accuracy right after pruning all layers but "
                  f"the head at {t['chosen']:g}: {acc or 'not measured'}", None, str(device), "none: any rule would be "
@@ -462,39 +459,33 @@ CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
              lambda t: _sweep(t, workers=False), "other batch size b measured"),
     Declared("accuracy is insensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "the slides do "
              "not name the quantity); chose 0.9", "dense accuracy - accuracy with all layers but the head pruned",
-             below(SENSITIVITY_PP, unit=" pp"), lambda t: _sensitivity(t, "all_layers"),
-             "ratio up to the final models'", **_ACCURACY),
+             below(SENSITIVITY_PP, unit=" pp"), _sensitivity, "ratio up to the final models'", **_ACCURACY),
     Declared("no layer alone is sensitive to the structured pruning ratio up to {chosen:g}", _SENSITIVE + "\"Tested "
              "layers' sensitivity to pruning ratio\"; its figure is lost)", "dense accuracy - accuracy with one layer "
              "pruned", below(SENSITIVITY_PP, unit=" pp"), lambda t: _sensitivity(t, "layer"),
              "layer but the head at every ratio up to the final models'", **_ACCURACY),
     _preference,
-    *(d for variant, words, quoted in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS),
-                                       ("unit_pruned", "removing hidden units (beyond the paper)", "")) for d in (
+    *(d for variant, words, quoted, shown in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS,
+      "settled by design, as above"), ("unit_pruned", "removing hidden units (beyond the paper)", "", "")) for d in (
         Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
                  f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
                  f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
                  "dense / pruned (train epoch + test pass) time", above(PAPER_SPEEDUP, ".2f", "x"),
-                 functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL),
-                 bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), beyond=not quoted,
-                 not_judged=quoted and MASKS_BY_DESIGN),
+                 functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL), beyond=not quoted,
+                 bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), not_judged=shown and MASKS_BY_DESIGN),
         Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
                  f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
                  above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=list(_TIMES)[1:]),
-                 "timed part (train epoch, test pass)", beyond=not quoted,
-                 not_judged=quoted and "settled by design, as above"),
+                 "timed part (train epoch, test pass)", beyond=not quoted, not_judged=shown),
         Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
                  "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak memory of a "
-                 "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant),
-                 noise="noise: none, the bytes of the tensors held and allocated are exact", beyond=not quoted,
-                 not_judged=quoted and "settled by design, as above"))),
+                 "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant), beyond=not quoted,
+                 noise="noise: none, the bytes of the tensors held and allocated are exact", not_judged=shown))),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """Paper 003's LSTM claims (:data:`CLAIMS`) judged on :func:`measure`'s tables by ``cnnlab.claims``."""
     t = tables(df)
-    t["chosen"] = chosen = float(t["final_models"]["ratio"].max())
-    t["final_models"] = t["final_models"].set_index("variant")
-    return claims.check([replace(d, claim=d.claim.format(chosen=chosen)) if isinstance(d, claims.Declared) else d
-                         for d in CLAIMS], t, device)
+    t["chosen"], t["final_models"] = float(t["final_models"]["ratio"].max()), t["final_models"].set_index("variant")
+    return [replace(c, claim=c.claim.format(chosen=t["chosen"])) for c in claims.check(CLAIMS, t, device)]
