@@ -353,60 +353,55 @@ def counters_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return table, f"no hardware counters for {len(others)} model(s): {why}"
 
 
-def _ok(df: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    """The measured rows of ``experiment``, by batch size (models in grid order)."""
+def _ok(df: pd.DataFrame, experiment: str = "batch") -> pd.DataFrame:
+    """The measured rows of ``experiment`` (default: the benchmark's), by batch size (models in grid order)."""
     return df[(df["experiment"] == experiment) & (df["status"] == "ok")].sort_values("batch_size", kind="stable")
 
 
-def _bound(ok: pd.DataFrame) -> str:
-    """The launch-bound points of ``ok`` (:func:`mark_launch_bound`): said on every claim about the time."""
-    at = [f"{m} batch {b:.0f}" for m, b, x in zip(ok["model"], ok["batch_size"], ok.get("launch_bound", ok["model"]))
-          if x == True]  # noqa: E712 (None: not known)
+def _bound(df: pd.DataFrame) -> str:
+    """The launch-bound "batch" points (:func:`mark_launch_bound`): said on every claim about the time."""
+    at = [f"{r['model']} batch {r['batch_size']:.0f}" for _, r in _ok(df).iterrows()
+          if r.get("launch_bound") == True]  # noqa: E712 (None: not known)
     return f"launch-bound (kernels under {LAUNCH_BOUND:.0%} of the time per batch): {', '.join(at)}" if at else ""
 
 
 def _trend(rows: pd.DataFrame, spread, missing="the grid needs two batch sizes", ends=False, more=None, **kw):
     """Trends of ``spread(row)``: each model's ``rows`` (``ends``: first and last), then ``more`` {part: rows}."""
-    parts = {k: g for k, g in [*((m, g.iloc[::max(len(g) - 1, 1)] if ends else g) for m, g in rows.groupby(
-        "model", sort=False)), *(more or {}).items()] if len(g) > 1}
-    got = {k: list(zip(*((spread(r), r.get("label") or f"{r['model']} batch {r['batch_size']:.0f}")
-                         for _, r in g.iterrows()))) for k, g in parts.items()}
-    return Measured({k: v[0] for k, v in got.items()}, **kw, labels={k: v[1] for k, v in got.items()}) if got \
-        else missing
+    parts = {k: [r for _, r in g.iterrows()] for k, g in [*((m, g.iloc[::max(len(g) - 1, 1)] if ends else g)
+             for m, g in rows.groupby("model", sort=False)), *(more or {}).items()] if len(g) > 1}
+    return Measured({k: [spread(r) for r in g] for k, g in parts.items()}, **kw, labels={k: [r.get("label") or
+        f"{r['model']} batch {r['batch_size']:.0f}" for r in g] for k, g in parts.items()}) if parts else missing
 
 
 def _total_ratios(tops, bases: tuple, missing: str, df):
     """A Fig. 1 top claim's measure: each model's total time at batch ``tops(sizes)`` / at the largest of ``bases``."""
-    ok = _ok(df, "batch")
-    t = {(r["model"], int(r["batch_size"])): throughput.time_for(r, float(r["images"])) for _, r in ok.iterrows()}
+    t = {(r["model"], int(r["batch_size"])): throughput.time_for(r, r["images"]) for _, r in _ok(df).iterrows()}
     at, b0 = tops(sorted({b for _, b in t})), max((b for b in bases if b in {s for _, s in t}), default=None)
     ratio = {f"{m} batch {b} / batch {b0}": t[m, b] / t[m, b0] for m, b in t if b in at and (m, b0) in t}
-    return Measured(ratio, note=_bound(ok)) if ratio else missing
+    return Measured(ratio, note=_bound(df)) if ratio else missing
 
 
 def _gains(df):
-    ok = _ok(df, "batch")
-    got = {m: throughput.gains_over_smallest(g, FAR_ABOVE) for m, g in ok.groupby("model", sort=False)
+    got = {m: throughput.gains_over_smallest(g, FAR_ABOVE) for m, g in _ok(df).groupby("model", sort=False)
            if g["batch_size"].min() == 1 and len(g) > 1}
     return Measured({m: {f"batch {b}": x for b, x in v[0].items()} for m, v in got.items()}, "; ".join(
-        f"{m} {v[1]}" for m, v in got.items()), joined(*(v[2] and f"{m}: {v[2]}" for m, v in got.items()), _bound(ok))
+        f"{m} {v[1]}" for m, v in got.items()), joined(*(v[2] and f"{m}: {v[2]}" for m, v in got.items()), _bound(df))
     ) if got else "the grid needs batch 1 and a larger one"
 
 
 def _latency(df):
-    ok, ms = _ok(df, "batch"), partial(Spread.of, metric="latency_ms")
+    ok, ms = _ok(df), partial(Spread.of, metric="latency_ms")
     ours = "; ".join(f"{m} ({g['gflops_per_image'].iloc[0]:.3g} GFLOPs/image) {ms(g.iloc[0]).text()} -> "
                      f"{ms(g.iloc[-1]).text('.3g', ' ms')}" for m, g in ok.groupby("model", sort=False))
     return _trend(ok, ms, "the grid needs two batch sizes or two models", more={f"batch {b:.0f}": g.sort_values(
         "gflops_per_image", kind="stable") for b, g in ok.groupby("batch_size")}, ours=ours, note=joined(
-        "" if ok["batch_size"].duplicated().any() else "one model: the complexity half is not checked", _bound(ok)))
+        "" if ok["batch_size"].duplicated().any() else "one model: the complexity half is not checked", _bound(df)))
 
 
 def _utilisation(df):
-    util = (ok := _ok(df, "batch")).dropna(subset=["gpu_util_pct"])
+    util = (ok := _ok(df)).dropna(subset=["gpu_util_pct"])
     lo, hi = (util.get(f"gpu_util_pct_{e}", util["gpu_util_pct"]) for e in ("low", "high"))
-    spread = not (lo == hi).all()  # none recorded (one loop's mean): a point is anywhere in 0-100%
-    util = util.assign(lo=lo if spread else 0.0, hi=hi if spread else 100.0)
+    util = util.assign(lo=lo, hi=hi) if (spread := not (lo == hi).all()) else util.assign(lo=0.0, hi=100.0)
     deep = util.loc[[models.spec(m).family == "resnet_cifar" for m in util["model"]]].groupby("model")[
         ["gflops_per_image", "gpu_util_pct", "lo", "hi"]].mean().sort_values("gflops_per_image", kind="stable")
     return _trend(util, lambda r: Spread(r["gpu_util_pct"], r["lo"], r["hi"]), claims.missing(
@@ -421,7 +416,7 @@ def _host_wait(df):
 
 
 def _at_batch_1(df):
-    ones = {r["model"]: Spread.of(r, "latency_ms") for _, r in _ok(df, "batch").iterrows() if r["batch_size"] == 1}
+    ones = {r["model"]: Spread.of(r, "latency_ms") for _, r in _ok(df).iterrows() if r["batch_size"] == 1}
     return Measured(ones) if ones else "the grid needs batch size 1"
 
 
@@ -430,9 +425,8 @@ _RULE = f"total_time_s = images / throughput ({throughput.DEFINITION}); the rati
 CLAIMS = [
     Declared("peak memory grows monotonically with batch size", "Sec. IV-A: \"Increased monotonically and "
              "significantly with batch size\" (Fig. 1 bottom)", "peak_mem_model_mib (older tables: peak_mem_alloc_mib)",
-             rises(unit=" MiB"), lambda df: _trend(_ok(df, "batch"), lambda r: Spread.exact(r.get(
-                 "peak_mem_model_mib", r.get("peak_mem_alloc_mib")))), each="model",
-             noise="noise: none, allocator bytes are exact"),
+             rises(unit=" MiB"), lambda df: _trend(_ok(df), lambda r: Spread.exact(r.get("peak_mem_model_mib",
+                 r.get("peak_mem_alloc_mib")))), each="model", noise="noise: none, allocator bytes are exact"),
     Declared("total inference time drops from batch 1 to batch 64", "Sec. IV-A: \"generally dropped as we increased "
              "the batch size (up to around 64)\" (Fig. 1 top)", "total_time_s at the largest batch up to 64 / at batch "
              "1", below(1.0, unit="x"), partial(_total_ratios, lambda s: [b for b in s if 1 < b <= 64][-1:], (1,),

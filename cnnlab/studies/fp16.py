@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from cnnlab import claims, config, data, models, studies, train
-from cnnlab.claims import Spread
+from cnnlab.claims import Declared, Spread, below, falls, within
 from cnnlab.profiling import accuracy, benchmark, free_memory, memory, wall_time
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.plotting.fp16 import figures  # noqa: F401  (the contract's figures(df))
@@ -226,8 +226,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 
 def _evaluated(df: pd.DataFrame, loss: bool):
-    """Each reduced precision's test loss / fp32's (exact: the same weights give the same loss), or its accuracy -
-    fp32's (pp, within the test set's interval: ``profiling.accuracy``)."""
+    """Each reduced precision's test loss / fp32's (exact), or its accuracy - fp32's (pp, with the test set's noise)."""
     acc = df[(df["experiment"] == "accuracy") & (df["status"] == "ok")].set_index("precision")
     if "fp32" not in acc.index or len(acc) < 2:
         return "fp32 and a reduced precision were not both evaluated"
@@ -247,11 +246,9 @@ def _avg_mem(row) -> Spread | None:
 
 
 def _vs_fp32(df: pd.DataFrame, value, ends: tuple, autocast: bool = False):
-    """Each reduced precision's (autocast's alone with ``autocast``) ``value(row)`` / fp32's at the batch sizes
-    ``ends`` (indices into the sorted sizes timed: the smallest, the largest, or both for a trend)."""
+    """Each reduced precision's (``autocast``: autocast's) ``value(row)`` / fp32's at the sorted sizes' ``ends``."""
     ok = df[(df["experiment"] == "timing") & (df["status"] == "ok")]
-    sizes = sorted({int(b) for b in ok["batch_size"]})
-    at = [sizes[i] for i in ends] if len(sizes) >= len(ends) else []
+    at = [sizes[i] for i in ends] if len(sizes := sorted({int(b) for b in ok["batch_size"]})) >= len(ends) else []
     got = [{p: v for p, r in ok[ok["batch_size"] == b].set_index("precision").iterrows() if (v := value(r)) is not None}
            for b in at]
     ratios = {p: [g[p] / g["fp32"] for g in got] for p in (got[0] if got else {}) if p != "fp32" and all(
@@ -271,29 +268,28 @@ _slowdown = partial(_vs_fp32, value=partial(Spread.of, metric="latency_ms"), aut
 
 
 CLAIMS = [
-    claims.Declared(f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced "
-                    "precision", _PAPER_ACC, "accuracy - fp32 accuracy", noise=accuracy.RULE, each="reduced precision",
-                    test=claims.within(-ACCURACY_TOLERANCE_PP, ACCURACY_TOLERANCE_PP, unit=" pp"),
-                    measure=partial(_evaluated, loss=False), bound="our bound, the paper gives none"),
-    claims.Declared(f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", _PAPER_ACC,
-                    "test loss / fp32's", claims.below(1 + LOSS_INCREASE_MAX, ".3g", "x"),
-                    partial(_evaluated, loss=True), each="reduced precision", bound="our bound; a fall passes",
-                    noise="noise: none, the same weights on the same test set give the same loss"),
-    claims.Declared("average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
-                    "average memory / fp32's at the largest batch", claims.below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
-                    partial(_vs_fp32, value=_avg_mem, ends=(-1,)), each="reduced precision",
-                    bound=f"\"noticeable\": our bound; {_AVG}", gpu_only="CUDA allocator, fp16 activations"),
-    claims.Declared("autocast is slightly slower than fp32 at small batches", _PAPER_TIME, each="autocast precision",
-                    quantity="autocast / fp32 time per batch, smallest batch", measure=partial(_slowdown, ends=(0,)),
-                    test=claims.within(1.0, 1 + claims.SLIGHT, ".2f", "x"), bound="a rise, and \"slight\": our bound"),
-    claims.Declared("the reduced precisions' memory saving grows with batch size", _PAPER_MEM,
-                    "average memory / fp32's, smallest batch -> largest", claims.falls(".2f", "x"),
-                    partial(_vs_fp32, value=_avg_mem, ends=(0, -1)), each="reduced precision", bound=_AVG,
-                    gpu_only="CUDA allocator, fp16 activations"),
-    claims.Declared("autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size",
-                    _PAPER_TIME, "autocast / fp32 time per batch, smallest batch -> largest", claims.falls(".2f", "x"),
-                    partial(_slowdown, ends=(0, -1)), each="autocast precision",
-                    bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading"),
+    Declared(f"test accuracy changes by less than {ACCURACY_TOLERANCE_PP} percentage points in reduced precision",
+             _PAPER_ACC, "accuracy - fp32 accuracy", within(-ACCURACY_TOLERANCE_PP, ACCURACY_TOLERANCE_PP, unit=" pp"),
+             partial(_evaluated, loss=False), each="reduced precision", bound="our bound, the paper gives none",
+             noise=accuracy.RULE),
+    Declared(f"test loss rises by less than {LOSS_INCREASE_MAX:.0%} in reduced precision", _PAPER_ACC,
+             "test loss / fp32's", below(1 + LOSS_INCREASE_MAX, ".3g", "x"), partial(_evaluated, loss=True),
+             each="reduced precision", bound="our bound; a fall passes",
+             noise="noise: none, the same weights on the same test set give the same loss"),
+    Declared("average memory at the largest batch is noticeably lower in reduced precision", _PAPER_MEM,
+             "average memory / fp32's at the largest batch", below(NOTICEABLE_MEM_RATIO, ".2f", "x"),
+             partial(_vs_fp32, value=_avg_mem, ends=(-1,)), each="reduced precision",
+             bound=f"\"noticeable\": our bound; {_AVG}", gpu_only="CUDA allocator, fp16 activations"),
+    Declared("autocast is slightly slower than fp32 at small batches", _PAPER_TIME, "autocast / fp32 time per batch, "
+             "smallest batch", within(1.0, 1 + claims.SLIGHT, ".2f", "x"), partial(_slowdown, ends=(0,)),
+             each="autocast precision", bound="a rise, and \"slight\": our bound"),
+    Declared("the reduced precisions' memory saving grows with batch size", _PAPER_MEM, "average memory / fp32's, "
+             "smallest batch -> largest", falls(".2f", "x"), partial(_vs_fp32, value=_avg_mem, ends=(0, -1)),
+             each="reduced precision", bound=_AVG, gpu_only="CUDA allocator, fp16 activations"),
+    Declared("autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size",
+             _PAPER_TIME, "autocast / fp32 time per batch, smallest batch -> largest", falls(".2f", "x"),
+             partial(_slowdown, ends=(0, -1)), each="autocast precision",
+             bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading"),
 ]
 
 
