@@ -286,7 +286,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 # ------------------------------------------------------------------------------------------------ claims
 
-def _spread(row, m: str) -> Spread | None:  # row's m with its noise (a time: time_spread, else its _low-_high)
+def _spread(row, m: str) -> Spread | None:
+    """``row``'s metric ``m`` with its noise (a time: :func:`time_spread`, else within its _low-_high), or None."""
     with suppress(KeyError, TypeError, ValueError):  # missing, or NaN (which Spread refuses): None
         return time_spread(row) if m == "latency_ms" else Spread.of_range(row, m, ("low", "high"), required=True)
 

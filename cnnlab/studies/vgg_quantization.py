@@ -451,5 +451,6 @@ CLAIMS = INT8_CLAIMS + [
       for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s")))]
 
 
-def check_claims(df: pd.DataFrame, device) -> list[Claim]:  # the int8 claims on the CPU, where quantized models run
+def check_claims(df: pd.DataFrame, device) -> list[Claim]:
+    """:data:`CLAIMS` judged by ``cnnlab.claims``, the int8 ones on the CPU (where quantized models run)."""
     return claims.check(INT8_CLAIMS, df, "cpu") + claims.check(CLAIMS[len(INT8_CLAIMS):], df, device)
