@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from cnnlab.profiling.compare import Paired, spent
 from cnnlab.profiling.spread import TIME_NOISE, Spread  # noqa: F401  (a measurement; re-exported here)
 
 INCONCLUSIVE = "inconclusive"
@@ -83,25 +84,39 @@ def judge(x: Spread, op: str, threshold: float, *, fmt: str = ".3g", unit: str =
     return INCONCLUSIVE, (f"within noise: {x.text(fmt, unit)} spans the threshold {threshold:{fmt}}{unit}")
 
 
+def step(a: Spread, b: Spread) -> tuple[bool, bool]:
+    """(up, down) of the step from ``a`` to ``b``, each True only when clear: two quantities of the same paired rounds
+    (:class:`~cnnlab.profiling.compare.Paired`) by their round-by-round ratio's interval (b / a clear of 1), others by
+    their intervals (the next clear of the previous)."""
+    if isinstance(a, Paired) and isinstance(b, Paired) and len(a.samples) == len(b.samples):
+        r = b / a
+        return r.low > 1, r.high < 1
+    return b.low > a.high, b.high < a.low
+
+
 def trend(xs: Sequence[Spread], direction: str = "up", *, labels: Sequence | None = None,
           fmt: str = ".3g", unit: str = "") -> tuple[bool | str, str]:
     """(held, note) of "``xs`` rise (direction "up") or fall ("down") at every step": True when every step moves
-    the claimed way by more than both intervals (the next interval clear of the previous one), False when any
-    step clearly moves the other way or stays put between two equal exact quantities, else
-    :data:`INCONCLUSIVE`, naming the steps whose intervals overlap."""
+    the claimed way clearly (:func:`step`), False when any step clearly moves the other way or stays put between two
+    equal exact quantities, else :data:`INCONCLUSIVE`, naming the steps that are not decided. All steps are judged
+    together: each must hold for the trend to hold (no correction needed), and a step the other way, one among
+    several, is decided at the level its rounds' alpha split over the steps gives (Bonferroni; Holm's first step)."""
     if direction not in ("up", "down"):
         raise ValueError(f"direction={direction!r}: valid: 'up', 'down'")
     if len(xs) < 2:
         raise ValueError("trend: needs at least two measurements")
     labels = list(labels) if labels is not None else list(range(len(xs)))
     overlapping, wrong = [], []
-    for (a, la), (b, lb) in zip(zip(xs, labels), zip(xs[1:], labels[1:])):
-        up, down = b.low > a.high, b.high < a.low
+    wide = spent(list(xs), len(xs) - 1)  # for a step the other way: one of len - 1 steps
+    for (a, la, wa), (b, lb, wb) in zip(zip(xs, labels, wide), zip(xs[1:], labels[1:], wide[1:])):
+        up, down = step(a, b)
         if (direction == "up" and up) or (direction == "down" and down):
             continue
-        step = f"{la} -> {lb}: {a.text(fmt, unit)} -> {b.text(fmt, unit)}"
+        text = f"{la} -> {lb}: {a.text(fmt, unit)} -> {b.text(fmt, unit)}"
+        wide_up, wide_down = step(wa, wb)
         flat = a.low == a.high == b.low == b.high  # two exact quantities, equal: clearly no step
-        (wrong if (up or down or flat) else overlapping).append(step)
+        against = wide_down if direction == "up" else wide_up
+        (wrong if (against or flat) else overlapping).append(text)
     if wrong:
         return False, ""
     if overlapping:
@@ -196,8 +211,8 @@ class Test:
     def __call__(self, x, labels=None) -> tuple[bool | str | None, str]:
         if self.once:  # held when one value is clear, did not hold when every one is clearly on the other side
             one = replace(self, once=False)
-            return any_of(*(named(str(k), one(v)) for k, v in (x.items() if isinstance(x, Mapping) else
-                                                                  enumerate(x))))
+            items = list(x.items() if isinstance(x, Mapping) else enumerate(x))
+            return several(items, one, some=True, say_failed=False)
         kw = {"fmt": self.fmt, "unit": self.unit}
         if self.kind in ("rises", "falls"):
             return trend(list(x), "up" if self.kind == "rises" else "down", labels=labels, **kw)
@@ -327,10 +342,40 @@ class Declared:
                          joined(f"a GPU claim ({self.gpu_only}); the value here is shown for reference", m.note),
                          self.beyond)
         labels = m.labels or {}
-        verdicts = [named(k, _failed_said(self.test(v, labels.get(k)))) if self.each else self.test(v, labels.get(k))
-                    for k, v in m.parts.items()]
-        held, note = (any_of if self.some else all_of)(*verdicts)
+        held, note = several(list(m.parts.items()), self.test, some=self.some, labels=labels, name=bool(self.each),
+                             say_failed=bool(self.each))
         return Claim(self.claim, self.paper, ours, held, dev, criterion, joined(note, m.note), self.beyond)
+
+
+def several(parts: Sequence[tuple], test, *, some: bool = False, labels: Mapping | None = None,
+            name: bool = True, say_failed: bool = True) -> tuple[bool | str | None, str]:
+    """(held, note) of a claim over several ``parts`` ((name, quantity) pairs, each judged by ``test``): every part
+    (``some`` False) or at least one (``some`` True), with the error rate kept over the parts. A verdict that needs
+    every part decided one way (all held, or all failed) judges each at its own level (an intersection-union test needs
+    no correction); one that follows from a single part ("at least one held", "one failed") judges the parts at
+    their level with alpha split over them: Bonferroni, which for at-least-one is Holm's step-down (it rejects some
+    part exactly when the smallest p-value is at most alpha / parts). Only paired quantities (:class:`Paired`) have a
+    level to split; exact ones and times with a fixed allowance are judged as they are. ``name``: each part's note
+    names it; ``say_failed``: a failed part's note says so."""
+    labels = labels or {}
+
+    def judged(x, k):
+        v = test(x, labels.get(k))
+        return named(str(k), _failed_said(v) if say_failed else v) if name else v
+    own = [judged(x, k) for k, x in parts]
+    wide = [judged(spent(x, len(parts)), k) for k, x in parts]
+    if some:  # held on one part decided at the split level; failed when every part failed at its own
+        held, note = any_of(*wide)
+        if held is True:
+            return held, note
+        held, note = any_of(*own)
+        return (INCONCLUSIVE, f"held at one part's own level, not at the level split over {len(parts)} parts") \
+            if held is True else (held, note)
+    held, note = all_of(*own)  # failed on one part decided at the split level; held when every part held at its own
+    if held is False and not any(h is False for h, _ in wide):
+        return all_of(*[(INCONCLUSIVE, n or "undecided at the level split over the parts") if h is False else (h, n)
+                        for (h, n) in own])
+    return held, note
 
 
 def _failed_said(verdict: tuple) -> tuple:
@@ -345,6 +390,12 @@ def _value_text(v, test: Test) -> str:
     if isinstance(v, Mapping):
         return ", ".join(f"{k} {x.text(test.fmt, test.unit)}" for k, x in v.items())
     return " -> ".join(x.text(test.fmt, test.unit) for x in v)
+
+
+def decided(claims: Sequence[Claim]) -> bool:
+    """Whether none of ``claims`` is inconclusive (n/a and settled claims count as decided): what
+    :func:`cnnlab.profiling.compare.until_decided` asks before it adds rounds."""
+    return not any(c.held == INCONCLUSIVE for c in claims)
 
 
 def missing(df: pd.DataFrame, column: str, otherwise: str) -> str:

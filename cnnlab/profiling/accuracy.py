@@ -93,3 +93,31 @@ def text(x: Spread, unit: str = " pp", signed: bool = True) -> str:
     """E.g. "+0.28 pp (95%: -2.01 to +2.60 pp)": an accuracy or a difference with its interval."""
     f = "+.2f" if signed else ".2f"
     return f"{x.value:{f}}{unit} ({LEVEL}: {x.low:{f}} to {x.high:{f}}{unit})"
+
+
+def paired_exact(only_a: int, only_b: int, total: int, confidence: float = 0.95) -> Spread:
+    """Accuracy A - accuracy B in percentage points of two models scored on the same ``total`` items, within an exact
+    McNemar-type interval: given the ``only_a + only_b`` discordant items (A right and B wrong, and the reverse), the
+    share of them that A gets right is binomial, and its Clopper-Pearson interval (``scipy.stats.binomtest``) maps to
+    the difference as discordant / total x (2 share - 1). Exact at any count, and exactly 0 (0 to 0) where the two
+    models agree on every item: nothing in the data can then tell them apart (the same predictions)."""
+    import scipy.stats
+
+    b, c, n = int(only_a), int(only_b), int(total)
+    if n <= 0 or min(b, c) < 0 or b + c > n:
+        raise ValueError(f"only_a={only_a}, only_b={only_b}, total={total}: need counts >= 0 with only_a + only_b <= "
+                         f"total > 0")
+    m = b + c
+    if m == 0:
+        return Spread.exact(0.0)
+    ci = scipy.stats.binomtest(b, m).proportion_ci(confidence_level=confidence, method="exact")
+    scale = 100 * m / n
+    return Spread(scale * (2 * b / m - 1), scale * (2 * ci.low - 1), scale * (2 * ci.high - 1))
+
+
+def smallest_decidable_pp(total: int, confidence: float = 0.95) -> float:
+    """The smallest accuracy difference (percentage points) that :func:`paired_exact` can tell from 0 on ``total``
+    items: every discordant item one way, and enough of them that 1/2 lies outside their Clopper-Pearson interval
+    (0.5**k <= (1 - confidence) / 2)."""
+    k = math.ceil(math.log2(2 / (1 - confidence)) - 1e-12)
+    return 100 * k / int(total)

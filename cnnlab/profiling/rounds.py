@@ -24,7 +24,9 @@ def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[s
     latency_ms_p10 / _p90 the lowest p10 and highest p90 (the figure's whiskers: the batches' spread and the drift
     between rounds); latency_ms_rounds_min / _max the least and most of the rounds' medians (the interval the
     claims judge, :func:`time_spread`); latency_ms_mean the rounds' mean (where measured); repeats the timed batches
-    of all rounds; rounds (how many were measured); round_medians_ms ("1.2, 1.3, 1.1"). For each metric in
+    of all rounds; rounds (how many were measured); round_medians_ms ("1.2, 1.3, nan, 1.1": every round's median in
+    round order, nan where that round was not measured, so that two points pair round by round:
+    ``cnnlab.profiling.compare.Paired.of_rounds``). For each metric in
     ``spreads`` (with ``<metric>_low`` / ``_high`` per round, e.g. avg_mem_mib): the median over the rounds within
     the least low and the most high. A point with no measured round keeps its first row (its status and error),
     with rounds 0. Without a ``round`` column: ``timed`` with rounds 1 (0 where not measured)."""
@@ -40,7 +42,7 @@ def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[s
             row.update(latency_ms_median=float(medians.median()), latency_ms_p10=float(ok["latency_ms_p10"].min()),
                        latency_ms_p90=float(ok["latency_ms_p90"].max()), latency_ms_rounds_min=float(medians.min()),
                        latency_ms_rounds_max=float(medians.max()), repeats=int(ok["repeats"].sum()),
-                       round_medians_ms=", ".join(f"{m:.4g}" for m in medians))
+                       round_medians_ms=_by_round(group))
             if "latency_ms_mean" in ok:
                 row["latency_ms_mean"] = float(ok["latency_ms_mean"].astype(float).mean())
             for metric in spreads:
@@ -51,6 +53,14 @@ def combine_rounds(timed: pd.DataFrame, keys: Sequence[str], spreads: Sequence[s
         row["rounds"] = len(ok)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _by_round(group: pd.DataFrame) -> str:
+    """Each round's median time per batch, in round order ("1.234, nan, 1.3"; 6 significant digits: a paired ratio
+    is taken from them), nan where the round was not measured."""
+    rounds = group.sort_values("round", kind="stable")
+    return ", ".join(f"{float(m):.6g}" if s == "ok" else "nan"
+                     for m, s in zip(rounds["latency_ms_median"], rounds["status"]))
 
 
 def _median(values: pd.Series) -> float:
