@@ -49,6 +49,15 @@ def test_parse_parameters_reads_literals_and_text():
         parse_parameters(["repeats"])
 
 
+def test_a_parameter_given_twice_is_refused_by_name():
+    # P="repeats=3 repeats=5" used to keep 5 silently: which one was meant?
+    pairs = pipeline.split_parameters("repeats=3 batch_sizes=[1, 4] repeats=5")
+    with pytest.raises(SystemExit, match=r"parameter repeats is given twice \(repeats=3, then repeats=5\)"):
+        pipeline.parse_parameters(pairs)
+    with pytest.raises(SystemExit, match="parameter model is given twice"):  # P= and -p count as one list
+        pipeline.parse_parameters(["model=resnet20", " model =vgg11"])
+
+
 def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp_path, monkeypatch, capsys):
     from cnnlab import pipeline
 
