@@ -179,6 +179,10 @@ test-oldest: $(STAMP)
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
 # FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown)
 # and fails when either the notebooks or the report failed.
+# GNU make exports a variable set on its command line to every recipe, expanding it on the way (P='$(shell ...)'
+# would run under any target, make report included): P, NB, PRESET and TIMEOUT are only exported as the unexpanded
+# text ($(value ...)) below.
+unexport P NB PRESET TIMEOUT
 figures estimate: export CNNLAB_PARAMS = $(value P)
 figures estimate: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
 ifneq ($(filter-out undefined default file,$(origin PRESET)),)
