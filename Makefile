@@ -83,7 +83,7 @@ torch:
 REPORT := -rfEs
 test: $(STAMP)
 	rm -rf build/test-figures
-	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR=$(CURDIR)/build/test-figures MPLBACKEND=Agg OMP_NUM_THREADS=1 \
+	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR="$(CURDIR)/build/test-figures" MPLBACKEND=Agg OMP_NUM_THREADS=1 \
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) --durations=15 \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks
 
@@ -106,8 +106,8 @@ test-fast: $(STAMP)
 # (The second run drops this make's cache path, so that test-unit picks the AVX2 path's own.)
 margins: $(STAMP)
 	rm -f build/margins-*.jsonl; mkdir -p build
-	CNNLAB_MARGINS=$(CURDIR)/build/margins-default.jsonl $(MAKE) --no-print-directory test-unit
-	env -u TORCHINDUCTOR_CACHE_DIR CNNLAB_MARGINS=$(CURDIR)/build/margins-avx2.jsonl ATEN_CPU_CAPABILITY=avx2 \
+	CNNLAB_MARGINS="$(CURDIR)/build/margins-default.jsonl" $(MAKE) --no-print-directory test-unit
+	env -u TORCHINDUCTOR_CACHE_DIR CNNLAB_MARGINS="$(CURDIR)/build/margins-avx2.jsonl" ATEN_CPU_CAPABILITY=avx2 \
 	  ONEDNN_MAX_CPU_ISA=AVX2 $(MAKE) --no-print-directory test-unit
 	$(PY) tests/margins.py build/margins-*.jsonl
 
@@ -179,6 +179,10 @@ test-oldest: $(STAMP)
 # Sweeps resume from the CSVs already in figures/<notebook>/; RETRY=1 measures the points stored as failed again;
 # FRESH=1 deletes the stores first. It ends by writing the report (also after a failed notebook: what ran is shown)
 # and fails when either the notebooks or the report failed.
+# GNU make exports a variable set on its command line to every recipe, expanding it on the way (P='$(shell ...)'
+# would run under any target, make report included): P, NB, PRESET and TIMEOUT are only exported as the unexpanded
+# text ($(value ...)) below.
+unexport P NB PRESET TIMEOUT
 figures estimate: export CNNLAB_PARAMS = $(value P)
 figures estimate: export CNNLAB_MAKE_NOTEBOOK = $(value NB)
 ifneq ($(filter-out undefined default file,$(origin PRESET)),)
@@ -210,7 +214,7 @@ report: $(STAMP)
 #   make gpu-check GPU_CHECK_ARGS="--studies fp16,tiling --limits tiling=90"
 GPU_CHECK_ARGS ?=
 gpu-check:
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} MPLBACKEND=Agg \
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" MPLBACKEND=Agg \
 	  $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m cnnlab.gpucheck $(GPU_CHECK_ARGS)
 
 # JupyterLab on the checkout (build/notebooks/, the executed copies, and figures/ are one level above notebooks/);

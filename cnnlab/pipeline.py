@@ -66,16 +66,22 @@ def find_notebooks(selector: str | None = None) -> list[Path]:
 
 def parse_parameters(pairs: list[str]) -> dict:
     """``["batch_sizes=[1, 4]", "repeats=3", "model=resnet20"]`` -> papermill parameters: a value that reads as a
-    Python literal is that literal, anything else the text. The notebook checks the names and the values."""
-    params = {}
+    Python literal is that literal, anything else the text. The notebook checks the names and the values. A name
+    given twice is refused (SystemExit naming it): the last value winning silently hides which one was meant."""
+    params, texts = {}, {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or not name.strip().isidentifier():
+        name, text = name.strip(), text.strip()
+        if not sep or not name.isidentifier():
             raise SystemExit(f"parameter {pair!r} is not NAME=VALUE (e.g. repeats=3 or batch_sizes=[1,4])")
+        if name in texts:
+            raise SystemExit(f"parameter {name} is given twice ({name}={texts[name]}, then {name}={text}); "
+                             "give each parameter once")
+        texts[name] = text
         try:
-            params[name.strip()] = ast.literal_eval(text.strip())
+            params[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            params[name.strip()] = text.strip()
+            params[name] = text
     return params
 
 

@@ -244,7 +244,7 @@ def _read(path: Path) -> bytes:
 def test_make_target_needs_no_venv_and_never_runs_setup():
     dry = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "-n", "gpu-check", "VENV=/nowhere",
                           "GPU_CHECK_ARGS=--studies fp16"], capture_output=True, text=True, check=True).stdout
-    assert f"PYTHONPATH={REPO}" in dry and "MPLBACKEND=Agg" in dry
+    assert f'PYTHONPATH="{REPO}' in dry and "MPLBACKEND=Agg" in dry
     assert "python3 -m cnnlab.gpucheck --studies fp16" in dry and "pip" not in dry and "venv" not in dry
 
 

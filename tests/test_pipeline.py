@@ -49,6 +49,15 @@ def test_parse_parameters_reads_literals_and_text():
         parse_parameters(["repeats"])
 
 
+def test_a_parameter_given_twice_is_refused_by_name():
+    # P="repeats=3 repeats=5" used to keep 5 silently: which one was meant?
+    pairs = pipeline.split_parameters("repeats=3 batch_sizes=[1, 4] repeats=5")
+    with pytest.raises(SystemExit, match=r"parameter repeats is given twice \(repeats=3, then repeats=5\)"):
+        pipeline.parse_parameters(pairs)
+    with pytest.raises(SystemExit, match="parameter model is given twice"):  # P= and -p count as one list
+        pipeline.parse_parameters(["model=resnet20", " model =vgg11"])
+
+
 def test_make_figures_parameters_reach_the_notebook_and_a_misspelt_one_fails(tmp_path, monkeypatch, capsys):
     from cnnlab import pipeline
 
@@ -109,10 +118,10 @@ sys.exit({report_rc} if sys.argv[1:3] == ["-m", "cnnlab.report"] else 0)
     return fake, log
 
 
-def _make_figures(fake, *args, env=None):
+def _make_figures(fake, *args, env=None, target="figures"):
     import subprocess
 
-    return subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "figures", f"PY={fake}", "STAMP=", *args],
+    return subprocess.run(["make", "--no-print-directory", "-C", str(REPO), target, f"PY={fake}", "STAMP=", *args],
                           capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
 
 
@@ -138,6 +147,27 @@ def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
     log.unlink()
     assert _make_figures(fake).returncode == 0  # no PRESET given: the pipeline falls back to $CNNLAB_PRESET
     assert json.loads(log.read_text().splitlines()[0])["env"]["CNNLAB_MAKE_PRESET"] is None
+
+
+@from_checkout
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
+def test_make_never_expands_p_nb_preset_or_timeout(tmp_path):
+    """GNU make exports a variable set on its command line to every recipe, and expands it on the way: P='$(shell
+    touch X)' ran the command under any target, `make report` included (issue 44, item 3). The text arrives as typed."""
+    import json
+
+    marker = tmp_path / "expanded"
+    hostile = f"$(shell touch {marker})"
+    values = {"P": f"repeats=3 models={hostile} note=$$HOME", "NB": hostile, "PRESET": hostile, "TIMEOUT": hostile}
+    fake, log = _fake_python(tmp_path)
+    for target in ("report", "figures"):
+        done = _make_figures(fake, *(f"{name}={value}" for name, value in values.items()), target=target)
+        assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    report_call, pipeline_call = (json.loads(line) for line in log.read_text().splitlines()[:2])
+    assert report_call["argv"] == ["-m", "cnnlab.report"] and pipeline_call["argv"] == ["-m", "cnnlab.pipeline"]
+    assert pipeline_call["env"] == {"CNNLAB_PARAMS": values["P"], "CNNLAB_MAKE_PRESET": hostile,
+                                    "CNNLAB_MAKE_NOTEBOOK": hostile, "CNNLAB_CELL_TIMEOUT": hostile}
 
 
 @from_checkout
