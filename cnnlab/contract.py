@@ -85,6 +85,12 @@ def _threads(value, parameter: str):
     return config.threads(value, parameter)
 
 
+def _positive(value, parameter: str):
+    from cnnlab import config
+
+    return config.positive_int(value, parameter=parameter)
+
+
 def _boolean(value, parameter: str):
     from cnnlab import config
 
@@ -103,6 +109,13 @@ def _device(value, parameter: str):
 THREADS = Parameter(1, None, check=_threads, type="int",
                     doc="intra-op CPU threads while measuring (None: torch's default)")
 DEVICE = Parameter("auto", check=_device, doc="auto | cpu | cuda | cuda:N")
+# The rounds of a comparison (cnnlab.profiling.compare), one name in every study: at least MIN_ROUNDS (8: the fewest
+# whose sign-test interval is finite at 1 - 0.05/4, four looks), more where a claim is undecided, up to MAX_ROUNDS
+# (looks at 8, 12, 18, 24 in quick). Each study states its own time budget for the added rounds (round_budget_s).
+MIN_ROUNDS = Parameter(8, check=_positive, type="int",
+                       doc="timing rounds before the first look at the verdicts (paired, alternating)")
+MAX_ROUNDS = Parameter(24, 48, 96, check=_positive, type="int",
+                       doc="timing rounds at most, added while a claim is undecided")
 # TF32 (Ampere and newer GPUs: fp32 operands of matmuls and convolutions rounded to a 10-bit mantissa on tensor
 # cores) set explicitly for the whole measurement, never left to torch's defaults (cuDNN on, cuBLAS off): fp32 then
 # means IEEE fp32 everywhere. Recorded with the settings (stores, environment.json); no effect on a CPU.

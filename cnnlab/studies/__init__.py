@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from cnnlab.contract import (CONTRACT, DEVICE, TF32, THREADS, Config, Experiment, Parameter, Parameters, configure,
-                             measurement, signature_problems)
+from cnnlab.contract import (CONTRACT, DEVICE, MAX_ROUNDS, MIN_ROUNDS, TF32, THREADS, Config, Experiment, Parameter,
+                             Parameters, configure, measurement, signature_problems)
 from cnnlab.results import STATUSES, beside, check_results, combine, read, save, tables
 
 STUDIES = ("quickstart", "batch_size", "fp16", "amp_amc", "tiling", "ddp_scaling", "lstm_pruning",
@@ -45,6 +45,6 @@ def load(name: str) -> ModuleType:
     return module
 
 
-__all__ = ["CONTRACT", "DEVICE", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
+__all__ = ["CONTRACT", "DEVICE", "MAX_ROUNDS", "MIN_ROUNDS", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
            "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load",
            "measurement", "paper_of", "read", "save", "signature_problems", "tables"]
