@@ -344,7 +344,51 @@ class Declared:
         labels = m.labels or {}
         held, note = several(list(m.parts.items()), self.test, some=self.some, labels=labels, name=bool(self.each),
                              say_failed=bool(self.each))
+        if held == INCONCLUSIVE:
+            note = joined(note, reach(m.parts.values(), self.test))
         return Claim(self.claim, self.paper, ours, held, dev, criterion, joined(note, m.note), self.beyond)
+
+
+def _half_widths(x) -> list[tuple[float, bool, int]]:
+    """(half-width, relative, rounds) of each quantity in ``x`` (a Spread, a trend's sequence: its steps' paired
+    ratios, or a mapping of them): relative (a factor, for positive ratios and times) or absolute (in the unit)."""
+    if isinstance(x, Mapping):
+        return [w for v in x.values() for w in _half_widths(v)]
+    if isinstance(x, Sequence) and not isinstance(x, Spread):
+        xs = list(x)
+        steps = [b / a for a, b in zip(xs, xs[1:]) if isinstance(a, Paired) and isinstance(b, Paired)]
+        return [w for r in (steps or xs) for w in _half_widths(r)]
+    if not isinstance(x, Spread) or x.low == x.high:
+        return []
+    rounds = x.rounds if isinstance(x, Paired) else 0
+    if x.low > 0:
+        return [(max(x.high / x.value, x.value / x.low), True, rounds)]
+    return [(max(x.high - x.value, x.value - x.low), False, rounds)]
+
+
+def reach(parts, test: "Test") -> str:
+    """What an inconclusive claim's intervals could have decided: the smallest effect, as a distance from its bound
+    (its widest interval's half-width: a value further from the bound than that would have been decided), and whether
+    the standard preset would decide it: paired rounds narrow about as 1 / sqrt(rounds), so up to its most rounds
+    (``cnnlab.contract.MAX_ROUNDS``) the half-width shrinks by sqrt(rounds here / rounds there)."""
+    from cnnlab.contract import MAX_ROUNDS
+
+    widths = [w for x in parts for w in _half_widths(x)]
+    if not widths:
+        return ""
+    half, relative, rounds = max(widths, key=lambda w: w[0] if not w[1] else math.log(w[0]))
+    unit = test.unit if test.unit != "x" else ""
+    effect = f"x{half:.3g}" if relative else f"{half:.3g}{unit}"
+    said = f"smallest effect decidable here: a value {effect} or more from the bound"
+    if not rounds:
+        return f"{said} (not paired rounds: the standard preset decides more only through its larger sample)"
+    standard = MAX_ROUNDS.values()["standard"]
+    if rounds >= standard:
+        return f"{said} after {rounds} rounds; the standard preset (at most {standard} rounds) would not narrow it"
+    shrink = math.sqrt(rounds / standard)
+    then = f"x{half ** shrink:.3g}" if relative else f"{half * shrink:.3g}{unit}"
+    return (f"{said} after {rounds} rounds; the standard preset (up to {standard} rounds) would narrow that to about "
+            f"{then}: it decides only if the true value is further from the bound than that")
 
 
 def several(parts: Sequence[tuple], test, *, some: bool = False, labels: Mapping | None = None,

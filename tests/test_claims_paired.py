@@ -80,3 +80,16 @@ def test_the_exact_paired_accuracy_interval():
     assert smallest_decidable_pp(360) == pytest.approx(100 * 6 / 360)
     with pytest.raises(ValueError, match="only_a=5, only_b=6, total=10"):
         paired_exact(5, 6, 10)
+
+
+def test_an_inconclusive_claim_says_what_it_could_have_decided():
+    noisy = Paired.of([0.95, 1.1, 1.02, 0.97, 1.08, 1.01, 0.99, 1.05], 0.95)
+    d = claims.Declared("b is slower", "p", "b / a", claims.above(1.0), lambda df: claims.Measured({"b": noisy}))
+    c = d.judged(None, "cpu")
+    assert c.held == INCONCLUSIVE
+    # the interval is the least to the most round (8 rounds): 0.95-1.1 around 1.015
+    assert "smallest effect decidable here: a value x1.08 or more from the bound after 8 rounds" in c.note
+    assert "the standard preset (up to 48 rounds) would narrow that to about x1.03" in c.note
+    decided = claims.Declared("b is slower", "p", "b / a", claims.above(1.0),
+                              lambda df: claims.Measured({"b": Paired.of([1.2] * 8, 0.95)})).judged(None, "cpu")
+    assert decided.held is True and "smallest effect" not in decided.note
