@@ -42,22 +42,6 @@ NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else
               f"measurements, or exact")
 
 
-def throughput(row: Mapping) -> Spread:
-    """Images per second of one ``cnnlab.profiling.benchmark`` row from its time per batch: ``batch_size`` / median
-    ``latency_ms``, within ``batch_size`` / p90 and ``batch_size`` / p10 (the p10-p90 of the timed batches, never
-    narrower than the noise floor of a time: ``Spread.of``)."""
-    return Spread.of(row, "latency_ms").inverse() * (1e3 * float(row["batch_size"]))
-
-
-def throughput_gain(rows: pd.DataFrame, base) -> tuple[Spread, dict, object]:
-    """(gain, rates, best) of benchmark ``rows`` (one per batch size): the :func:`throughput` of the fastest row
-    (by median) / that of row ``base`` (exactly 1 when ``base`` is the fastest: not its interval over itself), every
-    row's :func:`throughput` by index, and the fastest row's index."""
-    rates = {i: throughput(r) for i, r in rows.iterrows()}
-    best = max(rates, key=lambda i: rates[i].value)
-    return (Spread.exact(1.0) if best == base else rates[best] / rates[base]), rates, best
-
-
 def named(name: str, verdict: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
     """A (held, note) verdict with ``name`` in front of its note ("resnet20: within noise: ..."), so that a claim of
     many parts says which part's interval spans its threshold; an empty note stays empty."""

@@ -65,25 +65,6 @@ def test_noise_rule_decides_only_when_the_interval_clears_the_threshold():
     assert judge(Spread.exact(2.0), ">", 2) == (False, "")  # on the threshold: not above it
 
 
-def test_throughput_is_images_per_second_within_the_batches_p10_p90():
-    from cnnlab.claims import throughput
-
-    rate = throughput({"batch_size": 8, "latency_ms_median": 4.0, "latency_ms_p10": 2.0, "latency_ms_p90": 8.0})
-    assert (rate.value, rate.low, rate.high) == (2000.0, 1000.0, 4000.0)
-
-
-def test_throughput_gain_is_the_fastest_over_the_base_and_exactly_one_when_the_base_is_fastest():
-    import pandas as pd
-
-    from cnnlab.claims import Spread, throughput_gain
-
-    rows = pd.DataFrame({"batch_size": [1, 8], "latency_ms_median": [1.0, 2.0], "latency_ms_p10": [0.5, 1.0],
-                         "latency_ms_p90": [2.0, 4.0]})  # 1000 and 4000 images/s
-    gain, rates, best = throughput_gain(rows, 0)
-    assert best == 1 and gain == rates[1] / rates[0] and gain.value == 4.0
-    assert throughput_gain(rows.iloc[:1], 0)[0] == Spread.exact(1.0)
-
-
 def test_named_puts_the_part_in_front_of_its_note_only_where_there_is_one():
     from cnnlab.claims import INCONCLUSIVE, named
 

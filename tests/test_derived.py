@@ -21,7 +21,6 @@ def test_metrics_on_known_numbers():
     assert derived.change_pct(75.0, 100.0) == pytest.approx(-25.0)
     assert derived.change_pct(100.0, 100.0) == 0.0
     assert derived.per_item(0.5, 100) == 0.005  # 500 ms for 100 images: 5 ms each, in the total's unit
-    assert derived.items_per_s(256, 0.5) == 512.0
     assert derived.efficiency(3.0, 4) == 0.75  # 3x on 4 GPUs
     # numbers of any kind that float() takes: numpy scalars, ints, numeric text read from a store
     assert derived.ratio(np.float32(1.0), np.int64(4)) == 0.25 and derived.ratio("3", "1.5") == 2.0
@@ -32,7 +31,7 @@ UNDEFINED = [(1.0, 0.0), (1.0, -2.0), (1.0, None), (None, 2.0), (1.0, math.nan),
 
 
 @pytest.mark.parametrize("fn", [derived.ratio, derived.speedup, derived.change_pct, derived.per_item,
-                                derived.items_per_s, derived.efficiency], ids=lambda fn: fn.__name__)
+                                derived.efficiency], ids=lambda fn: fn.__name__)
 def test_an_undefined_metric_is_nan_never_zero_or_inf(fn):
     """A zero or negative denominator, or a missing value on either side (None, NaN, inf, text such as a failed
     point's status) gives NaN for every metric: a missing measurement stays missing. (Argument order: each

@@ -2,7 +2,8 @@
 
 - :func:`wall_time` -> :class:`WallTime`: wall time of one call on a device, synchronised on CUDA
   (``timing.py``): epochs, evaluations, first calls, data loading
-- :func:`benchmark` -> :class:`Measurement`: per-batch latency (median, p10, p90), throughput, peak memory,
+- :func:`benchmark` -> :class:`Measurement`: the timed batches, from which per-batch latency (median, p10, p90) and
+  throughput derive, peak memory,
   GPU utilisation, optionally a timed first call and a minimum run time (``timing.py``, ``memory.py``,
   ``gpu_util.py``)
 - :func:`memory_over_time`: peak and time-weighted average memory of one step (``memory.py``)
@@ -15,6 +16,9 @@
   keyed by every setting that changes the measurement: :func:`store_file` names a store after its settings and
   :func:`code_digest`; the store keeps its environment record and attempts beside it (``store.py``)
 - :class:`Spread`: a measured value within the interval its noise allows, what every claim judges (``spread.py``)
+- :func:`compare`: variants timed in paired, alternating rounds, each one's ratio to a baseline within the sign
+  test's confidence interval of the median, rounds added until decided (``compare.py``: :class:`Paired`,
+  :func:`until_decided`, the rule every claim that compares variants is judged by)
 - :func:`combine_rounds`, :func:`time_spread`: a grid timed in rounds, one row per point, and the time a claim
   judges: the median of the rounds within their least and most (``rounds.py``)
 - :mod:`paired <cnnlab.profiling.paired>`: variants timed side by side in rounds and each one's ratio to a baseline
@@ -25,7 +29,7 @@
   difference of two on the same test set (``accuracy.py``)
 - :func:`loader_sweep`: epoch times per DataLoader batch size x workers x pinning (``loaders.py``)
 - :mod:`derived <cnnlab.profiling.derived>`: metrics derived from measured ones (ratios, speed-ups, changes in
-  percent, time per item, throughput, scaling efficiency; :func:`derived.against` sets rows beside a baseline)
+  percent, time per item, scaling efficiency; :func:`derived.against` sets rows beside a baseline)
 - :func:`environment`: what the numbers were measured on (``environment.py``)
 - :mod:`cupti <cnnlab.profiling.cupti>`: whether this process ran a CUDA profile before a timing (every
   :func:`benchmark` row says so, ``after_cuda_profile``; the studies time before they profile)
@@ -35,6 +39,7 @@
 """
 
 from cnnlab.profiling import cupti, derived, paired
+from cnnlab.profiling.compare import Paired, compare, until_decided
 from cnnlab.profiling.cost import achieved, cost_model, device_peaks, roofline_point
 from cnnlab.profiling.counters import PAPER_METRICS, hardware_counters
 from cnnlab.profiling.environment import environment
@@ -50,9 +55,9 @@ from cnnlab.profiling.timing import Measurement, WallTime, benchmark, synchroniz
 from cnnlab.profiling.traces import memory_snapshot, save_chrome_trace, snapshot_file, trace_file, trace_folder
 
 __all__ = [
-    "Measurement", "OpsProfile", "PAPER_METRICS", "Spread", "WallTime", "achieved", "benchmark", "check_point",
-    "code_digest", "combine_rounds", "cost_model", "cupti", "derived", "device_peaks", "environment", "free_memory",
+    "Measurement", "OpsProfile", "PAPER_METRICS", "Paired", "Spread", "WallTime", "achieved", "benchmark", "check_point",
+    "code_digest", "combine_rounds", "compare", "cost_model", "cupti", "derived", "device_peaks", "environment", "free_memory",
     "grid_points", "hardware_counters", "loader_sweep", "memory_over_time", "memory_snapshot", "profile_ops",
     "quiet_profiler", "resident_bytes", "roofline_point", "save_chrome_trace", "snapshot_file", "store_file",
-    "sweep", "synchronize", "time_spread", "trace_file", "trace_folder", "wall_time",
+    "sweep", "synchronize", "time_spread", "trace_file", "trace_folder", "until_decided", "wall_time",
 ]

@@ -1,7 +1,8 @@
-"""Metrics derived from measured ones, in one place: ratios, speed-ups, changes in percent, time per item,
-throughput and scaling efficiency. Each returns NaN (never 0 or inf) where its inputs do not define it (a missing
-value, a zero or negative denominator), so a missing measurement stays missing. The names of the columns they fill
-carry their unit: ``_x`` for a ratio, ``_pct`` for a percentage, ``_ms`` / ``_items_per_s`` for times and rates.
+"""Metrics derived from measured ones, in one place: ratios, speed-ups, changes in percent, time per item and
+scaling efficiency (throughput has its own module, ``throughput.py``). Each returns NaN (never 0 or inf) where its
+inputs do not define it (a missing value, a zero or negative denominator), so a missing measurement stays missing.
+The names of the columns they fill carry their unit: ``_x`` for a ratio, ``_pct`` for a percentage, ``_ms`` /
+``_items_per_s`` for times and rates.
 
 :func:`against` sets every row beside its baseline row (fp32, one process, the untiled run...) in a table.
 """
@@ -42,11 +43,6 @@ def change_pct(value, baseline) -> float:
 def per_item(total, items) -> float:
     """``total`` (a time, a size) per item: ``total / items``, in ``total``'s unit."""
     return ratio(total, items)
-
-
-def items_per_s(items, seconds) -> float:
-    """Throughput (items/s): ``items / seconds``."""
-    return ratio(items, seconds)
 
 
 def efficiency(speedup_x, workers) -> float:

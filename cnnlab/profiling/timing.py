@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from cnnlab.profiling import cupti
+from cnnlab.profiling import throughput as _throughput
 from cnnlab.profiling import memory as _memory
 from cnnlab.profiling.memory import MIB
 from cnnlab import config
@@ -80,12 +81,6 @@ class Measurement:
     """
 
     latencies_ms: list[float]
-    latency_ms_median: float
-    latency_ms_p10: float
-    latency_ms_p90: float
-    latency_ms_mean: float
-    latency_ms_std: float
-    throughput_items_per_s: float
     total_time_s: float
     peak_mem_alloc_mib: float
     peak_mem_reserved_mib: float
@@ -117,9 +112,45 @@ class Measurement:
     cpu_threads: int
     labels: dict[str, Any] = field(default_factory=dict)
 
+    # Derived from the timed batches, never stored beside them (torch.utils.benchmark's Measurement does the same):
+    @property
+    def latency_ms_median(self) -> float:
+        return float(np.median(self.latencies_ms))
+
+    @property
+    def latency_ms_p10(self) -> float:
+        return float(np.percentile(self.latencies_ms, 10))
+
+    @property
+    def latency_ms_p90(self) -> float:
+        return float(np.percentile(self.latencies_ms, 90))
+
+    @property
+    def latency_ms_mean(self) -> float:
+        return float(np.mean(self.latencies_ms))
+
+    @property
+    def latency_ms_std(self) -> float:
+        return float(np.std(self.latencies_ms, ddof=1)) if len(self.latencies_ms) > 1 else math.nan
+
+    @property
+    def throughput_items_per_s(self) -> float:
+        """Items per second: batch size / the median time per batch, the one definition
+        (``cnnlab.profiling.throughput``)."""
+        return _throughput.throughput(self.summary()).value
+
+    def summary(self) -> dict[str, float]:
+        """The derived time columns: latency_ms_median, _p10, _p90, _mean, _std (ms per batch) and batch_size."""
+        return {"latency_ms_median": self.latency_ms_median, "latency_ms_p10": self.latency_ms_p10,
+                "latency_ms_p90": self.latency_ms_p90, "latency_ms_mean": self.latency_ms_mean,
+                "latency_ms_std": self.latency_ms_std, "batch_size": self.batch_size}
+
     def as_row(self) -> dict[str, Any]:
-        """Flat dict for one DataFrame row: every field except the raw latencies, labels merged in."""
-        row = asdict(self)
+        """Flat dict for one DataFrame row: the derived times and throughput, then every field except the raw
+        latencies, labels merged in."""
+        derived = self.summary()
+        del derived["batch_size"]
+        row = {**derived, "throughput_items_per_s": self.throughput_items_per_s, **asdict(self)}
         del row["latencies_ms"]
         labels = row.pop("labels")
         row.update(labels)
@@ -377,12 +408,6 @@ def benchmark(
                  gpu_util_samples=util.samples, gpu_util_missing_reason=util.missing_reason)
     return Measurement(
         latencies_ms=lat.tolist(),
-        latency_ms_median=float(np.median(lat)),
-        latency_ms_p10=float(np.percentile(lat, 10)),
-        latency_ms_p90=float(np.percentile(lat, 90)),
-        latency_ms_mean=float(lat.mean()),
-        latency_ms_std=float(lat.std(ddof=1)) if lat.size > 1 else math.nan,
-        throughput_items_per_s=batch_size * repeats / total_s,
         total_time_s=total_s,
         device=str(dev),
         device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
