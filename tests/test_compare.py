@@ -135,3 +135,15 @@ def test_the_rule_on_this_machine_aa_and_ab():
     aa, ab = power.counts(1.0, 20), power.counts(1.2, 20)
     assert aa["right"] + aa["wrong"] <= 1, aa
     assert ab["right"] >= 18 and ab["wrong"] == 0, ab
+
+
+def test_the_interval_is_scipys_quantile_test_on_the_data_itself():
+    import scipy.stats
+
+    rng = np.random.default_rng(7)
+    for n in (6, 8, 9, 13, 24, 31):
+        for level in (0.95, 1 - 0.05 / 4):
+            x = rng.lognormal(0, 0.2, n)
+            ci = scipy.stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(level)
+            _, low, high = median_interval(list(x), level)
+            assert (low, high) == pytest.approx((ci.low, ci.high), nan_ok=True), (n, level)

@@ -25,6 +25,7 @@ The rule every claim that compares variants is judged by (docs/claims.md):
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -68,12 +69,20 @@ def median_interval(values: Sequence[float], confidence: float) -> tuple[float, 
     """(median, low, high) of ``values`` (NaN left out): the sign test's distribution-free ``confidence`` interval of
     the median, from ``scipy.stats.quantile_test``; low/high are NaN where there are too few values for that level
     (:func:`fewest_rounds`)."""
-    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    x = np.sort(np.asarray([v for v in values if not math.isnan(v)], dtype=float))
     if not len(x):
         return math.nan, math.nan, math.nan
-    median = float(np.median(x))
-    ci = scipy.stats.quantile_test(x, q=median, p=0.5).confidence_interval(confidence)
-    return median, float(ci.low), float(ci.high)
+    low, high = _ranks(len(x), round(confidence, 12))
+    return (float(np.median(x)), math.nan if low is None else float(x[low]),
+            math.nan if high is None else float(x[high]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranks(n: int, confidence: float) -> tuple[int | None, int | None]:
+    """The order statistics (0-based ranks) that bound the sign test's interval of the median of ``n`` values: they
+    depend on ``n`` and the level alone, so ``quantile_test`` is asked once, on the ranks themselves."""
+    ci = scipy.stats.quantile_test(np.arange(n, dtype=float), q=(n - 1) / 2, p=0.5).confidence_interval(confidence)
+    return (None if math.isnan(ci.low) else int(ci.low)), (None if math.isnan(ci.high) else int(ci.high))
 
 
 @dataclass(frozen=True)
