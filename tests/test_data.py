@@ -414,3 +414,83 @@ def test_stand_in_is_the_split_where_it_is_here_else_synthetic_data_with_the_rea
     cifar, size = data.stand_in("cifar10", "train", root=tmp_path)  # not downloaded: nothing is fetched
     assert size == 50_000 and cifar.data_source == "synthetic" and len(cifar) == 5_000
     assert not any(tmp_path.iterdir())
+
+
+def _archive(path, members) -> None:
+    """A .tar.gz at ``path`` holding aclImdb/a.txt and then ``members``: (name, kind, payload or link target)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, value in [("aclImdb/a.txt", "file", "a fine film"), *members]:
+            info = tarfile.TarInfo(name)
+            info.type = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE,
+                         "hardlink": tarfile.LNKTYPE, "chardev": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+            payload = value.encode() if kind == "file" else b""
+            if kind in ("symlink", "hardlink"):
+                info.linkname = value
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload) if payload else None)
+
+
+@pytest.fixture(params=["filter", "no filter"])
+def tarfile_kind(request, monkeypatch):
+    """tarfile as it is, and as on Python 3.11.0-3.11.3 (Debian 12: 3.11.2), whose extract and extractall have no
+    ``filter`` keyword and which has no ``tarfile.data_filter``."""
+    if request.param == "no filter":
+        monkeypatch.delattr(tarfile, "data_filter")
+        for method in ("extract", "extractall"):
+            original = getattr(tarfile.TarFile, method)
+
+            def without_filter(self, *args, _original=original, **kwargs):
+                if "filter" in kwargs:
+                    raise TypeError(f"extractall() got an unexpected keyword argument 'filter'")
+                return _original(self, *args, **kwargs)
+
+            monkeypatch.setattr(tarfile.TarFile, method, without_filter)
+    return request.param
+
+
+def test_a_good_archive_extracts_with_or_without_tarfiles_filter(tmp_path, tarfile_kind):
+    from cnnlab.data import storage
+
+    _archive(tmp_path / "good.tar.gz", [("aclImdb/train", "dir", ""), ("aclImdb/train/b.txt", "file", "good"),
+                                        ("aclImdb/alias.txt", "symlink", "a.txt"),  # links inside are kept
+                                        ("aclImdb/train/same.txt", "hardlink", "aclImdb/a.txt")])
+    folder = storage.extract(tmp_path / "good.tar.gz", tmp_path, "aclImdb")
+    assert folder == tmp_path / "aclImdb" and (folder / "train" / "b.txt").read_text() == "good"
+    assert (folder / "alias.txt").is_symlink() and (folder / "alias.txt").read_text() == "a fine film"
+    assert (folder / "train" / "same.txt").read_text() == "a fine film"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aclImdb", "good.tar.gz"]  # no temporary folder left
+
+
+CRAFTED = {
+    "dot-dot path": [("aclImdb/../../evil.txt", "file", "x")],
+    "absolute path": [("{outside}/evil.txt", "file", "x")],
+    "symlink to an absolute path": [("aclImdb/etc", "symlink", "/etc")],
+    "symlink out": [("aclImdb/up", "symlink", "../../..")],
+    "hardlink to an absolute path": [("aclImdb/passwd", "hardlink", "/etc/passwd")],
+    "hardlink out": [("aclImdb/up", "hardlink", "../outside/secret.txt")],
+    "write through a symlink": [("aclImdb/out", "symlink", "../../outside"), ("aclImdb/out/evil.txt", "file", "x")],
+    "character device": [("aclImdb/null", "chardev", "")],
+    "fifo": [("aclImdb/pipe", "fifo", "")],
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_crafted_archive_is_refused_with_or_without_tarfiles_filter(tmp_path, tarfile_kind, case):
+    from cnnlab.data import storage
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    into = tmp_path / "data"
+    into.mkdir()
+    members = [(name.format(outside=outside), kind, value) for name, kind, value in CRAFTED[case]]
+    _archive(tmp_path / "crafted.tar.gz", members)
+    if case == "absolute path" and tarfile_kind == "filter":
+        # filter="data" strips the leading "/" and extracts the file inside; without it cnnlab refuses it
+        storage.extract(tmp_path / "crafted.tar.gz", into, "aclImdb")
+    else:
+        with pytest.raises(data.DamagedFileError, match="crafted.tar.gz.*nothing was extracted"):
+            storage.extract(tmp_path / "crafted.tar.gz", into, "aclImdb")
+        assert list(into.iterdir()) == []  # no half-extracted folder, no temporary folder
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # nothing written outside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crafted.tar.gz", "data", "outside"]
