@@ -52,6 +52,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from cnnlab import config, paths
 from cnnlab.profiling import profile_ops, wall_time
+from cnnlab.subreaper import descendants as _descendants
 from cnnlab.train import fit, train_step
 
 # The launched workers import cnnlab from the checkout; for an installed cnnlab (None) they import the package and
@@ -544,7 +545,8 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     after rank 0 wrote ``row.json`` (every rank's metrics merged: a rank that then dies at shutdown) keeps that row,
     ``status="ok"``, with what happened in ``note`` (None otherwise). On any exit of this function (a timeout,
     Ctrl-C, an exception) torchrun and its workers are killed and waited for; if the calling process is killed
-    outright, torchrun gets SIGTERM and its workers stop with it (Linux).
+    outright, torchrun gets SIGTERM and its workers stop with it; if torchrun is killed outright, its workers are
+    killed before this function returns or raises (Linux: see :mod:`cnnlab.subreaper`).
     ``--standalone`` picks a free port, so launches can run side by side.
     """
     # inf would reach Popen.wait as an OverflowError naming nothing; 0 would kill every launch at once
@@ -567,7 +569,9 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     args += ["--tf32"] if tf32 else []
     args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
     # python -m torch.distributed.run is the torchrun command, without relying on PATH.
-    cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
+    # Below cnnlab.subreaper, which outlives torchrun: whatever torchrun leaves running (its workers, when it is killed
+    # outright) is killed and reaped there before the launch ends.
+    cmd = [sys.executable, "-m", "cnnlab.subreaper", str(os.getpid()),
            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
            f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
@@ -578,7 +582,7 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
         with open(log, "w") as out:
             # Its own session: a Ctrl-C in the caller's terminal does not reach it, so that the finally below
             # decides; and SIGTERM when the caller dies outright (papermill killed: no finally runs), on which
-            # torchrun stops its workers (see _DIE_WITH_PARENT).
+            # torchrun stops its workers (see cnnlab.subreaper).
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
                                     start_new_session=True)
             try:
@@ -606,20 +610,6 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     return row
 
 
-# Runs torchrun (argv[2:]) in place of itself after asking Linux for SIGTERM when the launcher (pid argv[1]) dies.
-# A small exec'ing script rather than Popen's preexec_fn, which can deadlock in a multi-threaded caller (a Jupyter
-# kernel). The request survives exec; elsewhere than Linux it is skipped.
-_DIE_WITH_PARENT = """import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-except (OSError, AttributeError):
-    pass
-if os.getppid() != int(sys.argv[1]):  # the launcher died before the request took effect
-    sys.exit(1)
-os.execv(sys.argv[2], sys.argv[2:])
-"""
-
-
 def _read_row(path: Path) -> dict | None:
     """The merged row rank 0 wrote (all of :data:`ROW_FIELDS`, status ok), or None if there is none."""
     try:
@@ -630,23 +620,6 @@ def _read_row(path: Path) -> dict | None:
         return None
     row.setdefault("note", None)
     return row
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
 
 
 def _alive(pid: int) -> bool:

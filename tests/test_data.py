@@ -135,6 +135,7 @@ def test_two_loads_of_one_dataset_at_once_take_turns_and_both_get_the_data(tmp_p
         path, md5 = tmp_path / "root" / meta["file"], meta["md5"]
     else:
         archive = _fake_imdb_archive()
+        monkeypatch.setattr(text, "REVIEWS_PER_LABEL", 1)
         monkeypatch.setattr(text, "IMDB_URL", serve(archive, delay_s=0.5))
         monkeypatch.setattr(text, "IMDB_MD5", md5 := hashlib.md5(archive).hexdigest())
         path = tmp_path / "root" / "aclImdb_v1.tar.gz"
@@ -274,14 +275,67 @@ def test_damaged_extracted_folder_names_the_file_and_the_remedy(tmp_path, serve,
     assert str(batch) in str(err.value) and "delete the folder" in str(err.value)
 
 
-def test_damaged_imdb_cache_names_the_file(tmp_path):
-    cache = tmp_path / "imdb_v100_l16.pt"
+def _fake_imdb_folder(root, per_label: int = 1, splits=("train", "test"), labels=("neg", "pos")) -> None:
+    """``root/aclImdb`` with ``per_label`` reviews in each of ``splits`` x ``labels``."""
+    for split in splits:
+        for label in labels:
+            folder = root / "aclImdb" / split / label
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(per_label):
+                (folder / f"{i}_1.txt").write_text(f"a {'good great' if label == 'pos' else 'bad awful'} film")
+
+
+@pytest.fixture
+def one_review_each(monkeypatch):
+    """A whole aclImdb folder holds 12,500 reviews per split and label; these tests make one of each."""
+    from cnnlab.data import text
+
+    monkeypatch.setattr(text, "REVIEWS_PER_LABEL", 1)
+
+
+def test_damaged_imdb_cache_names_the_file(tmp_path, one_review_each):
+    _fake_imdb_folder(tmp_path)
+    data.load("imdb", root=tmp_path, vocab_size=100, seq_len=16)
+    [cache] = tmp_path.glob("imdb_v100_l16_*.pt")
     cache.write_bytes(b"not a torch archive")
-    with pytest.raises(data.DamagedFileError, match="imdb_v100_l16.pt.*delete it"):
+    with pytest.raises(data.DamagedFileError, match=r"imdb_v100_l16_\w+\.pt.*delete it"):
         data.load("imdb", root=tmp_path, vocab_size=100, seq_len=16)
 
 
-def test_unwritable_imdb_token_cache_is_a_warning_and_the_data_is_returned(tmp_path, monkeypatch):
+def test_an_incomplete_imdb_folder_is_refused_not_used_as_real_data(tmp_path):
+    # issue 44, item 9: three reviews of one class were tokenised, cached and labelled data_source="real"
+    _fake_imdb_folder(tmp_path, per_label=3, splits=("train",), labels=("pos",))
+    with pytest.raises(data.DatasetUnavailableError) as err:
+        data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    message = str(err.value)
+    assert str(tmp_path / "aclImdb") in message and "12,500 reviews" in message
+    assert "train/neg: 0, train/pos: 3, test/neg: 0, test/pos: 0" in message and "Delete the folder" in message
+    assert not list(tmp_path.glob("imdb_*.pt"))  # nothing cached
+    # an estimate (which must not download) probes with synthetic data instead
+    probe, size = data.stand_in("imdb", "train", root=tmp_path)
+    assert probe.data_source == "synthetic" and size == 25_000
+
+
+def test_the_imdb_cache_follows_the_folders_files(tmp_path, monkeypatch):
+    # issue 44, item 9: files added after a first load must not get the first load's cached tensors
+    from cnnlab.data import text
+
+    monkeypatch.setattr(text, "REVIEWS_PER_LABEL", 1)
+    _fake_imdb_folder(tmp_path, per_label=1)
+    assert len(data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)) == 2
+    monkeypatch.setattr(text, "REVIEWS_PER_LABEL", 2)
+    _fake_imdb_folder(tmp_path, per_label=2)
+    train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    assert len(train) == 4 and train.labels.tolist() == [0, 0, 1, 1]
+    # a review changed in place is tokenised again too
+    review = tmp_path / "aclImdb" / "train" / "pos" / "1_1.txt"
+    review.write_text("zebra zebra zebra")
+    train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
+    assert "zebra" in train.vocab
+    assert len(list(tmp_path.glob("imdb_v50_l8_*.pt"))) == 3  # one cache per set of files
+
+
+def test_unwritable_imdb_token_cache_is_a_warning_and_the_data_is_returned(tmp_path, monkeypatch, one_review_each):
     from cnnlab.data import text
 
     for split in ("train", "test"):
@@ -362,7 +416,7 @@ def _full_disk_save(obj, path, *args, **kwargs):
     raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
 
-def test_full_disk_imdb_token_cache_is_a_warning_and_leaves_no_part_file(tmp_path, monkeypatch):
+def test_full_disk_imdb_token_cache_is_a_warning_and_leaves_no_part_file(tmp_path, monkeypatch, one_review_each):
     from cnnlab.data import text
 
     for split in ("train", "test"):
@@ -371,14 +425,14 @@ def test_full_disk_imdb_token_cache_is_a_warning_and_leaves_no_part_file(tmp_pat
             folder.mkdir(parents=True)
             (folder / "0_1.txt").write_text(f"a {words} film")
     monkeypatch.setattr(text.torch, "save", _full_disk_save)
-    with pytest.warns(UserWarning, match=r"imdb_v50_l8\.pt.*unexpected pos.*free") as record:
+    with pytest.warns(UserWarning, match=r"imdb_v50_l8_\w+\.pt.*unexpected pos.*free") as record:
         train = data.load("imdb", "train", root=tmp_path, vocab_size=50, seq_len=8)
-    assert str(tmp_path / "imdb_v50_l8.pt") in str(record[0].message)
+    assert str(tmp_path / "imdb_v50_l8_") in str(record[0].message)
     assert len(train) == 2 and train.data_source == "real"
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob("imdb_*.pt"))
 
 
-def test_imdb_review_with_a_bad_byte_is_named(tmp_path):
+def test_imdb_review_with_a_bad_byte_is_named(tmp_path, one_review_each):
     for split in ("train", "test"):
         for label in ("neg", "pos"):
             folder = tmp_path / "aclImdb" / split / label
@@ -414,3 +468,83 @@ def test_stand_in_is_the_split_where_it_is_here_else_synthetic_data_with_the_rea
     cifar, size = data.stand_in("cifar10", "train", root=tmp_path)  # not downloaded: nothing is fetched
     assert size == 50_000 and cifar.data_source == "synthetic" and len(cifar) == 5_000
     assert not any(tmp_path.iterdir())
+
+
+def _archive(path, members) -> None:
+    """A .tar.gz at ``path`` holding aclImdb/a.txt and then ``members``: (name, kind, payload or link target)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, value in [("aclImdb/a.txt", "file", "a fine film"), *members]:
+            info = tarfile.TarInfo(name)
+            info.type = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE,
+                         "hardlink": tarfile.LNKTYPE, "chardev": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+            payload = value.encode() if kind == "file" else b""
+            if kind in ("symlink", "hardlink"):
+                info.linkname = value
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload) if payload else None)
+
+
+@pytest.fixture(params=["filter", "no filter"])
+def tarfile_kind(request, monkeypatch):
+    """tarfile as it is, and as on Python 3.11.0-3.11.3 (Debian 12: 3.11.2), whose extract and extractall have no
+    ``filter`` keyword and which has no ``tarfile.data_filter``."""
+    if request.param == "no filter":
+        monkeypatch.delattr(tarfile, "data_filter")
+        for method in ("extract", "extractall"):
+            original = getattr(tarfile.TarFile, method)
+
+            def without_filter(self, *args, _original=original, **kwargs):
+                if "filter" in kwargs:
+                    raise TypeError(f"extractall() got an unexpected keyword argument 'filter'")
+                return _original(self, *args, **kwargs)
+
+            monkeypatch.setattr(tarfile.TarFile, method, without_filter)
+    return request.param
+
+
+def test_a_good_archive_extracts_with_or_without_tarfiles_filter(tmp_path, tarfile_kind):
+    from cnnlab.data import storage
+
+    _archive(tmp_path / "good.tar.gz", [("aclImdb/train", "dir", ""), ("aclImdb/train/b.txt", "file", "good"),
+                                        ("aclImdb/alias.txt", "symlink", "a.txt"),  # links inside are kept
+                                        ("aclImdb/train/same.txt", "hardlink", "aclImdb/a.txt")])
+    folder = storage.extract(tmp_path / "good.tar.gz", tmp_path, "aclImdb")
+    assert folder == tmp_path / "aclImdb" and (folder / "train" / "b.txt").read_text() == "good"
+    assert (folder / "alias.txt").is_symlink() and (folder / "alias.txt").read_text() == "a fine film"
+    assert (folder / "train" / "same.txt").read_text() == "a fine film"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aclImdb", "good.tar.gz"]  # no temporary folder left
+
+
+CRAFTED = {
+    "dot-dot path": [("aclImdb/../../evil.txt", "file", "x")],
+    "absolute path": [("{outside}/evil.txt", "file", "x")],
+    "symlink to an absolute path": [("aclImdb/etc", "symlink", "/etc")],
+    "symlink out": [("aclImdb/up", "symlink", "../../..")],
+    "hardlink to an absolute path": [("aclImdb/passwd", "hardlink", "/etc/passwd")],
+    "hardlink out": [("aclImdb/up", "hardlink", "../outside/secret.txt")],
+    "write through a symlink": [("aclImdb/out", "symlink", "../../outside"), ("aclImdb/out/evil.txt", "file", "x")],
+    "character device": [("aclImdb/null", "chardev", "")],
+    "fifo": [("aclImdb/pipe", "fifo", "")],
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_crafted_archive_is_refused_with_or_without_tarfiles_filter(tmp_path, tarfile_kind, case):
+    from cnnlab.data import storage
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    into = tmp_path / "data"
+    into.mkdir()
+    members = [(name.format(outside=outside), kind, value) for name, kind, value in CRAFTED[case]]
+    _archive(tmp_path / "crafted.tar.gz", members)
+    if case == "absolute path" and tarfile_kind == "filter":
+        # filter="data" strips the leading "/" and extracts the file inside; without it cnnlab refuses it
+        storage.extract(tmp_path / "crafted.tar.gz", into, "aclImdb")
+    else:
+        with pytest.raises(data.DamagedFileError, match="crafted.tar.gz.*nothing was extracted"):
+            storage.extract(tmp_path / "crafted.tar.gz", into, "aclImdb")
+        assert list(into.iterdir()) == []  # no half-extracted folder, no temporary folder
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # nothing written outside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crafted.tar.gz", "data", "outside"]

@@ -279,9 +279,10 @@ def test_a_rank_that_dies_at_shutdown_after_row_json_is_kept_with_a_note(tmp_pat
 
 
 def _launched(pid: int) -> list[int]:
-    """The processes below ``pid`` that run in a session of their own (ddp.launch starts torchrun so, and torchrun
-    its workers), read from /proc/<pid>/stat, not from their command lines: reading another process's cmdline waits
-    for its memory-map lock, which a busy process (a notebook kernel beside these tests in CI) can hold."""
+    """The processes below ``pid`` that run in a session other than this one's (ddp.launch starts cnnlab.subreaper
+    so, torchrun runs in its session, and torchrun starts its workers in sessions of their own), read from
+    /proc/<pid>/stat, not from their command lines: reading another process's cmdline waits for its memory-map lock,
+    which a busy process (a notebook kernel beside these tests in CI) can hold."""
     def session(child):
         try:
             return int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[3])
@@ -310,7 +311,7 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
     def interrupt():  # Ctrl-C once torchrun and a worker run (the rank that does not hang may already be gone)
         # Sent to the main thread itself, where launch() waits; when it was sent is kept for the failure message.
         try:
-            sent["processes"] = len(_wait_for_launched(os.getpid(), 2))
+            sent["processes"] = len(_wait_for_launched(os.getpid(), 3))  # the subreaper, torchrun, a worker
         finally:
             sent["after_s"] = round(time.monotonic() - start, 1)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -326,7 +327,7 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
         raise AssertionError(f"launch() was not interrupted; the interrupt: {sent or 'not sent'}") from failure
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert sent["processes"] >= 2, f"interrupted before torchrun and a worker ran: {sent}"
+    assert sent["processes"] >= 3, f"interrupted before torchrun and a worker ran: {sent}"
     assert _processes_mentioning(str(tmp_path)) == []  # launch() waited until every one was gone
 
 
@@ -338,8 +339,8 @@ def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path
     env = dict(os.environ, CNNLAB_DDP_HANG_RANK="0", OMP_NUM_THREADS="1")
     launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, cwd=ddp.CHECKOUT)
     try:
-        found = _wait_for_launched(launcher.pid, 3)  # torchrun and its two workers, below the launcher
-        assert len(found) >= 3, f"fewer than 3 processes below {launcher.pid} after 60 s"
+        found = _wait_for_launched(launcher.pid, 4)  # the subreaper, torchrun and its two workers, below the launcher
+        assert len(found) >= 4, f"fewer than 4 processes below {launcher.pid} after 60 s"
         launcher.kill()
         launcher.wait()
         deadline = time.monotonic() + 60
@@ -350,3 +351,55 @@ def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path
         for pid in _processes_mentioning(str(tmp_path)):  # leave nothing behind if the test fails
             os.kill(pid, 9)
     assert left == []
+
+
+def _agent_and_workers(pid: int) -> tuple[int | None, list[int]]:
+    """The torchrun agent below ``pid`` and its workers, from /proc/<pid>/stat (see :func:`_launched`): torchrun
+    starts each worker as the leader of a session of its own, so the workers are the session leaders below ``pid``
+    other than its own children (launch's cnnlab.subreaper, where there is one), and the agent is their parent."""
+    def stat(child):  # (parent, session)
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[1]), int(fields[3])
+        except (OSError, IndexError, ValueError):
+            return None, None
+
+    below = {child: stat(child) for child in ddp._descendants(pid)}
+    workers = [child for child, (parent, session) in below.items() if session == child and parent != pid]
+    agents = {below[child][0] for child in workers}
+    return (agents.pop() if len(agents) == 1 else None), workers
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux (/proc, prctl)")
+def test_no_worker_outlives_a_launch_whose_torchrun_was_sigkilled(tmp_path, monkeypatch):
+    # Issue 44, item 7: torchrun SIGKILLed while its workers still import torch. They live in sessions of their own,
+    # so they were orphaned and then waited in TCPStore::connect for the dead agent's store for minutes.
+    import signal
+    import threading
+
+    monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")  # should a rank get far, it waits there
+    seen = {}
+
+    def kill_agent():  # as soon as both workers exist
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            agent, workers = _agent_and_workers(os.getpid())
+            if len(workers) >= 2:
+                seen.update(agent=agent, workers=workers)
+                os.kill(agent, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_agent, daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(ddp.LaunchFailed):
+            ddp.launch(world_size=2, out_dir=tmp_path, timeout_s=60, **TINY)
+        killer.join(5)
+        assert len(seen.get("workers", [])) >= 2, f"torchrun and its 2 workers were not seen: {seen}"
+        left = [pid for pid in seen["workers"] if ddp._alive(pid)]  # launch() returned: none may run
+    finally:  # leave nothing behind if the test fails
+        for pid in seen.get("workers", []):
+            if ddp._alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert left == [], f"workers {left} outlived the launch"

@@ -236,12 +236,61 @@ def read_or_explain(path: Path, read, *, remedy: str):
 
 def extract(archive: Path, into: Path, top_level: str) -> Path:
     """Extract ``archive`` so that ``into/top_level`` appears whole or not at all; return that path. Callers hold the
-    dataset's :func:`dataset_lock`, so a second process finds the first one's folder and returns it."""
+    dataset's :func:`dataset_lock`, so a second process finds the first one's folder and returns it.
+
+    Only what tarfile's ``filter="data"`` allows is extracted: a member with an absolute path, a path or a link
+    that leads out of the folder, or a device raises :class:`DamagedFileError` naming the archive, and nothing is
+    kept. Pythons before 3.11.4 have no such filter (Debian 12's 3.11.2): there :func:`_extract_checked` applies
+    its rules itself."""
     target = into / top_level
     if target.exists():
         return target
     with tempfile.TemporaryDirectory(dir=into) as tmp:
         with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
+            if hasattr(tarfile, "data_filter"):  # the documented test for PEP 706's filters
+                try:
+                    tar.extractall(tmp, filter="data")
+                except tarfile.FilterError as err:
+                    raise DamagedFileError(f"{archive}: {err}; nothing was extracted from it") from None
+            else:
+                _extract_checked(tar, Path(tmp), archive)
         os.rename(Path(tmp) / top_level, target)
     return target
+
+
+def _extract_checked(tar: tarfile.TarFile, dest: Path, archive: Path) -> None:
+    """Extract ``tar`` into ``dest`` by the rules of tarfile's ``filter="data"``, for Pythons that lack it.
+
+    Each member is checked just before it is extracted, against what the members before it made there (a link,
+    then a file written through it): a regular file, folder or link is extracted if its path and, for a link,
+    its target stay inside ``dest`` once every link on the way is followed; an absolute path or link target, and any
+    other kind of member (a device, a FIFO) are refused with :class:`DamagedFileError`. Where the filter strips a
+    leading "/" and extracts the file inside, this refuses it: no dataset archive has one. Owners, modes and times
+    are not applied (``set_attrs=False``): files get this process's default mode, never set-uid or executable."""
+    root = os.path.realpath(dest)
+    for member in tar:
+        why = _unsafe(member, root)
+        if why:
+            raise DamagedFileError(f"{archive}: member {member.name!r} {why}; nothing was extracted from it")
+        tar.extract(member, root, set_attrs=False)
+
+
+def _unsafe(member: tarfile.TarInfo, root: str) -> str | None:
+    """Why extracting ``member`` into the folder ``root`` (a real path) would be unsafe, or None."""
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        return "is a device or other special file"
+    if os.path.isabs(member.name):
+        return "has an absolute path"
+    if not _inside(os.path.join(root, member.name), root):
+        return "would be extracted outside the destination"
+    if member.issym() or member.islnk():
+        # a symbolic link's target is relative to its own folder, a hard link's to the archive's root
+        base = os.path.join(root, os.path.dirname(member.name)) if member.issym() else root
+        if os.path.isabs(member.linkname) or not _inside(os.path.join(base, member.linkname), root):
+            return f"links to {member.linkname!r}, outside the destination"
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path``, with every link on the way followed, is ``root`` or below it."""
+    return os.path.commonpath([os.path.realpath(path), root]) == root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -9,11 +10,14 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from cnnlab.data.storage import (DamagedFileError, data_root, dataset_lock, download, extract, read_or_explain,
-                                 save_or_warn)
+from cnnlab.data.storage import (DamagedFileError, DatasetUnavailableError, data_root, dataset_lock, download,
+                                 extract, read_or_explain, save_or_warn)
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
+# reviews in each of train/neg, train/pos, test/neg and test/pos of the archive (its README: 25,000 train and 25,000
+# test reviews, half of each positive)
+REVIEWS_PER_LABEL = 12_500
 PAD, UNK = 0, 1
 _TOKEN = re.compile(r"[a-z0-9']+")
 
@@ -57,35 +61,39 @@ class TokenDataset(Dataset):
         return self.ids[index], self.labels[index]
 
 
-def _read_reviews(folder: Path):
-    docs, labels = [], []
-    for label, sub in ((0, "neg"), (1, "pos")):
-        for path in sorted((folder / sub).glob("*.txt")):
-            try:
-                review = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as err:  # the archive's reviews are all UTF-8: this copy was changed
-                raise DamagedFileError(
-                    f"{path} is not UTF-8 (byte {err.object[err.start:err.start + 1]!r} at offset {err.start}): "
-                    f"fix or delete that file, or delete the folder {folder.parent} (cnnlab extracts the reviews "
-                    "again from the archive)") from err
-            docs.append(tokenize(review))
-            labels.append(label)
-    return docs, torch.tensor(labels)
+def _read_reviews(paths: list[Path], folder: Path) -> list[list[str]]:
+    """The tokens of each review in ``paths``; a review that is not UTF-8 is named (``folder``: the aclImdb folder)."""
+    docs = []
+    for path in paths:
+        try:
+            review = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:  # the archive's reviews are all UTF-8: this copy was changed
+            raise DamagedFileError(
+                f"{path} is not UTF-8 (byte {err.object[err.start:err.start + 1]!r} at offset {err.start}): "
+                f"fix or delete that file, or delete the folder {folder} (cnnlab extracts the reviews "
+                "again from the archive)") from err
+        docs.append(tokenize(review))
+    return docs
 
 
 def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: int = 20000, seq_len: int = 256):
     """The aclImdb archive: 25,000 train and 25,000 test reviews, vocabulary built on the train split.
 
-    Encoded tensors are cached in ``<data>/imdb_v{vocab_size}_l{seq_len}.pt`` so tokenising happens once; one
-    process at a time downloads, extracts and tokenises (another waits for it, then reads its cache).
+    The folder ``<data>/aclImdb`` must hold all of them (:func:`review_files`), else
+    :class:`~cnnlab.data.storage.DatasetUnavailableError` says what is missing. Encoded tensors are cached in
+    ``<data>/imdb_v{vocab_size}_l{seq_len}_{listing}.pt``, where ``listing`` is a digest of the reviews' names, sizes
+    and modification times, so tokenising happens once for these files and a folder whose files changed is
+    tokenised again. One process at a time downloads, extracts and tokenises (another waits for it, then reads its
+    cache).
     """
     root = data_root(root)
-    cache = root / f"imdb_v{vocab_size}_l{seq_len}.pt"
+    files = review_files(_reviews_folder(root, download_ok))
+    cache = root / f"imdb_v{vocab_size}_l{seq_len}_{_listing_digest(files)}.pt"
     payload = None
     if not cache.exists():
         with dataset_lock(root, "imdb"):  # another process preparing it: wait, then read the cache it wrote
             if not cache.exists():
-                payload = _tokenised(root, cache, download_ok, vocab_size, seq_len)
+                payload = _tokenised(files, root / "aclImdb", cache, vocab_size, seq_len)
     if payload is None:
         payload = read_or_explain(cache, lambda path: torch.load(path, weights_only=True),
                                   remedy="delete it (cnnlab tokenises the reviews again)")
@@ -94,23 +102,66 @@ def load_imdb(split: str, *, root=None, download_ok: bool = True, vocab_size: in
                         data_source="real", name="imdb")
 
 
-def _tokenised(root: Path, cache: Path, download_ok: bool, vocab_size: int, seq_len: int) -> dict:
-    """The reviews of ``root/aclImdb`` (downloaded and extracted first where missing) encoded with the train split's
-    vocabulary: {"vocab", "train", "test"}, each split {"ids", "lengths", "labels"}; cached in ``cache`` where it
-    can be written."""
+def _reviews_folder(root: Path, download_ok: bool) -> Path:
+    """``root/aclImdb``, downloaded and extracted first where it is missing."""
     folder = root / "aclImdb"
     if not folder.exists():
-        archive = root / "aclImdb_v1.tar.gz"
-        download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", network=download_ok,
-                 expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
-        extract(archive, root, "aclImdb")
-    train_docs, train_labels = _read_reviews(folder / "train")
-    test_docs, test_labels = _read_reviews(folder / "test")
-    vocab = build_vocab(train_docs, vocab_size)
+        with dataset_lock(root, "imdb"):  # another process downloading it: wait, then use its folder
+            if not folder.exists():
+                archive = root / "aclImdb_v1.tar.gz"
+                download(IMDB_URL, archive, IMDB_MD5, dataset="imdb", network=download_ok,
+                         expected="aclImdb_v1.tar.gz, which unpacks to aclImdb/")
+                extract(archive, root, "aclImdb")
+    return folder
+
+
+def review_files(folder: Path) -> dict[str, dict[int, list[Path]]]:
+    """The labelled reviews of the aclImdb folder ``folder``: {split: {label: sorted paths}}, label 0 for
+    ``neg/``, 1 for ``pos/``. Raises :class:`~cnnlab.data.storage.DatasetUnavailableError` unless each of the four
+    holds :data:`REVIEWS_PER_LABEL` ``.txt`` files, as the archive's do: a partial copy would be trained on and
+    reported as the real data set."""
+    files, counts = {}, {}
+    for split in ("train", "test"):
+        files[split] = {}
+        for label, sub in ((0, "neg"), (1, "pos")):
+            files[split][label] = sorted((folder / split / sub).glob("*.txt"))
+            counts[f"{split}/{sub}"] = len(files[split][label])
+    if any(count != REVIEWS_PER_LABEL for count in counts.values()):
+        found = ", ".join(f"{name}: {count:,}" for name, count in counts.items())
+        raise DatasetUnavailableError(
+            f"imdb: {folder} is not the whole aclImdb data set: it must hold {REVIEWS_PER_LABEL:,} reviews (*.txt) "
+            f"in each of train/neg, train/pos, test/neg and test/pos; found {found}. Delete the folder (cnnlab "
+            f"downloads and extracts {IMDB_URL} again), or put the whole extracted archive there, or pass "
+            "synthetic=True for labelled synthetic reviews.")
+    return files
+
+
+def _listing_digest(files: dict[str, dict[int, list[Path]]]) -> str:
+    """12 hex digits of SHA-256 over every review's path (below aclImdb), size and modification time: what keys
+    the token cache to these files (not their bytes: reading every review on every load is what the cache saves)."""
+    digest = hashlib.sha256()
+    for split, by_label in files.items():
+        for paths in by_label.values():
+            for path in paths:
+                stat = path.stat()
+                entry = f"{split}/{path.parent.name}/{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n"
+                digest.update(entry.encode())
+    return digest.hexdigest()[:12]
+
+
+def _tokenised(files: dict[str, dict[int, list[Path]]], folder: Path, cache: Path, vocab_size: int,
+               seq_len: int) -> dict:
+    """The reviews in ``files`` (from :func:`review_files`) encoded with the train split's vocabulary: {"vocab",
+    "train", "test"}, each split {"ids", "lengths", "labels"}; cached in ``cache`` where it can be written."""
+    docs, labels = {}, {}
+    for split, by_label in files.items():
+        docs[split] = [doc for label in (0, 1) for doc in _read_reviews(by_label[label], folder)]
+        labels[split] = torch.tensor([label for label in (0, 1) for _ in by_label[label]])
+    vocab = build_vocab(docs["train"], vocab_size)
     payload = {"vocab": vocab}
-    for name, docs, labels in (("train", train_docs, train_labels), ("test", test_docs, test_labels)):
-        ids, lengths = encode(docs, vocab, seq_len)
-        payload[name] = {"ids": ids, "lengths": lengths, "labels": labels}
+    for split in ("train", "test"):
+        ids, lengths = encode(docs[split], vocab, seq_len)
+        payload[split] = {"ids": ids, "lengths": lengths, "labels": labels[split]}
     # where it cannot be cached (a read-only or full data folder) go on with what was just tokenised
     save_or_warn(payload, cache, failure="imdb: could not cache the tokenised data in",
                  consequence="it is tokenised again on every load")
