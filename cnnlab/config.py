@@ -154,6 +154,9 @@ MAX_COUNT = 1_000_000  # repeats, images, epochs, vocabulary size, ...
 MAX_BATCH_SIZE = 65_536  # 2**16: 32x the largest batch in the three papers (2048 per GPU, paper 002)
 MAX_NUM_WORKERS = 128  # DataLoader worker processes (the sweeps skip those above the cores present)
 MAX_IMAGE_SIZE = 2048  # an input image's pixels a side: 9x the papers' 224; a larger image is a slip, not a study
+# An open end of a range of numbers (a fraction in (0, 1], a learning rate above 0) excludes the values this share of
+# the range's width from it too: 1e-300 of the data is none of it, a timeout of 1e-300 s is no time at all.
+RESOLUTION = 1e-9
 
 
 def cores() -> int:
@@ -184,12 +187,17 @@ def number(value, *, parameter: str, low: float, high: float, low_open: bool = T
            ) -> float:
     """``value`` as a finite float in the range from ``low`` to ``high`` (open at ``low`` and closed at ``high`` by
     default: ``(0, 1]``); ValueError naming the parameter, the value and the range otherwise (bools, NaN, inf and
-    text rejected: ``lr=inf`` would train to chance accuracy and only then fail)."""
-    ok = isinstance(value, numbers.Real) and not _is_bool(value) and math.isfinite(value) and \
-        (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
-    if not ok:
+    text rejected: ``lr=inf`` would train to chance accuracy and only then fail). An open end also excludes the
+    values within :data:`RESOLUTION` of the range's width of it: they are that end in all but name."""
+    near = (high - low) * RESOLUTION
+    least, most = (low + near if low_open else low), (high - near if high_open else high)
+    ok = isinstance(value, numbers.Real) and not _is_bool(value) and math.isfinite(value)
+    if not (ok and least <= value <= most):
+        tiny = ok and (low < value < least or most < value < high)
         raise ValueError(f"{parameter}={value!r} is not valid; valid: a finite number in "
-                         f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}")
+                         f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+                         + (f", at least {near:g} from its open end (closer is that end in all but name)"
+                            if tiny else ""))
     return float(value)
 
 
@@ -308,8 +316,13 @@ def boolean(value, *, parameter: str) -> bool:
 
 
 def one_of(value, valid, *, parameter: str):
-    """``value`` if it is in ``valid``; ValueError naming ``parameter`` and the valid values otherwise."""
-    if value not in valid:
+    """``value`` if it is in ``valid``; ValueError naming ``parameter`` and the valid values otherwise (also for a
+    list or a dict, which a dict or set of names cannot even look up)."""
+    try:
+        known = value in valid
+    except TypeError:  # unhashable: not one of the names either
+        known = False
+    if not known:
         raise ValueError(f"{parameter}={value!r} is not valid; valid: {', '.join(map(str, valid))}")
     return value
 

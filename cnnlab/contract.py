@@ -53,7 +53,8 @@ class Parameter:
     preset before them), its ``check`` (``check(value, parameter=name)`` returns the value to use or raises
     ValueError naming the parameter and its valid values), what it is (``doc``, with its unit), and whether it is a
     grid ``axis`` (its values are the points of a sweep; every other parameter is a setting that keys the stores).
-    ``type`` is the type hint in the notebook's parameters cell (default: from the preset values)."""
+    ``type`` is the type hint in the notebook's parameters cell (default: from the preset values). ``empty`` says what
+    an empty list means where one is valid (then ``[]`` is taken as it is, not checked); "": the check refuses it."""
 
     quick: Any
     standard: Any = _SAME
@@ -62,6 +63,7 @@ class Parameter:
     doc: str = ""
     axis: bool = False
     type: str = ""
+    empty: str = ""
 
     def values(self) -> dict[str, Any]:
         standard = self.quick if self.standard is _SAME else self.standard
@@ -100,6 +102,8 @@ def _boolean(value, parameter: str):
 def _device(value, parameter: str):
     from cnnlab import config
 
+    if value is None:  # (None is "auto" to resolve_device: a preset spells it out)
+        raise ValueError(f"{parameter}=None is not valid; valid: auto, cpu, cuda, cuda:N")
     return config.device_name(value, parameter)
 
 
@@ -165,7 +169,9 @@ class Parameters:
         values = config.configure(preset, self.presets, **overrides)
         cfg = self._config(**vars(values))
         for name, parameter in self.declared.items():
-            if parameter.check is not None:
+            if parameter.empty and config.as_list(getattr(cfg, name)) == []:
+                setattr(cfg, name, [])  # a valid empty list, its meaning declared
+            elif parameter.check is not None:
                 setattr(cfg, name, parameter.check(getattr(cfg, name), parameter=name))
         if self._check is not None:
             self._check(cfg)

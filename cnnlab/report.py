@@ -1,7 +1,8 @@
 """What a reader sees: result tables in a notebook, clean notebook outputs, and one page for every machine.
 
 - :func:`show`: a results table in a notebook without the columns this device could not measure (empty in every
-  row): they are named in one line under it, with the reason their ``*_missing_reason`` column gives.
+  row): they are named in one line under it, with the reason their ``*_missing_reason`` column gives; where every
+  point failed, that line says so and why instead.
 - :func:`output_problems`: what must not appear in an executed notebook's outputs (the C++ profiler's ``USDT ...
   profiler_start`` lines, a stray ``Out[...]`` holding paths or a matplotlib artist). ``notebooks/conftest.py``
   fails a cell that nbval runs in ``make test`` on any of them; the page below lists them for executed notebooks.
@@ -49,6 +50,7 @@ ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_vers
                       "cpu_model", "cpu_cores_physical", "cpu_cores_logical", "torch_num_threads", "torch_version",
                       "torchvision_version", "python_version", "cnnlab_version", "git_commit", "git_dirty", "preset",
                       "platform", "date_utc")
+FAILED_REASONS = 3  # distinct reasons a table whose every point failed names in its line (the rest: each row's error)
 # A stray value a cell returned: paths (save_figure's tuple) or matplotlib artists (a plot call's return value).
 STRAY_RESULT = re.compile(r"(PosixPath|WindowsPath)\(|<matplotlib\.|^\[?<Axes[: ]|^Text\(", re.MULTILINE)
 # Lines that alarm a reader and that cnnlab fixed at their cause or filters where it knows they are harmless: each
@@ -96,13 +98,39 @@ def missing_columns(df: pd.DataFrame) -> dict[str, list[str]]:
     return grouped
 
 
-def compact(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def failed_line(df: pd.DataFrame) -> str:
+    """One line saying that every point of ``df`` failed (or was skipped), with how many of each status and why (the
+    distinct reasons in its ``error`` column, the first few), when it has points with a ``status`` and none is "ok";
+    else ""."""
+    if "status" not in df.columns or not len(df) or (df["status"] == "ok").any():
+        return ""
+    counts = ", ".join(f"{n} {status}" for status, n in df["status"].value_counts(sort=False).items())
+    reasons = []
+    for error in df["error"].dropna().astype(str) if "error" in df.columns else []:
+        first = error.strip().splitlines()[0] if error.strip() else ""
+        if first and first not in reasons:
+            reasons.append(first)
+    why = "; ".join(reasons[:FAILED_REASONS]) + (f"; and {len(reasons) - FAILED_REASONS} more (each row's error)"
+                                                 if len(reasons) > FAILED_REASONS else "")
+    verb = "was skipped" if (df["status"] == "skipped").all() else "failed"
+    return f"Every point {verb} ({counts}), so nothing was measured. Why: {why or 'no reason recorded'}."
+
+
+def compact(df: pd.DataFrame, columns: list[str] | None = None) -> tuple[pd.DataFrame, str]:
     """``df`` without its columns empty in every row, without the ``*_missing_reason`` columns that only explain
     those, and without reason columns (``*_missing_reason``, ``error``) that are empty (nothing was missing, nothing
-    failed); and one line naming the measured columns left out and why ("" when none was). A table whose columns
-    are not all names (a pivot's two-level columns) is shown as it is."""
+    failed); and one line naming the measured columns left out and why ("" when none was), or, when every point
+    failed, saying so and why (:func:`failed_line`). ``columns``: only these, in this order; one that ``df`` lacks is
+    left out when every point failed (nothing measured it), else a KeyError naming it (a misspelt name). A table
+    whose columns are not all names (a pivot's two-level columns) is shown as it is."""
+    failed = failed_line(df)
+    if columns is not None:
+        absent = [c for c in columns if c not in df.columns]
+        if absent and not failed:
+            raise KeyError(f"columns {absent} are not in this table; its columns: {', '.join(map(str, df.columns))}")
+        df = df[[c for c in columns if c in df.columns]]
     if not all(isinstance(c, str) for c in df.columns):
-        return df, ""
+        return df, failed
     grouped = missing_columns(df)
     dropped = [c for cols in grouped.values() for c in cols]
     kept = [c for c in df.columns if c not in dropped]
@@ -112,7 +140,8 @@ def compact(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         if df[reason_col].isna().all() or not explains_kept:
             kept.remove(reason_col)
     line = "; ".join(f"{', '.join(cols)} ({reason})" for reason, cols in grouped.items())
-    return df[kept], (f"Not measured on this device: {line}." if line else "")
+    # (every point failed: its empty columns were not measured by any point, not missing on this device)
+    return df[kept], failed or (f"Not measured on this device: {line}." if line else "")
 
 
 class _Table:
@@ -130,18 +159,19 @@ class _Table:
         return repr(self.df) + (f"\n{self.line}" if self.line else "")
 
 
-def show(table) -> None:
+def show(table, columns: list[str] | None = None) -> None:
     """Display a table in a notebook, once (returns None: no ``Out[...]`` beside it). The one ``show`` notebooks
-    call: a results table without the columns this device could not measure, and one line under it saying which
-    and why (:func:`compact`); claims (a list of :class:`cnnlab.claims.Claim`, or the table ``studies.save``
-    returns) as the claims table, wrapped, the verdicts coloured (:func:`cnnlab.claims.as_html`)."""
+    call: a results table (only ``columns``, where given) without the columns this device could not measure, and one
+    line under it saying which and why, or that every point failed and why (:func:`compact`); claims (a list of
+    :class:`cnnlab.claims.Claim`, or the table ``studies.save`` returns) as the claims table, wrapped, the verdicts
+    coloured (:func:`cnnlab.claims.as_html`)."""
     is_claims = isinstance(table, list) or (isinstance(table, pd.DataFrame) and {"claim", "held"} <= set(table.columns))
     try:
         from IPython.display import display
     except ImportError:  # an installed cnnlab without the notebook extras
-        print(_claims.as_text(table) if is_claims else repr(_Table(*compact(table))))
+        print(_claims.as_text(table) if is_claims else repr(_Table(*compact(table, columns))))
         return
-    display(_claims._Shown(table) if is_claims else _Table(*compact(table)))
+    display(_claims._Shown(table) if is_claims else _Table(*compact(table, columns)))
 
 
 def output_problems(outputs: list) -> list[str]:

@@ -134,6 +134,25 @@ def test_number_accepts_finite_values_in_range_only():
     assert config.number(0, parameter="ratio", low=0, high=1, low_open=False, high_open=True) == 0.0
 
 
+def test_number_refuses_a_value_that_is_an_open_end_in_all_but_name():
+    # issue 44: timeout_s=1e-300 and fractions of 1e-300 (none of the data) were accepted as "above 0"
+    for bad, valid in ((1e-300, r"\(0, 1\]"), (1 - 1e-12, r"\[0, 1\)")):
+        with pytest.raises(ValueError, match=rf"ratio={bad!r} is not valid; valid: a finite number in {valid}, at "
+                                             r"least 1e-09 from its open end"):
+            config.number(bad, parameter="ratio", low=0, high=1, low_open=bad < 0.5, high_open=bad > 0.5)
+    assert config.number(1e-9, parameter="lr", low=0, high=1) == 1e-9  # a billionth of the range: still a value
+    assert config.number(1e-300, parameter="min_time_s", low=0, high=1, low_open=False) == 1e-300  # 0 is valid
+
+
+def test_one_of_refuses_lists_and_dicts_naming_the_parameter():
+    # issue 44: a list or a dict looked up in a dict of names raised "TypeError: unhashable type", naming nothing
+    for bad in ([], [[1]], {"a": 1}, ["a"]):
+        with pytest.raises(ValueError, match=r"recipe=.* is not valid; valid: a, b"):
+            config.one_of(bad, {"a": 1, "b": 2}, parameter="recipe")
+    with pytest.raises(ValueError, match=r"networks=\{'a': 1\} is not valid; valid: a, b"):
+        config.names_list({"a": 1}, "networks", valid={"a": 1, "b": 2})
+
+
 def test_counts_batch_sizes_workers_and_threads_have_upper_bounds():
     assert config.batch_sizes([1, 65536]) == [1, 65536] and config.batch_size(2048) == 2048
     with pytest.raises(ValueError, match="batch_sizes: 65537 is not valid; valid: integers >= 1 and <= 65536"):

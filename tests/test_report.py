@@ -231,6 +231,24 @@ def test_compact_collapses_columns_missing_on_this_device_into_one_line():
     assert list(shown.columns) == list(full.columns) and line == ""
 
 
+def test_compact_with_columns_says_every_point_failed_and_why_and_refuses_a_misspelt_column():
+    # issue 44: a table of failed points lacks the measured columns; selecting them stopped notebook 00 (KeyError)
+    failed = pd.DataFrame({"batch_size": [1, 2, 4, 8, 16], "status": ["oom", "oom", "error", "error", "killed"],
+                           "error": ["OutOfMemoryError: at 1\ntraceback", "OutOfMemoryError: at 2", "RuntimeError: a",
+                                     "RuntimeError: b", "the process died"]})
+    shown, line = report.compact(failed, columns=["batch_size", "status", "latency_ms_median"])
+    assert list(shown.columns) == ["batch_size", "status"]
+    assert line == ("Every point failed (2 oom, 2 error, 1 killed), so nothing was measured. Why: OutOfMemoryError: "
+                    "at 1; OutOfMemoryError: at 2; RuntimeError: a; and 2 more (each row's error).")
+    skipped = report.compact(failed.assign(status="skipped", error="no GPU"))[1]
+    assert skipped == "Every point was skipped (5 skipped), so nothing was measured. Why: no GPU."
+    measured = failed.assign(status=["ok"] * 5, latency_ms_median=1.0, error=None)
+    assert list(report.compact(measured, columns=["latency_ms_median", "status"])[0].columns) == [
+        "latency_ms_median", "status"]
+    with pytest.raises(KeyError, match=r"columns \['latency_ms_mediam'\] are not in this table; its columns: "):
+        report.compact(measured, columns=["batch_size", "latency_ms_mediam"])  # some point measured: a misspelling
+
+
 def test_show_prints_the_table_and_the_line_once(capsys):
     report.show(pd.DataFrame({"batch_size": [1], "gpu_util_pct": [math.nan], "gpu_util_missing_reason": ["no GPU"]}))
     out = capsys.readouterr().out

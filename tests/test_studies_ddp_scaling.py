@@ -90,7 +90,7 @@ def test_configure_checks_every_parameter_and_reads_papermill_text():
 def test_configure_rejects_values_that_would_fail_late_or_start_too_many_processes(monkeypatch):
     monkeypatch.setattr(ddp_scaling.config, "cores", lambda: 2)
     for name, bad, message in [
-            ("timeout_s", float("inf"), r"timeout_s=inf is not valid; valid: a finite number in \(0, 604800\]"),
+            ("timeout_s", float("inf"), r"timeout_s=inf is not valid; valid: a finite number in \[1, 604800\]"),
             ("timeout_s", float("nan"), "timeout_s=nan is not valid"),
             ("timeout_s", True, "timeout_s=True is not valid"),
             ("world_sizes", [1000], r"world_sizes: 1000 is not valid; valid: integers >= 1 and <= 2 \(the 2 CPU "

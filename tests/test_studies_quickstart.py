@@ -182,3 +182,23 @@ def test_an_out_of_memory_batch_profiles_the_largest_that_fit_and_claims_and_fig
     saved = studies.save(df, figs, [claim], tmp_path / "out", name="quickstart", env={})
     assert len(saved) == 1 and (tmp_path / "out" / "quickstart_latency_throughput.png").exists()
     assert studies.check_results(df, cfg).startswith("results checked")
+
+
+def test_notebook_00_with_every_point_failed_says_so_and_why(tmp_path, monkeypatch, capsys):
+    # issue 44: cell 6 stopped with KeyError "['latency_ms_median', ...] not in index" when no batch fit
+    import json
+    from pathlib import Path
+
+    from cnnlab import report
+
+    cells = json.loads((Path(__file__).parents[1] / "notebooks" / "00_quickstart.ipynb").read_text())["cells"]
+    measure_cell = next("".join(c["source"]) for c in cells if "study.measure(cfg, out)" in "".join(c["source"]))
+    real = models.get
+    monkeypatch.setattr(models, "get", lambda name: _FitsUpTo(real(name), 0))
+    cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2], repeats=2, device="cpu")
+    with pytest.warns(UserWarning, match="points failed"):
+        exec(measure_cell, dict(study=quickstart, studies=studies, report=report, cfg=cfg, out=tmp_path))
+    out = capsys.readouterr().out
+    assert "Every point failed (2 oom), so nothing was measured. Why: OutOfMemoryError: out of memory at batch 1 " \
+           "(simulated); OutOfMemoryError: out of memory at batch 2 (simulated)." in out, out
+    assert "Every point was skipped (1 skipped), so nothing was measured. Why: no batch size fit in memory" in out

@@ -37,12 +37,20 @@ from cnnlab.studies import Experiment, Parameter
 
 MAX_WORLD_SIZE = 64  # processes of one standalone launch (one machine), whatever is present
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week per configuration
+MIN_TIMEOUT_S = 1.0  # torchrun alone takes longer to start: less would record every launch as failed
 DEVICES = ("auto", "cpu", "cuda")
 
 
 def _device(value, parameter: str) -> str:
     """"cpu" or "cuda" ("auto": CUDA when available)."""
     return config.resolve_device(config.one_of(value, DEVICES, parameter=parameter), parameter=parameter).type
+
+
+def _stem(value, parameter: str) -> str | None:
+    """None (the model's own stem, where it has one) or one of the stems; which model takes one: :func:`_check`."""
+    from cnnlab.models import resnet_imagenet
+
+    return None if value is None else config.one_of(value, resnet_imagenet.STEMS, parameter=parameter)
 
 
 def _check(cfg) -> None:
@@ -81,7 +89,7 @@ def _check(cfg) -> None:
 # epochs=2 or more gives them one); 10 steps of it profiled.
 PARAMETERS = studies.Parameters(
     model=Parameter("lenet5", "resnet152", check=partial(config.one_of, valid=models.names()), doc="registry name"),
-    stem=Parameter(None, "imagenet", check=None, type="str",
+    stem=Parameter(None, "imagenet", check=_stem, type="str",
                    doc='resnet152: "imagenet" (torchvision\'s, the paper\'s) or "cifar"; None for models without one'),
     dataset=Parameter("digits", "cifar100", check=partial(config.one_of, valid=data.names()), doc="cnnlab.data name"),
     synthetic=Parameter(False, check=config.boolean, doc="True: labelled synthetic data of the dataset's shape"),
@@ -105,7 +113,8 @@ PARAMETERS = studies.Parameters(
     # None: four threads per process on a GPU run (data loading, the optimizer), never more than the cores present
     # (Colab's free GPU runtime has two)
     threads_per_rank=Parameter(1, None, type="int", doc="OMP threads of each process (None: min(4, cores))"),
-    timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
+    timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=MIN_TIMEOUT_S,
+                                                                      low_open=False, high=MAX_TIMEOUT_S),
                         doc="per configuration (s); a launch past it is killed and recorded as failed"),
     oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more processes than CPU cores (each "
                             "still measured; timings then compete)"),

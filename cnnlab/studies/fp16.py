@@ -32,7 +32,8 @@ PRECISIONS = {"fp32": (None, None), "autocast": None, "autocast-fp16": (None, "f
 
 
 def _recipe(value, parameter: str):
-    if not isinstance(value, train.Recipe) and value not in train.RECIPES:
+    named = isinstance(value, str) and value in train.RECIPES  # (text only: a list cannot be looked up in a dict)
+    if not (named or isinstance(value, train.Recipe)):
         raise ValueError(f"{parameter}={value!r} is not valid; valid: {', '.join(train.RECIPES)} "
                          "(or a cnnlab.train.Recipe)")
     return value
@@ -64,8 +65,8 @@ PARAMETERS = studies.Parameters(
                                                          for n in config.as_list(value)]),
     batch_sizes=Parameter([8, 32, 128], [1, 4, 16, 64, 256, 1024], [2**k for k in range(11)], axis=True,
                           check=config.batch_sizes, doc="images per timed batch"),
-    cpu_fp16_batch_sizes=Parameter([8], [1, 4, 16], [1, 2, 4, 8, 16], axis=True,
-                                   check=lambda value, parameter: config.batch_sizes(value, parameter) if value else [],
+    cpu_fp16_batch_sizes=Parameter([8], [1, 4, 16], [1, 2, 4, 8, 16], axis=True, check=config.batch_sizes,
+                                   empty="fp16 arithmetic is never timed on a CPU",
                                    doc="on a CPU, fp16 arithmetic is timed only at these batch sizes"),
     warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0), doc="untimed batches before timing"),
     repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point"),

@@ -67,9 +67,10 @@ def _pins(value, parameter: str) -> list[bool]:
 
 
 def _methods(value, parameter: str) -> list[str]:
-    """``methods`` always starts with ``eager``, the baseline of the speed-ups."""
-    methods = [config.one_of(m, METHODS, parameter=parameter) for m in config.as_list(value)]
-    return ["eager", *(m for m in dict.fromkeys(methods) if m != "eager")]
+    """``methods`` always starts with ``eager``, the baseline of the speed-ups (added where not given; an empty list
+    is refused: it asks for nothing)."""
+    methods = config.names_list(value, parameter, valid=METHODS)
+    return ["eager", *(m for m in methods if m != "eager")]
 
 
 PARAMETERS = studies.Parameters(
