@@ -6,12 +6,14 @@ GPU-only claim on a CPU), and ``note`` then says why. ``criterion`` is the rule 
 numbers ("fp16 / fp32 time per batch < 0.9"), and names its noise rule, so that a reader can see the check could
 have come out the other way.
 
-The noise rule, the same for every claim (:func:`judge`, :func:`trend`; :data:`NOISE_RULE` words it in every
-criterion): a measured quantity is a :class:`Spread`, its value within the interval its noise allows. A claim holds
-only when the whole interval clears the threshold, fails only when the whole interval is on the other side, and is
-otherwise "inconclusive: within noise", with the interval shown. A time's interval is built so that the same work
-timed twice, in two rounds or two processes, comes out inconclusive (an A/A test, ``tests/test_rounds.py``): see
-:data:`NOISE_RULE` and ``cnnlab.profiling.spread.TIME_NOISE`` for why and with what numbers.
+The noise rule, the same for every claim (:func:`judge`, :func:`trend`, :func:`several`; :data:`NOISE_RULE` words
+it in every criterion): a measured quantity is a :class:`Spread`, its value within the interval its noise allows. A
+claim holds only when the whole interval clears the threshold, fails only when the whole interval is on the other
+side, and is otherwise "inconclusive: within noise", with the interval shown and what it could have decided
+(:func:`reach`). Times that a claim compares are paired rounds (``cnnlab.profiling.compare``: the sign test's
+confidence interval of the median per-round ratio, more rounds while a claim is undecided, alpha split over the looks
+and over a claim's parts); an absolute time keeps the between-process allowance ``TIME_NOISE``; accuracies on the
+same items come with an exact paired interval (``cnnlab.profiling.accuracy.paired_exact``). docs/claims.md says why.
 
 A notebook shows its claims once, with :func:`cnnlab.report.show`: every cell in full and wrapped (an HTML table in
 Jupyter and in its HTML export, numbered paragraphs in plain text), never cut at pandas' 50 characters.
@@ -35,11 +37,12 @@ INCONCLUSIVE = "inconclusive"
 SLIGHT = 0.2  # "slight", "little": a change of at most a fifth (a rise of more than a fifth is not slight)
 FAR_ABOVE = 2.0  # "far above": more than twice
 ONE_ROUND = "one timing round: no range to judge the noise by, not judged (timing_rounds >= 2 judges it)"
-NOISE_RULE = (f"noise: decided only when the whole interval is on one side, else inconclusive; a time's interval: "
-              f"the least to the most of its rounds' medians (the p10-p90 of its batches where it has one round), "
-              f"never narrower than its median /{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same "
-              f"work can be that far off); a ratio's: between the extremes; other quantities: the range of repeated "
-              f"measurements, or exact")
+NOISE_RULE = ("noise: decided only when the whole interval is on one side, else inconclusive; times compared in paired "
+              "rounds (every variant once a round, the order alternating): the median of the rounds' ratios within "
+              "the sign test's 95% confidence interval, alpha split over the looks at the rounds and over the claim's "
+              "parts; an absolute time: the least to the most of its rounds' medians, never narrower than its median "
+              f"/{TIME_NOISE:g} to x{TIME_NOISE:g} (another process's time of the same work can be that far off); "
+              "other quantities: exact, or the interval stated with them")
 
 
 def named(name: str, verdict: tuple[bool | str | None, str]) -> tuple[bool | str | None, str]:
