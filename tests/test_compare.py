@@ -147,3 +147,9 @@ def test_the_interval_is_scipys_quantile_test_on_the_data_itself():
             ci = scipy.stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(level)
             _, low, high = median_interval(list(x), level)
             assert (low, high) == pytest.approx((ci.low, ci.high), nan_ok=True), (n, level)
+
+
+def test_a_paired_quantity_says_its_rounds():
+    assert Paired.of([1.2, 1.25, 1.3, 1.22, 1.28, 1.24, 1.26, 1.21], 0.95).text(".3g", "x") == \
+        "1.25x (1.2-1.3x, 8 rounds)"
+    assert "3 rounds: too few" in Paired.of([1.2, 1.3, 1.25], 0.95).text()

@@ -127,6 +127,13 @@ class Paired(Spread):
         """Rounds measured (NaN left out)."""
         return sum(not math.isnan(s) for s in self.samples)
 
+    def text(self, fmt: str = ".3g", unit: str = "") -> str:
+        """E.g. "1.21x (1.15-1.30x, 12 rounds)"; an interval that decides nothing shows as "undecidable"."""
+        value = f"{self.value:{fmt}}{unit}"
+        if self.low <= UNBOUNDED[0] or self.high >= UNBOUNDED[1]:
+            return f"{value} ({self.rounds} rounds: too few for an interval at {self.confidence:.4g})"
+        return f"{value} ({self.low:{fmt}}-{self.high:{fmt}}{unit}, {self.rounds} rounds)"
+
     def __truediv__(self, other):
         """Round by round, the ratio of two quantities of the same rounds (a round missing in either is left out), at
         the lower of their levels; by another quantity, as :class:`Spread` divides."""
