@@ -1,12 +1,12 @@
 """Explore every result table under ``figures/``: pick a study, a table, a metric, an x axis, a hue and a facet,
-and put this computer beside a reference machine (``notebooks/explore.ipynb``).
+and put this machine beside a reference machine (``notebooks/explore.ipynb``).
 
 Two layers, so that the first is tested without widgets:
 
-- the pure part: :func:`find_tables` lists the tidy CSVs of every machine (this computer's
+- the pure part: :func:`find_tables` lists the tidy CSVs of every machine (this machine's
   ``figures/<NN_name>/`` and each ``figures/reference/<machine>/<NN_name>/``), :func:`load_table` reads one,
   :func:`metrics`, :func:`x_axes` and :func:`groupings` say which columns can be plotted how, :func:`first_view`
-  picks a first :class:`View` (this computer beside a GPU reference where there is one, :func:`beside_default`),
+  picks a first :class:`View` (this machine beside a GPU reference where there is one, :func:`beside_default`),
   :func:`select` keeps the rows and columns a view shows, :func:`plot` draws it (one column of panels per machine,
   one row per facet value), :func:`ratios` divides the first machine's metric by the second's at the points both
   measured, :func:`render` does all of that for a view, and
@@ -14,6 +14,9 @@ Two layers, so that the first is tested without widgets:
   sweeps' ``*.env.json`` records in ``stores/``, else the CSVs' own ``device_name`` and version columns);
 - :class:`Explorer`: ipywidgets wired to :func:`render` (JupyterLab, Colab), and :func:`show`, which displays it,
   or a static figure with a message where widgets cannot be shown.
+
+A results folder may come from anyone: every file is read through :func:`cnnlab.paths.read_result` (no link, only
+a regular file, at most its kind's cap), and a file left out is named in one line on stderr (:func:`_read`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 import html
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +39,7 @@ from cnnlab import claims as _claims
 from cnnlab import paths, plotting, studies, tables
 from cnnlab.profiling.store import STORE_FOLDER, STORE_NAME
 
-THIS_COMPUTER = "this computer"
+THIS_MACHINE = paths.THIS_MACHINE  # (a reference folder of that name is shown as "reference/this machine")
 NONE = "(none)"  # the dropdown entry for "no hue", "no facet", "no second machine"
 # Columns that record how a point was run, not what it measured or where: never offered as metric, x or hue.
 BOOKKEEPING = {"point_time_s", "finished_utc", "error", "note", "status"}
@@ -52,19 +56,19 @@ ENVIRONMENT_FIELDS = ("device_name", "cpu_model", "gpu_names", "torch_version", 
 # ---------------------------------------------------------------------------------------------- finding tables
 def find_tables(root: str | Path | None = None) -> pd.DataFrame:
     """Every result table under ``root`` (default :func:`cnnlab.paths.figures_root`): one row per CSV with
-    ``machine`` (:data:`THIS_COMPUTER` or the folder name under ``reference/``), ``study`` (the notebook's stem,
-    e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores (in the ``stores/`` subfolder,
-    not searched) and ``claims.csv`` are left out (the stores' rows are saved again as the tables; claims are read by
-    :func:`claims_side_by_side`)."""
+    ``machine`` (:data:`THIS_MACHINE` or a reference's name, :func:`cnnlab.paths.machine_folders`), ``study`` (the
+    notebook's stem, e.g. "01_batch_size"), ``table`` (the CSV's stem) and ``path``. Sweep stores (in the ``stores/``
+    subfolder, not searched) and ``claims.csv`` are left out (the stores' rows are saved again as the tables; claims
+    are read by :func:`claims_side_by_side`), and so is a file that may not be read (:func:`cnnlab.paths.listable`:
+    a link, not a regular file), named on stderr."""
     root = Path(root) if root is not None else paths.figures_root()
-    machines = {THIS_COMPUTER: root, **{d.name: d for d in paths.reference_roots(root)}}
     rows = []
-    for machine, base in machines.items():
+    for machine, base in paths.machine_folders(root).items():  # (a folder named "this machine" is not this one)
         for study_dir in paths.notebook_folders(base):
             for csv in sorted(study_dir.glob("*.csv")):
                 # a store beside the tables (STORE_NAME: raw points, saved again as a table) is where cnnlab kept
                 # them before the stores/ subfolder: a reference machine's folder copied then may hold some
-                if csv.name != "claims.csv" and not STORE_NAME.fullmatch(csv.name):
+                if csv.name != "claims.csv" and not STORE_NAME.fullmatch(csv.name) and paths.listable(csv):
                     rows.append({"machine": machine, "study": study_dir.name, "table": csv.stem, "path": csv})
     return pd.DataFrame(rows, columns=["machine", "study", "table", "path"])
 
@@ -82,15 +86,26 @@ def summary(index: pd.DataFrame, root: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def _read(folder: Path, name: str, max_bytes: int) -> bytes:
+    """``folder/name``'s bytes by :func:`cnnlab.paths.read_result`; a file refused (a link, not a regular file, over
+    ``max_bytes``) is named on stderr, once, and raised as the :class:`cnnlab.paths.Refused` (an OSError) it is."""
+    try:
+        return paths.read_result(folder, name, max_bytes)
+    except paths.Refused as err:
+        paths.skipped(folder / name, str(err))
+        raise
+
+
 def load_table(path: str | Path) -> pd.DataFrame:
-    """The CSV at ``path``, read again only when the file changes (a notebook may be rewriting it)."""
+    """The CSV at ``path`` (at most :data:`cnnlab.paths.TABLE_MAX_BYTES`, never through a link: :func:`_read`), read
+    again only when the file changes (a notebook may be rewriting it)."""
     path = Path(path)
-    return _read_csv(str(path), path.stat().st_mtime_ns).copy()
+    return _read_csv(str(path), os.lstat(path).st_mtime_ns).copy()
 
 
 @functools.lru_cache(maxsize=128)
 def _read_csv(path: str, mtime_ns: int) -> pd.DataFrame:
-    return pd.read_csv(path)
+    return pd.read_csv(io.BytesIO(_read(Path(path).parent, Path(path).name, paths.TABLE_MAX_BYTES)))
 
 
 def study_paper(study: str) -> str:
@@ -170,7 +185,7 @@ class View:
     x: str | None
     hue: str | None = None
     facet: str | None = None
-    machines: tuple[str, ...] = (THIS_COMPUTER,)
+    machines: tuple[str, ...] = (THIS_MACHINE,)
     log: bool = False
 
 
@@ -220,13 +235,13 @@ def frames(index: pd.DataFrame, study: str, table: str, machines) -> dict[str, p
 
 
 def first_view(index: pd.DataFrame) -> View:
-    """The view a new explorer opens with: this computer (else the first reference) beside :func:`beside_default`
+    """The view a new explorer opens with: this machine (else the first reference) beside :func:`beside_default`
     (if any), the first table that both have (else the first of the first machine) whose :func:`defaults` find a
     metric and an x axis, with those defaults (a log axis where the metric spans decades on the machines shown)."""
     if index.empty:
         raise ValueError("no result tables to show")
     names = list(dict.fromkeys(index["machine"]))
-    first = THIS_COMPUTER if THIS_COMPUTER in names else names[0]
+    first = THIS_MACHINE if THIS_MACHINE in names else names[0]
     second = beside_default(index, first)
     machines = (first,) + ((second,) if second else ())
     rows = index[index["machine"] == first]
@@ -261,9 +276,9 @@ def is_gpu(environment: dict) -> bool:
     return bool(environment.get("gpu_names"))
 
 
-def beside_default(index: pd.DataFrame, first: str = THIS_COMPUTER) -> str | None:
+def beside_default(index: pd.DataFrame, first: str = THIS_MACHINE) -> str | None:
     """The machine a new view puts beside ``first``: the first other machine (by name) measured on a GPU whose device
-    is not ``first``'s own (a GPU beside this computer is what the papers were measured on), else the first other
+    is not ``first``'s own (a GPU beside this machine is what the papers were measured on), else the first other
     machine; None when there is no other."""
     others = [m for m in dict.fromkeys(index["machine"]) if m != first]
     own = machine_environment(index, first).get("device_name")
@@ -286,7 +301,7 @@ def ratio_keys(this: pd.DataFrame, other: pd.DataFrame, metric: str, also=()) ->
 
 
 def ratio_label(metric: str, this: str, other: str) -> str:
-    """The name of a ratio column: "latency_ms_median: this computer / NVIDIA H100 80GB HBM3"."""
+    """The name of a ratio column: "latency_ms_median: this machine / NVIDIA H100 80GB HBM3"."""
     return f"{metric}: {this} / {other}"
 
 
@@ -314,7 +329,7 @@ def ratios(this: pd.DataFrame, other: pd.DataFrame, metric: str, names: tuple[st
 
 
 def ratio_summary(table: pd.DataFrame, metric: str, names: tuple[str, str]) -> str:
-    """One line for a :func:`ratios` table: "latency_ms_median, this computer / NVIDIA H100 80GB HBM3 at the 5
+    """One line for a :func:`ratios` table: "latency_ms_median, this machine / NVIDIA H100 80GB HBM3 at the 5
     points both measured: 2.46x to 11.5x (median 5.07x)", or why there is no ratio."""
     label = ratio_label(metric, *names)
     values = table[label].dropna() if label in table else pd.Series(dtype=float)
@@ -538,16 +553,18 @@ def _machine_dir(index: pd.DataFrame, machine: str, study: str) -> Path | None:
 
 def _mtime(path: Path) -> float:
     try:
-        return path.stat().st_mtime
+        return os.lstat(path).st_mtime
     except OSError:  # removed since it was listed
         return 0.0
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(folder: Path, name: str) -> dict | None:
+    """``folder/name`` as a JSON object (at most :data:`cnnlab.paths.RECORD_MAX_BYTES`: :func:`_read`), None where it
+    is absent, refused, damaged or not an object."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_read(folder, name, paths.RECORD_MAX_BYTES))
     except (OSError, ValueError):
-        return None  # half-written or damaged: the next source is used
+        return None  # absent, half-written or damaged: the next source is used
     return data if isinstance(data, dict) else None
 
 
@@ -562,8 +579,11 @@ def environment_summary(study_dir: str | Path | None) -> dict[str, str]:
     study_dir = Path(study_dir)
     records = sorted([*(study_dir / STORE_FOLDER).glob("*.env.json"), *study_dir.glob("*.env.json")], key=_mtime,
                      reverse=True)
-    for path in [study_dir / "environment.json", study_dir.parent / "environment.json", *records]:
-        data = _read_json(path) if path.is_file() else None
+    sources = [(study_dir, "environment.json"), (study_dir.parent, "environment.json"),
+               *((study_dir, p.relative_to(study_dir).as_posix()) for p in records)]  # (stores/ must be no link)
+    for folder, name in sources:
+        path = folder / name
+        data = _read_json(folder, name)
         if data:
             out = {f: _text(data[f]) for f in ENVIRONMENT_FIELDS if data.get(f) not in (None, "", [])}
             return {**out, "source": path.name}
@@ -600,12 +620,12 @@ def claims_side_by_side(index: pd.DataFrame, view: View) -> pd.DataFrame:
     merged = None
     for machine in view.machines:
         folder = _machine_dir(index, machine, view.study)
-        path = folder / "claims.csv" if folder else None
-        if path is None or not path.is_file():
+        if folder is None:
             continue
         try:  # as text: "n/a" stays "n/a"
-            df = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except (OSError, ValueError, UnicodeDecodeError):
+            df = pd.read_csv(io.BytesIO(_read(folder, "claims.csv", paths.TABLE_MAX_BYTES)), dtype=str,
+                             keep_default_na=False)
+        except (OSError, ValueError, UnicodeDecodeError):  # absent, refused (named by _read) or damaged
             continue
         if not {"claim", "ours", "held"} <= set(df.columns):
             continue
@@ -893,7 +913,7 @@ def show(root: str | Path | None = None) -> Explorer | None:
     return explorer
 
 
-__all__ = ["ENVIRONMENT_FIELDS", "Explorer", "MACHINE_COLUMNS", "NONE", "Rendered", "THIS_COMPUTER", "View",
+__all__ = ["ENVIRONMENT_FIELDS", "Explorer", "MACHINE_COLUMNS", "NONE", "Rendered", "THIS_MACHINE", "View",
            "beside_default", "claims_side_by_side", "defaults", "environment_summary", "environment_table",
            "find_tables", "first_view", "frames", "groupings", "is_gpu", "load_table", "machine_environment",
            "metrics", "old_widgets_note", "parameters", "plot", "png", "ratio_keys", "ratio_label", "ratio_summary",

@@ -20,6 +20,10 @@ main figure is the first figure its study's ``figures`` returns (``save`` record
 entry of ``environment.json``); a folder without that record shows its first PNG by name. Executed notebooks are
 papermill's copies in ``build/notebooks/``, rendered by nbconvert into ``figures/notebooks/<NN_name>.html``; a
 reference machine's rendered notebooks are linked from ``figures/reference/<machine>/notebooks/`` when present.
+
+A results folder may come from anyone (git keeps symlinks, and the page is sent as an attachment): every file is
+read through :func:`cnnlab.paths.read_result` (no link, only a regular file, at most its kind's cap), and a file
+left out is named in one line.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import base64
 import datetime as _dt
 import hashlib
 import html
+import io
 import json
 import os
 import re
@@ -43,7 +48,7 @@ from cnnlab import claims as _claims
 from cnnlab import paths
 from cnnlab import tables as _tables
 
-THIS_MACHINE = "this machine"
+THIS_MACHINE = paths.THIS_MACHINE  # (a reference folder of that name is shown as "reference/this machine")
 HELD_CLASS = {k: v.short.replace("/", "") for k, v in _claims.STORED.items()}  # CSS: held-held, -not, -inc, -na
 # Environment fields shown for each machine, in this order (cnnlab.profiling.environment() writes them).
 ENVIRONMENT_FIELDS = ("device_name", "gpu_names", "gpu_memory_mib", "driver_version", "cuda_version", "cudnn_version",
@@ -232,14 +237,14 @@ def _notebook_folders(root: Path) -> list[str]:
 
 def find_machines(figures_root: Path) -> list[Machine]:
     """This machine (``figures_root/<NN_name>/``) first, when it has results, then every
-    ``figures_root/reference/<machine>/`` with results, by name."""
+    ``figures_root/reference/<machine>/`` with results, by name (:func:`cnnlab.paths.machine_folders`: a folder
+    named "this machine" is not this machine)."""
     found = []
-    if _notebook_folders(figures_root):
-        found.append(Machine(THIS_MACHINE, figures_root, _notebook_folders(figures_root)))
-    for root in paths.reference_roots(figures_root):
+    for name, root in paths.machine_folders(figures_root).items():
         if _notebook_folders(root):
-            rendered = {p.stem: p for p in sorted((root / "notebooks").glob("*.html"))}
-            found.append(Machine(root.name, root, _notebook_folders(root), rendered))
+            rendered = {} if name == THIS_MACHINE else \
+                {p.stem: p for p in sorted((root / "notebooks").glob("*.html")) if paths.listable(p)}
+            found.append(Machine(name, root, _notebook_folders(root), rendered))
     return found
 
 
@@ -248,10 +253,11 @@ def read_claims(folder: Path, damaged: dict[Path, str] | None = None) -> pd.Data
     damaged file (cut short, not a claims table: no ``claim`` or ``held`` column) is named on stderr with what to
     do, recorded in ``damaged`` (path -> what is wrong), and read as absent."""
     path = folder / "claims.csv"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        table = pd.read_csv(io.BytesIO(paths.read_result(folder, path.name, paths.TABLE_MAX_BYTES)), dtype=str,
+                            keep_default_na=False)
         missing = [c for c in ("claim", "held") if c not in table.columns]
         if missing:
             raise ValueError(f"no {' or '.join(map(repr, missing))} column (columns: "
@@ -280,11 +286,12 @@ def read_environment(folder: Path, damaged: dict[Path, str] | None = None) -> di
     ``figures`` entry that is not a list of figure names, a ``run_id`` that is not text) is named on stderr,
     recorded in ``damaged`` (path -> what is wrong), and read as absent."""
     path = folder / "environment.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
+        data = paths.read_result(folder, path.name, paths.RECORD_MAX_BYTES)
         try:
-            record = json.loads(path.read_text())
+            record = json.loads(data)
         except ValueError as err:
             raise ValueError(f"not JSON ({err})") from None
         if not isinstance(record, dict):
@@ -305,13 +312,20 @@ _JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool
 
 def main_figure(folder: Path, env: dict | None = None) -> Path | None:
     """The notebook's main figure as a PNG: the first of ``env``'s ``figures`` (default: ``folder``'s
-    ``environment.json``, :func:`read_environment`) that exists, else the first PNG by name, else None."""
+    ``environment.json``, :func:`read_environment`) that exists, else the first PNG by name, else None; only a PNG
+    that may be embedded (:func:`cnnlab.paths.result_file` with :data:`cnnlab.paths.FIGURE_MAX_BYTES`), another is
+    named on stderr and passed over."""
     env = read_environment(folder) if env is None else env
-    for name in (env or {}).get("figures", []):
-        if (folder / f"{name}.png").is_file():
-            return folder / f"{name}.png"
-    pngs = sorted(folder.glob("*.png"))
-    return pngs[0] if pngs else None
+    names = [f"{name}.png" for name in (env or {}).get("figures", [])] + sorted(p.name for p in folder.glob("*.png"))
+    for name in dict.fromkeys(names):
+        try:
+            return paths.result_file(folder, name, paths.FIGURE_MAX_BYTES)
+        except FileNotFoundError:  # a recorded figure not saved: the next
+            continue
+        except OSError as err:  # (Refused: a link, not a regular file, too large)
+            paths.skipped(folder / name, str(err))
+    return None
+
 
 
 def render_notebooks(executed: Path, dest: Path) -> dict[str, Path]:
@@ -424,10 +438,15 @@ def _link(target: Path, base: Path) -> str:
 def _data_uri(png: Path, base: Path) -> str:
     """The PNG file ``png`` as a ``data:`` URI, so that the page shows it wherever the page alone is opened: inside
     JupyterLab (its HTML viewer, a sandboxed frame, may not load the page's neighbours from the server: 403
-    "Blocking request from unknown origin"), from file://, as an e-mail attachment. An unreadable file gives its
-    address relative to the folder ``base`` instead."""
+    "Blocking request from unknown origin"), from file://, as an e-mail attachment. Read by
+    :func:`cnnlab.paths.read_result` (at most :data:`cnnlab.paths.FIGURE_MAX_BYTES`): a file it refuses gives ""
+    (neither held nor linked), another unreadable one its address relative to the folder ``base``."""
     try:
-        return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+        data = paths.read_result(png.parent, png.name, paths.FIGURE_MAX_BYTES)
+        return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    except paths.Refused as err:  # (not linked either: a link could point at any file)
+        _warn(f"figure {png} cannot be read ({err}); the page leaves it out")
+        return ""
     except OSError as err:
         _warn(f"figure {png} cannot be read ({err}); the page links it instead of holding it")
         return _link(png, base)
@@ -568,7 +587,7 @@ def _environment_table(machines: list[Machine]) -> str:
 
 def _provenance_html(machines: list[Machine], base: Path) -> str:
     """A link to each machine's ``PROVENANCE.md`` (where a reference's results came from), "" when none has one."""
-    found = [(m, m.root / "PROVENANCE.md") for m in machines if (m.root / "PROVENANCE.md").is_file()]
+    found = [(m, m.root / "PROVENANCE.md") for m in machines if paths.listable(m.root / "PROVENANCE.md")]
     items = "".join(f'<li>{_e(m.name)}: where its results come from, <a href="{_link(p, base)}">PROVENANCE.md</a></li>'
                     for m, p in found)
     return f"<ul>{items}</ul>" if items else ""
@@ -679,7 +698,7 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
         fig = main_figure(m.folder(nb), m.environment(nb) or {}) if nb in m.notebooks else None
         if fig is not None:
             svg = fig.with_suffix(".svg")
-            target = svg if svg.is_file() else fig
+            target = svg if paths.listable(svg) else fig
             figures.append(f'<figure><a href="{_link(target, base)}">'
                            f'<img src="{_data_uri(fig, base)}" alt="{_e(fig.stem)}">'
                            f"</a><figcaption>{_e(m.name)}: {_e(fig.stem)}</figcaption></figure>")
@@ -690,7 +709,8 @@ def _notebook_section(nb: str, machines: list[Machine], base: Path, problems: di
             continue
         folder = m.folder(nb)
         # The sweeps' stores are in stores/, not globbed; older cnnlab kept them here, with their .env.json beside.
-        tables = [p for p in sorted(folder.glob("*.csv")) if not p.with_name(p.name + ".env.json").exists()]
+        tables = [p for p in sorted(folder.glob("*.csv")) if not p.with_name(p.name + ".env.json").exists()
+                  and paths.listable(p)]
         links = [f'<a href="{_link(p, base)}">{_e(p.name)}</a>' for p in tables]
         if nb in m.html:
             links.insert(0, f'<a href="{_link(m.html[nb], base)}"><strong>executed notebook</strong></a>')

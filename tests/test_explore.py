@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from cnnlab import explore, paths, pipeline  # noqa: E402
-from cnnlab.explore import NONE, THIS_COMPUTER, View  # noqa: E402
+from cnnlab.explore import NONE, THIS_MACHINE, View  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
@@ -33,7 +33,7 @@ def latency(model: str, batch_size: int, speedup: float = 1.0) -> float:
 
 
 def write_figures_tree(root: Path) -> Path:
-    """A small results folder laid out as the notebooks write it: this computer's 01_batch_size (resnet20 and
+    """A small results folder laid out as the notebooks write it: this machine's 01_batch_size (resnet20 and
     resnet56 at batch sizes 1 to 8, resnet56's batch 8 out of memory; a sweep store with its ``.env.json`` in
     ``stores/``; ``claims.csv``) and 03_amp_amc (model x variant, bars), and a reference machine "h100" with
     01_batch_size (ten times faster; a store beside the tables, where cnnlab kept them before ``stores/``), an
@@ -105,7 +105,7 @@ BATCH_VIEW = View("01_batch_size", "batch_size_batch", "latency_ms_median", "bat
 # ------------------------------------------------------------------------------------------------ the pure part
 def test_find_tables_lists_every_machine_and_leaves_out_stores_and_claims(tree, index):
     assert set(map(tuple, index[["machine", "study", "table"]].values)) == {
-        (THIS_COMPUTER, "01_batch_size", "batch_size_batch"), (THIS_COMPUTER, "03_amp_amc", "amp_amc"),
+        (THIS_MACHINE, "01_batch_size", "batch_size_batch"), (THIS_MACHINE, "03_amp_amc", "amp_amc"),
         ("h100", "01_batch_size", "batch_size_batch")}
     assert "2 tables of 2 studies" in explore.summary(index, tree) and "h100: 1 tables" in explore.summary(index, tree)
 
@@ -171,7 +171,7 @@ def test_no_hue_over_several_rows_draws_their_median_and_says_what_varies(index)
 def test_log_scale_and_facets(index):
     view = View("01_batch_size", "batch_size_batch", "latency_ms_median", "batch_size", facet="model", log=True)
     figure = explore.render(view, index).figure
-    assert [ax.get_title() for ax in figure.axes] == [f"{THIS_COMPUTER} · Model = {m}" for m in SCALE]
+    assert [ax.get_title() for ax in figure.axes] == [f"{THIS_MACHINE} · Model = {m}" for m in SCALE]
     assert all(ax.get_yscale() == "log" for ax in figure.axes)
     assert [len(drawn_lines(ax)[0][0]) for ax in figure.axes] == [4, 3]
 
@@ -188,17 +188,17 @@ def test_a_log_scale_needs_a_positive_value(tree):
 
 def test_two_machines_side_by_side_share_the_y_axis(index):
     view = View("01_batch_size", "batch_size_batch", "latency_ms_median", "batch_size", hue="model",
-                machines=(THIS_COMPUTER, "h100"))
+                machines=(THIS_MACHINE, "h100"))
     rendered = explore.render(view, index)
     here, h100 = rendered.figure.axes
-    assert [here.get_title(), h100.get_title()] == [THIS_COMPUTER, "h100"]
+    assert [here.get_title(), h100.get_title()] == [THIS_MACHINE, "h100"]
     assert drawn_lines(h100)[0][1] == pytest.approx([latency("resnet20", bs, 10.0) for bs in BATCH_SIZES])
     assert here.get_ylim() == h100.get_ylim(), "machines compare on one scale"
-    assert rendered.table.groupby("machine").size().to_dict() == {THIS_COMPUTER: 7, "h100": 7}
+    assert rendered.table.groupby("machine").size().to_dict() == {THIS_MACHINE: 7, "h100": 7}
 
 
 def test_a_machine_without_the_table_gets_an_empty_panel_that_says_so(index):
-    view = View("03_amp_amc", "amp_amc", "latency_ms_median", "model", hue="variant", machines=(THIS_COMPUTER, "h100"))
+    view = View("03_amp_amc", "amp_amc", "latency_ms_median", "model", hue="variant", machines=(THIS_MACHINE, "h100"))
     rendered = explore.render(view, index)
     assert "h100 has no readable table amp_amc of 03_amp_amc" in rendered.caption
     empty = rendered.figure.axes[1]
@@ -269,7 +269,7 @@ def test_the_points_table_rounds_numbers_by_their_unit():
 
 def test_first_view_puts_this_computer_beside_the_reference_on_a_table_both_have(index):
     view = explore.first_view(index)
-    assert view.machines == (THIS_COMPUTER, "h100")
+    assert view.machines == (THIS_MACHINE, "h100")
     assert (view.study, view.table) == ("01_batch_size", "batch_size_batch")
     assert (view.metric, view.x, view.hue) == ("latency_ms_median", "batch_size", "model")
 
@@ -286,25 +286,25 @@ def test_a_gpu_reference_is_beside_this_computer_by_default_with_the_ratio_at_th
     ref.to_csv(h100, index=False)
     index = explore.find_tables(tree)
     view = explore.first_view(index)
-    assert view.machines == (THIS_COMPUTER, "h100") and view.hue == "model"
+    assert view.machines == (THIS_MACHINE, "h100") and view.hue == "model"
     assert explore.beside_default(index) == "h100"
     rendered = explore.render(view, index)
-    label = "latency_ms_median: this computer / h100"
+    label = "latency_ms_median: this machine / h100"
     got = {(m, bs): r for m, bs, r in rendered.ratios[["model", "batch_size", label]].itertuples(index=False)}
     # resnet20 at 2, 4, 8 and resnet56 at 1, 2, 4 (its 8 ran out of memory on both): ten times, twenty at one
     assert got == pytest.approx({("resnet20", 2): 10.0, ("resnet20", 4): 10.0, ("resnet20", 8): 10.0,
                                  ("resnet56", 1): 10.0, ("resnet56", 2): 20.0, ("resnet56", 4): 10.0})
-    assert rendered.ratios[f"latency_ms_median ({THIS_COMPUTER})"].tolist() == pytest.approx(
+    assert rendered.ratios[f"latency_ms_median ({THIS_MACHINE})"].tolist() == pytest.approx(
         [latency(m, bs) for m, bs in got])
-    line = "latency_ms_median, this computer / h100 at the 6 points both measured: 10.0x to 20.0x (median 10.0x)"
+    line = "latency_ms_median, this machine / h100 at the 6 points both measured: 10.0x to 20.0x (median 10.0x)"
     assert rendered.ratio_line == line and line in rendered.caption
     ex = explore.Explorer(tree)
-    assert ex.beside.value == "h100" and ex.machines == (THIS_COMPUTER, "h100")
+    assert ex.beside.value == "h100" and ex.machines == (THIS_MACHINE, "h100")
     assert f"<b>{label}</b> (6 rows)" in ex.table_html.value and line in ex.table_html.value
     ex.beside.value = "a-cpu-box"  # the same table on another CPU: ratio 1 at every point both measured
-    assert ex.rendered.ratios["latency_ms_median: this computer / a-cpu-box"].tolist() == pytest.approx([1.0] * 7)
+    assert ex.rendered.ratios["latency_ms_median: this machine / a-cpu-box"].tolist() == pytest.approx([1.0] * 7)
     ex.beside.value = NONE
-    assert ex.rendered.ratios is None and "this computer /" not in ex.table_html.value
+    assert ex.rendered.ratios is None and "this machine /" not in ex.table_html.value
 
 
 def test_where_no_point_matches_one_line_says_so_instead_of_an_empty_table(tree):
@@ -312,7 +312,7 @@ def test_where_no_point_matches_one_line_says_so_instead_of_an_empty_table(tree)
     pd.read_csv(h100).assign(batch_size=lambda d: d["batch_size"] * 16).to_csv(h100, index=False)
     ex = explore.Explorer(tree)
     assert ex.rendered.ratios.empty
-    line = "latency_ms_median: no point measured on both this computer and h100, so no ratio"
+    line = "latency_ms_median: no point measured on both this machine and h100, so no ratio"
     assert ex.rendered.ratio_line == line and f"<p><i>{line}</i></p>" in ex.table_html.value
     assert ex.table_html.value.count("<table") == 1  # the points plotted, and no empty table under them
     assert explore.ratio_keys(pd.DataFrame({"device_name": ["a"], "warmup": [2], "x_ms": [1.0]}),
@@ -325,8 +325,91 @@ def test_a_table_being_written_is_skipped(tree):
     index = explore.find_tables(tree)
     assert explore.first_view(index).study == "01_batch_size"
     view = View("00_quickstart", "quickstart_batch", "latency_ms_median", "batch_size")
-    assert explore.frames(index, "00_quickstart", "quickstart_batch", [THIS_COMPUTER]) == {}
+    assert explore.frames(index, "00_quickstart", "quickstart_batch", [THIS_MACHINE]) == {}
     assert "no readable table quickstart_batch" in explore.render(view, index).caption
+
+
+def test_no_file_is_read_through_a_link(tree, capsys):
+    """Issue 44, item 1: a table linked to /proc/self/environ or to a file outside, a claims.csv, a machine's
+    environment.json and a sweep record linked out: none is listed or read, each is named on stderr once."""
+    from hostile import environ_marker, link
+
+    outside, h100 = tree.parent / "outside", tree / "reference" / "h100"
+    outside.mkdir()
+    pd.DataFrame({"batch_size": [1, 2], "latency_ms_median": [1.0, 2.0], "device_name": "OUTSIDE-DEVICE"}).to_csv(
+        outside / "table.csv", index=False)
+    pd.DataFrame([{"claim": "throughput rises with batch size", "paper": "Fig. 1", "ours": "OUTSIDE-CLAIM",
+                   "held": "yes"}]).to_csv(outside / "claims.csv", index=False)
+    (outside / "environment.json").write_text(json.dumps({"device_name": "OUTSIDE-DEVICE"}))
+    planted = {tree / "01_batch_size" / "environ.csv": "/proc/self/environ",
+               h100 / "01_batch_size" / "extra.csv": outside / "table.csv",
+               h100 / "01_batch_size" / "claims.csv": outside / "claims.csv",
+               h100 / "environment.json": outside / "environment.json",
+               tree / "01_batch_size" / "stores" / "sweep_batch_0a1b2c3d.csv.env.json": outside / "environment.json"}
+    for path, target in planted.items():
+        link(path, target)
+    index = explore.find_tables(tree)
+    assert set(index["table"]) == {"batch_size_batch", "amp_amc"}, "a linked table is listed"
+    view = explore.first_view(index)
+    shown = " ".join(map(str, [explore.environment_table(index, view).to_dict(),
+                               explore.claims_side_by_side(index, view).to_dict(), explore.render(view, index).table]))
+    assert "OUTSIDE" not in shown and environ_marker().decode(errors="replace") not in shown
+    for path in planted:
+        with pytest.raises(OSError):
+            explore.load_table(path)
+    err = capsys.readouterr().err
+    for path in planted:
+        assert err.count(f"{path} is skipped: it is a symbolic link") == 1, (path, err)
+
+
+@pytest.mark.parametrize("where", ["table", "environment"])
+@pytest.mark.parametrize("kind", ["zero", "fifo", "folder", "oversized"])
+def test_a_device_a_fifo_a_folder_or_an_oversized_file_is_named_and_left_out(tree, capsys, monkeypatch, kind, where):
+    """Issue 44, item 2: the reference's table or environment.json a link to /dev/zero, a FIFO, a folder or over
+    the cap: the explorer opens at once without it (no MemoryError, no wait on the FIFO) and names it with why."""
+    from hostile import guard, plant
+
+    h100 = tree / "reference" / "h100"
+    path = h100 / "01_batch_size" / "batch_size_batch.csv" if where == "table" else h100 / "environment.json"
+    monkeypatch.setattr(paths, "TABLE_MAX_BYTES", 4000, raising=False)
+    monkeypatch.setattr(paths, "RECORD_MAX_BYTES", 4000, raising=False)
+    if kind == "oversized":
+        path.write_text(path.read_text() + " " * 4000)  # still a CSV (and JSON) that parses
+    else:
+        plant(path, kind)
+    with guard(fifos=[path]) as released:
+        index = explore.find_tables(tree)
+        view = explore.first_view(index)
+        view = View(view.study, view.table, view.metric, view.x, machines=(THIS_MACHINE, "h100"))
+        rendered = explore.render(view, index)
+        environment = explore.environment_table(index, view)
+    assert not released, "the explorer waited on a FIFO"
+    if where == "table":
+        assert set(rendered.table["machine"]) == {THIS_MACHINE}, "the reference's table was read"
+    else:
+        assert environment.loc["source", "h100"] == "table columns", "the reference's environment.json was read"
+    why = {"zero": "symbolic link", "fifo": "not a regular file", "folder": "not a regular file",
+           "oversized": "over the 4,000"}[kind]
+    lines = [line for line in capsys.readouterr().err.splitlines() if f"{path} is skipped" in line]
+    assert len(lines) == 1 and why in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["this machine", "this computer"])
+def test_a_reference_folder_named_like_this_machine_never_takes_its_place(tree, name):
+    """Issue 44, item 10: a reference folder "this machine" (or "this computer") is "reference/<name>"; this
+    machine's own tables stay this machine's."""
+    ref = tree / "reference" / name / "01_batch_size"
+    ref.mkdir(parents=True)
+    pd.DataFrame({"model": "resnet20", "batch_size": [1, 2], "status": "ok", "latency_ms_median": [0.1, 0.2],
+                  "device_name": "FORGED GPU"}).to_csv(ref / "batch_size_batch.csv", index=False)
+    index = explore.find_tables(tree)
+    assert set(index["machine"]) == {THIS_MACHINE, "h100", f"reference/{name}"}
+    local = index[index["machine"] == THIS_MACHINE]
+    assert {Path(p).parent.parent for p in local["path"]} == {tree}
+    view = explore.first_view(index)
+    assert view.machines[0] == THIS_MACHINE
+    rendered = explore.render(BATCH_VIEW, index)
+    assert set(rendered.table["machine"]) == {THIS_MACHINE} and len(rendered.table) == 7
 
 
 # --------------------------------------------------------------------------------------------------- environment
@@ -350,11 +433,11 @@ def test_environment_from_environment_json_from_sweep_records_or_from_columns(tr
 def test_environment_and_claims_side_by_side(index):
     view = explore.first_view(index)
     env = explore.environment_table(index, view)
-    assert list(env.columns) == [THIS_COMPUTER, "h100"]
+    assert list(env.columns) == [THIS_MACHINE, "h100"]
     assert env.loc["device_name"].tolist() == ["AMD EPYC 9B14", "NVIDIA H100 80GB HBM3"]
     assert env.loc["cuda_version"].tolist() == ["", "12.8"]
     claims = explore.claims_side_by_side(index, view)
-    assert claims[[f"held ({THIS_COMPUTER})", "held (h100)"]].values.tolist() == [["held", "did not hold"]]
+    assert claims[[f"held ({THIS_MACHINE})", "held (h100)"]].values.tolist() == [["held", "did not hold"]]
 
 
 # -------------------------------------------------------------------------------------------------------- widgets
@@ -380,7 +463,7 @@ def test_setting_widgets_changes_the_figure_and_the_table(tree):
     assert bytes(ex.image.value) != image
 
     ex.beside.value = NONE
-    assert len(ex.figure.axes) == 1 and set(ex.rendered.table["machine"]) == {THIS_COMPUTER}
+    assert len(ex.figure.axes) == 1 and set(ex.rendered.table["machine"]) == {THIS_MACHINE}
     ex.hue.value = NONE
     assert len(drawn_lines(ex.figure.axes[0])) == 1
     ex.facet.value = "model"
@@ -479,7 +562,7 @@ def test_explore_notebook_runs_headless(tmp_path, monkeypatch, results):
     if results == "none":
         assert "No result tables under" in text and str(root) in text
     else:
-        assert "this computer: 2 tables of 2 studies" in text
+        assert "this machine: 2 tables of 2 studies" in text
         assert any("application/vnd.jupyter.widget-view+json" in b and "image/png" in b for b in bundles)
 
 
@@ -504,7 +587,7 @@ def test_an_inconclusive_claim_is_shown_with_its_overlap(tree):
     df.to_csv(path, index=False)
     index = explore.find_tables(tree)
     claims = explore.claims_side_by_side(index, explore.first_view(index))
-    assert claims[f"held ({THIS_COMPUTER})"].tolist() == ["inconclusive (within noise: 2 (1.8-2.3) spans the "
+    assert claims[f"held ({THIS_MACHINE})"].tolist() == ["inconclusive (within noise: 2 (1.8-2.3) spans the "
                                                           "threshold 2)"]
     assert claims["held (h100)"].tolist() == ["did not hold"]
 
@@ -538,7 +621,7 @@ def test_the_explorer_offers_measured_metrics_every_category_and_the_reports_wor
     claims.loc[0, ["held", "note"]] = ["n/a", "no GPU here"]
     claims.to_csv(path, index=False)
     index = explore.find_tables(tree)
-    assert explore.claims_side_by_side(index, explore.first_view(index))[f"held ({THIS_COMPUTER})"].tolist() == ["n/a"]
+    assert explore.claims_side_by_side(index, explore.first_view(index))[f"held ({THIS_MACHINE})"].tolist() == ["n/a"]
     page = explore._frame_html(df, "batch")
     assert 'text-align: left' in page and ">resnet20<" in page and "1.0" not in page.split("latency")[0]
 

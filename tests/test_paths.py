@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cnnlab import paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,3 +62,62 @@ def test_a_relative_folder_is_made_absolute_against_where_the_run_started(tmp_pa
                        "CNNLAB_DATA": str(tmp_path.parent / "shared" / "data"), "OTHER": "x"}
     monkeypatch.chdir(tmp_path.parent)  # a kernel starts elsewhere (notebooks/): the absolute path still holds
     assert Path(environ["CNNLAB_FIGURES_DIR"]) == tmp_path / "myfigs"
+
+
+def test_a_results_folder_is_read_only_where_it_lies_and_only_up_to_the_cap(tmp_path):
+    """Issue 44, items 1 and 2: no link (not even to a file beside it), nothing but a regular file, nothing over the
+    cap, nothing outside the folder; a FIFO without a writer is refused at once, not waited on."""
+    from hostile import guard, link, plant
+
+    folder, outside = tmp_path / "01_batch_size", tmp_path / "secret.txt"
+    (folder / "stores").mkdir(parents=True)
+    outside.write_text("secret")
+    (folder / "claims.csv").write_text("claim,held\n")
+    (folder / "stores" / "x.env.json").write_text("{}")
+    link(folder / "out.csv", outside)
+    link(folder / "beside.csv", folder / "claims.csv")
+    link(folder / "environ.png", "/proc/self/environ")
+    for kind in ("zero", "fifo", "folder"):
+        plant(folder / f"{kind}.csv", kind)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "y.env.json").write_text("{}")
+    link(folder / "linked", tmp_path / "elsewhere")
+
+    assert paths.read_result(folder, "claims.csv", 100) == b"claim,held\n"
+    assert paths.read_result(folder, "stores/x.env.json", 100) == b"{}"
+    refused = {"out.csv": "symbolic link", "beside.csv": "symbolic link", "environ.png": "symbolic link",
+               "zero.csv": "symbolic link", "fifo.csv": "not a regular file", "folder.csv": "not a regular file",
+               "linked/y.env.json": "symbolic link", "../secret.txt": "not a name inside",
+               str(outside): "not a name inside", "claims.csv": "over the 10"}
+    with guard(fifos=[folder / "fifo.csv"]) as released:
+        for name, why in refused.items():
+            with pytest.raises(paths.Refused, match=why):
+                paths.read_result(folder, name, 10 if name == "claims.csv" else 100)
+    assert not released, "a FIFO was opened and waited on"
+    with pytest.raises(FileNotFoundError):
+        paths.read_result(folder, "missing.csv", 100)
+    assert paths.result_file(folder, "claims.csv", None) == folder / "claims.csv"  # None: any size
+
+
+def test_linked_results_folders_are_left_out_with_a_line(tmp_path, capsys):
+    (tmp_path / "elsewhere" / "02_fp16").mkdir(parents=True)
+    (tmp_path / "figures" / "reference" / "h100" / "01_batch_size").mkdir(parents=True)
+    (tmp_path / "figures" / "00_quickstart").symlink_to(tmp_path / "elsewhere" / "02_fp16")
+    (tmp_path / "figures" / "reference" / "a100").symlink_to(tmp_path / "elsewhere")
+    assert paths.notebook_folders(tmp_path / "figures") == []
+    assert [p.name for p in paths.reference_roots(tmp_path / "figures")] == ["h100"]
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'figures' / '00_quickstart'} is skipped: it is a symbolic link" in err
+    assert f"{tmp_path / 'figures' / 'reference' / 'a100'} is skipped: it is a symbolic link" in err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "reference").symlink_to(tmp_path / "figures" / "reference")
+    assert paths.reference_roots(tmp_path / "other") == []
+
+
+@pytest.mark.parametrize("name", ["this machine", "this computer", "This  Machine"])
+def test_no_reference_folder_takes_this_machines_name(tmp_path, name):
+    """Issue 44, item 10: a folder named like this machine is shown as "reference/<name>", a name no folder has."""
+    for folder in ("reference/h100", f"reference/{name}"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert paths.machine_folders(tmp_path) == {paths.THIS_MACHINE: tmp_path, "h100": tmp_path / "reference" / "h100",
+                                               f"reference/{name}": tmp_path / "reference" / name}

@@ -488,3 +488,83 @@ def test_a_figure_on_the_page_fits_a_screen():
     assert props.get("max-width") == "100%" and props.get("width", "auto") == "auto"
     height = re.fullmatch(r"(\d+)vh", props.get("max-height", ""))
     assert height and int(height.group(1)) <= 90
+
+
+def test_no_file_reaches_the_page_through_a_link(two_machines, capsys):
+    """Issue 44, item 1: a figure linked to /proc/self/environ or to a file outside (the recorded figure, and the
+    first PNG by name that the fallback takes), an environment.json, a claims.csv, an SVG and a table linked out:
+    none is read into the page or linked from it, each is named on stderr, and the rest of the page is written."""
+    from hostile import environ_marker, held, link
+
+    figures, outside = two_machines / "figures", two_machines / "outside"
+    outside.mkdir()
+    (outside / "secret.png").write_bytes(png("OUTSIDE-FIGURE"))
+    (outside / "environment.json").write_text(json.dumps({"device_name": "OUTSIDE-DEVICE", "figures": ["x"]}))
+    table([Claim("OUTSIDE-CLAIM", "Fig. 9", "1x", True, "cpu")]).to_csv(outside / "claims.csv", index=False)
+    here, fp16 = figures / "01_batch_size", figures / "02_fp16"
+    h100 = figures / "reference" / "h100" / "01_batch_size"
+    planted = {h100 / "01_time.png": "/proc/self/environ", h100 / "00_first.png": outside / "secret.png",
+               here / "01_time.svg": outside / "secret.png", fp16 / "environment.json": outside / "environment.json",
+               fp16 / "claims.csv": outside / "claims.csv", fp16 / "linked.csv": outside / "claims.csv"}
+    for path, target in planted.items():
+        link(path, target)
+    text = report.write(figures, two_machines / "nothing").read_text()
+    page = held(text)
+    marker = environ_marker()
+    assert marker and marker not in page, "the process's environment is in the page"
+    for secret in (b"OUTSIDE-FIGURE", b"OUTSIDE-DEVICE", b"OUTSIDE-CLAIM"):
+        assert secret not in page, secret
+    links = _Page()
+    links.feed(text)
+    assert not {"01_batch_size/01_time.svg", "02_fp16/linked.csv"} & set(links.hrefs), links.hrefs
+    assert "01_batch_size/01_time.png" in links.hrefs  # (the figure links its PNG instead)
+    err = capsys.readouterr().err
+    for path in planted:
+        assert f"{path}" in err and "symbolic link" in err.split(f"{path}")[1].splitlines()[0], (path, err)
+    assert "h100: 01_time</figcaption>" not in text and "this machine: 01_time</figcaption>" in text
+
+
+@pytest.mark.parametrize("kind", ["zero", "fifo", "folder", "oversized"])
+def test_a_device_a_fifo_a_folder_or_an_oversized_figure_is_named_and_left_out(two_machines, capsys, monkeypatch,
+                                                                             kind):
+    """Issue 44, item 2: the main figure a link to /dev/zero, a FIFO, a folder, or over the cap: the page is written
+    at once without it (no MemoryError, no wait on the FIFO, no figure of megabytes in the page) and the file is
+    named with why."""
+    from hostile import guard, plant
+
+    figures = two_machines / "figures"
+    fig = figures / "02_fp16" / "02_fig3.png"
+    monkeypatch.setattr(report.paths, "FIGURE_MAX_BYTES", 5000, raising=False)
+    if kind == "oversized":
+        fig.write_bytes(png("x" * 10_000))  # a real PNG, twice the cap
+    else:
+        plant(fig, kind)
+    with guard(fifos=[fig]) as released:
+        text = report.write(figures, two_machines / "nothing").read_text()
+    assert not released, "the report waited on a FIFO"
+    assert "this machine: 02_fig3</figcaption>" not in text and "this machine: 01_time</figcaption>" in text
+    why = {"zero": "symbolic link", "fifo": "not a regular file", "folder": "not a regular file",
+           "oversized": "over the 5,000"}[kind]
+    line = next(line for line in capsys.readouterr().err.splitlines() if str(fig) in line)
+    assert why in line, line
+
+
+@pytest.mark.parametrize("name", ["this machine", "this computer"])
+def test_a_reference_folder_named_like_this_machine_never_takes_its_place(two_machines, name):
+    """Issue 44, item 10: a reference folder "this machine" (or "this computer") is another column,
+    "reference/<name>"; this machine keeps its verdicts, figures, flags and ratio."""
+    figures = two_machines / "figures"
+    claim, crit = "throughput at the best batch size is far above batch 1", "best / batch-1 throughput > 2"
+    for nb, text in (("01_batch_size", claim), ("02_fp16", "fp16 is faster")):
+        _results(figures / "reference" / name / nb, [Claim(text, "Fig. 1", "forged", True, "cuda:0", criterion=crit)],
+                 {"device_name": "FORGED GPU", "gpu_names": ["FORGED GPU"]}, ["01_time" if nb < "02" else "02_fig3"])
+    page = report.write(figures, two_machines / "build" / "notebooks").read_text()
+    header, *rows = _matrix(page)
+    assert header[3:] == ["this machine AMD EPYC", "h100 NVIDIA H100 80GB HBM3", f"reference/{name} FORGED GPU"]
+    by_claim = {r[1].split(" criterion:")[0]: r for r in rows if len(r) == 6}
+    assert by_claim[claim][3:] == ["held 3.1x on cpu", "did not hold 9.5x on cuda", "held forged"]
+    assert by_claim["fp16 is faster"][3].startswith("did not hold") and by_claim["fp16 is faster"][5] == "held forged"
+    machines = report.find_machines(figures)
+    assert [(m.name, m.root) for m in machines if m.name == report.THIS_MACHINE] == [(report.THIS_MACHINE, figures)]
+    assert "this machine: 02_fig3</figcaption>" in page and f"reference/{name}: 02_fig3</figcaption>" in page
+    assert "USDT lines" in page  # this machine's executed notebook's problems, still under this machine

@@ -104,7 +104,7 @@ def explorer_beside_gpu(driver, work: Path) -> Path:
         beside = tb.wait_for(lambda: tb._dropdown(driver, "beside"), "the beside dropdown")
         chosen = beside.find_element(By.CSS_SELECTOR, "option:checked").text
         assert chosen in {p.name for p in (figures / "reference").iterdir()}, chosen
-        assert f"this computer / {chosen}" in caption, caption
+        assert f"this machine / {chosen}" in caption, caption
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", tb._dropdown(driver, "machine"))
         return _small_png(driver.get_screenshot_as_png(), HERE / "explorer-beside-gpu.png")
 
