@@ -180,12 +180,14 @@ def _environment(**values: str):
 def _kernel_manager(folder: Path):
     """The notebook's kernel, reached over local IPC sockets in ``folder`` instead of TCP on localhost: no port is
     opened, and ipykernel has no "running over TCP without encryption" warning to print (POSIX; TCP elsewhere).
-    Shut down on exit (nbclient leaves a kernel it did not start running)."""
+    Its connection file is in ``folder`` too, which the run removes, not in Jupyter's runtime folder, where a stopped
+    run left it. Shut down on exit (nbclient leaves a kernel it did not start running)."""
     from jupyter_client.manager import AsyncKernelManager  # nbclient's own kind: it notices a kernel that died
     from jupyter_core.utils import run_sync
 
     ipc = os.name == "posix"
     km = AsyncKernelManager(kernel_name="python3", transport="ipc" if ipc else "tcp",
+                            connection_file=str(folder / "kernel.json"),  # (it holds the kernel's key)
                             **({"ip": str(folder / "kernel")} if ipc else {}))
     try:
         yield km
@@ -343,6 +345,31 @@ class _TimeoutSaidOnce(logging.Filter):
         return not str(record.msg).startswith("Timeout waiting for execute reply")
 
 
+def _private_folders(tmp: Path) -> dict[str, str]:
+    """``IPYTHONDIR`` and ``MPLCONFIGDIR`` for the kernel, in ``tmp`` (which the run removes), where the folder IPython
+    or matplotlib would use cannot be written (HOME read-only, say) and the variable is not set: each then falls back
+    to a temporary folder of its own, which a kernel that is shut down (killed, no exit handlers run) or stopped left
+    in $TMPDIR (IPython's profile_default, a matplotlib-* folder). Their own defaults (IPython ~/.ipython; matplotlib
+    its config and cache folders) and their own test: a folder that can be made and written in."""
+    home = Path.home()
+    if sys.platform.startswith(("linux", "freebsd")):
+        matplotlib = [Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "matplotlib",
+                      Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache") / "matplotlib"]
+    else:
+        matplotlib = [home / ".matplotlib"]
+    usual = {"IPYTHONDIR": [home / ".ipython"], "MPLCONFIGDIR": matplotlib}
+    return {name: str(tmp / name.lower()) for name, folders in usual.items()
+            if not os.environ.get(name) and not all(map(_writable, folders))}
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return folder.is_dir() and os.access(folder, os.W_OK)
+
+
 def _on_cell_start(*hooks):
     def start(**kwargs):
         for hook in hooks:
@@ -376,10 +403,11 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
             cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
         except (OSError, ValueError):  # papermill says what is wrong with it
             cells = "?"
-        with tempfile.TemporaryDirectory() as tmp, \
+        with tempfile.TemporaryDirectory(prefix="cnnlab-") as tmp, \
                 Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as watch, \
                 _kernel_manager(Path(tmp)) as km, Stop(km, watch) as stop, \
-                _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)}):
+                _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)},
+                             **_private_folders(Path(tmp))):
             try:  # the kernel inherits this process's environment
                 papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
                                            parameters=parameters or {}, progress_bar=False, log_output=False,

@@ -534,3 +534,36 @@ def test_sigterm_to_make_ends_the_whole_run_in_one_line_as_ctrl_c_does(tmp_path,
     assert attempts.count({"i": 1}) == 0, attempts.path.read_text()
     assert [r["i"] for r in __import__("csv").DictReader(store.open())] == ["0"]
 
+
+def test_a_stopped_run_leaves_nothing_in_tmpdir_even_with_home_unwritable(tmp_path, monkeypatch):
+    """SIGTERM to a run's process group while its kernel measures, with HOME unwritable: nothing is left in $TMPDIR
+    (the kernel's connection file, which holds its key, and its IPC socket folder used to stay, and so did IPython's
+    profile_default and a matplotlib-* folder, the fallbacks of an unwritable HOME), and the kernel has ended."""
+    import signal
+
+    import psutil
+
+    from cnnlab.profiling.store import Attempts
+
+    tmpdir, home = tmp_path / "tmp", tmp_path / "home"
+    tmpdir.mkdir()
+    home.write_text("a file: no folder can be made in it, not even by root")
+    store = tmp_path / "figures" / "points.csv"
+    source = "import matplotlib.pyplot, IPython\n" + _HANGS_AT_POINT_1.format(store=str(store))
+    proc = _pipeline_process(tmp_path, monkeypatch, "91_tmp.ipynb", source,
+                             env={"TMPDIR": str(tmpdir), "HOME": str(home), "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "",
+                                  "IPYTHONDIR": "", "MPLCONFIGDIR": "", "JUPYTER_RUNTIME_DIR": str(tmpdir),
+                                  "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})  # (as make sets it)
+    started = []
+    try:
+        _wait_for(lambda: Attempts(store).count({"i": 1}) == 1, 90, "attempt mark of point i=1")
+        started = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        _wait_for(lambda: not _running(started), 10, "end of the kernel")
+    finally:
+        for child in [*started, psutil.Process(proc.pid)] if proc.poll() is None else started:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+    assert sorted(p.name for p in tmpdir.iterdir()) == [], err
+    assert "SIGTERM" in err, out + err
