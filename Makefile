@@ -191,9 +191,11 @@ endif
 ifneq ($(filter-out undefined default file,$(origin TIMEOUT)),)
 figures: export CNNLAB_CELL_TIMEOUT = $(value TIMEOUT)
 endif
+# SIGTERM to make (a scheduler, `timeout`) stops the run as Ctrl-C does, and so does SIGHUP (a closed terminal) to its
+# process group: exec makes the pipeline make's child, to which make passes its SIGTERM on (a shell in between died of
+# it and left the pipeline and its kernel running); so the pipeline writes the report itself (--report).
 figures: $(STAMP)
-	@$(if $(RETRY),CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline $(if $(FRESH),--fresh); \
-	status=$$?; $(PY) -m cnnlab.report || [ $$status -ne 0 ] || status=1; exit $$status
+	@exec $(if $(RETRY),env CNNLAB_RETRY=1) $(PY) -m cnnlab.pipeline --report $(if $(FRESH),--fresh)
 
 # How long each notebook expects to take here, without running it: its plan and short probes, as the notebook
 # prints before measuring (NB=, PRESET= and P= as for figures, exported above). E.g. make estimate PRESET=standard

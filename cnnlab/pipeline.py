@@ -9,7 +9,9 @@ A failing notebook stops the run with its name and the failing cell; what the no
 ``preset=`` in P=, else ``$CNNLAB_PRESET``, else auto (quick on a CPU, standard on a GPU), and the kernels, the
 environment records and the console all get that one (:func:`choose_preset`). While a notebook runs, a line says
 every ``$CNNLAB_PROGRESS_EVERY`` seconds (10) which cell runs and how far its sweep or training has got
-(:class:`Watch`, :mod:`cnnlab.profiling.progress`): plain lines, readable in a CI log.
+(:class:`Watch`, :mod:`cnnlab.profiling.progress`): plain lines, readable in a CI log. Ctrl-C, SIGTERM (a scheduler,
+``timeout``, make passing its own on) and SIGHUP stop a run the same way: the cell is interrupted, the points finished
+are kept, one line says where it stopped (:class:`Stop`).
 """
 
 from __future__ import annotations
@@ -184,12 +186,14 @@ def _environment(**values: str):
 def _kernel_manager(folder: Path):
     """The notebook's kernel, reached over local IPC sockets in ``folder`` instead of TCP on localhost: no port is
     opened, and ipykernel has no "running over TCP without encryption" warning to print (POSIX; TCP elsewhere).
-    Shut down on exit (nbclient leaves a kernel it did not start running)."""
+    Its connection file is in ``folder`` too, which the run removes, not in Jupyter's runtime folder, where a stopped
+    run left it. Shut down on exit (nbclient leaves a kernel it did not start running)."""
     from jupyter_client.manager import AsyncKernelManager  # nbclient's own kind: it notices a kernel that died
     from jupyter_core.utils import run_sync
 
     ipc = os.name == "posix"
     km = AsyncKernelManager(kernel_name="python3", transport="ipc" if ipc else "tcp",
+                            connection_file=str(folder / "kernel.json"),  # (it holds the kernel's key)
                             **({"ip": str(folder / "kernel")} if ipc else {}))
     try:
         yield km
@@ -237,29 +241,45 @@ class Watch:
 
 
 STOPPED = 130  # the status a shell gives a command ended by Ctrl-C (128 + SIGINT)
+# What stops a run: Ctrl-C (SIGINT), and, the same way, SIGTERM (a scheduler, `timeout`, make passing on its own) and
+# SIGHUP (a closed terminal). A run stopped by one returns 128 + its number and ends by it (:func:`cli`).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+# A second SIGTERM or SIGHUP this soon after the first is the same stop: `timeout` signals make and its whole process
+# group, and make passes its SIGTERM on, so this process gets two at once. (A second Ctrl-C always counts.)
+SAME_STOP_S = 2.0
 
 
 class _Stopped(Exception):
-    """Raised before the next cell after a Ctrl-C that came while no cell was running."""
+    """Raised before the next cell after a stop that came while no cell was running."""
 
 
-class CtrlC:
-    """Ctrl-C while a notebook runs is passed on as Jupyter's stop button passes it: SIGINT to the kernel's process
-    group. The kernel leads a session of its own (jupyter_client starts it so), so the terminal's Ctrl-C reaches only
-    this process; left to Python, it raised KeyboardInterrupt here and the kernel was killed (SIGKILL) in the middle
-    of its point, whose attempt mark then counted a user's stop as a death (cnnlab.profiling.sweep). Interrupted
-    instead, the cell ends with KeyboardInterrupt in the kernel, where the sweep forgets the attempt, and papermill
-    returns as after any failed cell. ``where`` says what ran when the first Ctrl-C came (None: none came); a second
-    Ctrl-C, for a cell that does not stop, raises KeyboardInterrupt here: the kernel is killed."""
+class Stop:
+    """A stop (:data:`STOP_SIGNALS`) while a notebook runs is passed on as Jupyter's stop button passes it: SIGINT to
+    the kernel's process group. The kernel leads a session of its own (jupyter_client starts it so), so the
+    terminal's Ctrl-C, or make's SIGTERM, reaches only this process; left to Python, Ctrl-C raised KeyboardInterrupt
+    here and the kernel was killed (SIGKILL) in the middle of its point, whose attempt mark then counted a user's stop
+    as a death (cnnlab.profiling.sweep), and SIGTERM ended this process at once, leaving the kernel to finish its
+    notebook. Interrupted instead, the cell ends with KeyboardInterrupt in the kernel, where the sweep forgets the
+    attempt, and papermill returns as after any failed cell. ``where`` says what ran when the first stop came (None:
+    none came), ``signum`` which signal it was; a second one, for a cell that does not stop, raises KeyboardInterrupt
+    here: the kernel is killed."""
 
     def __init__(self, km, watch: Watch):
-        self.km, self.watch, self.where = km, watch, None
-        self._previous = None
+        self.km, self.watch, self.where, self.signum = km, watch, None, None
+        self._previous, self._when = {}, 0.0
+
+    @property
+    def said(self) -> str:
+        """How the stop is named in its line: "Ctrl-C", "SIGTERM" or "SIGHUP"."""
+        signum = self.signum or signal.SIGINT
+        return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
     def _handle(self, signum, frame):
         if self.where is not None:
-            raise KeyboardInterrupt
-        self.where = self.watch.where()
+            if signum == signal.SIGINT or time.monotonic() - self._when > SAME_STOP_S:
+                raise KeyboardInterrupt
+            return
+        self.where, self.signum, self._when = self.watch.where(), signum, time.monotonic()
         if not _interrupt(self.km):  # no kernel yet (or no more): nothing to stop but this process
             raise KeyboardInterrupt
 
@@ -269,12 +289,14 @@ class CtrlC:
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():  # (signal handlers belong to the main thread)
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # (nohup: a closed terminal is no stop)
+                    self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def _interrupt(km) -> bool:
@@ -329,6 +351,31 @@ class _TimeoutSaidOnce(logging.Filter):
         return not str(record.msg).startswith("Timeout waiting for execute reply")
 
 
+def _private_folders(tmp: Path) -> dict[str, str]:
+    """``IPYTHONDIR`` and ``MPLCONFIGDIR`` for the kernel, in ``tmp`` (which the run removes), where the folder IPython
+    or matplotlib would use cannot be written (HOME read-only, say) and the variable is not set: each then falls back
+    to a temporary folder of its own, which a kernel that is shut down (killed, no exit handlers run) or stopped left
+    in $TMPDIR (IPython's profile_default, a matplotlib-* folder). Their own defaults (IPython ~/.ipython; matplotlib
+    its config and cache folders) and their own test: a folder that can be made and written in."""
+    home = Path.home()
+    if sys.platform.startswith(("linux", "freebsd")):
+        matplotlib = [Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "matplotlib",
+                      Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache") / "matplotlib"]
+    else:
+        matplotlib = [home / ".matplotlib"]
+    usual = {"IPYTHONDIR": [home / ".ipython"], "MPLCONFIGDIR": matplotlib}
+    return {name: str(tmp / name.lower()) for name, folders in usual.items()
+            if not os.environ.get(name) and not all(map(_writable, folders))}
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return folder.is_dir() and os.access(folder, os.W_OK)
+
+
 def _on_cell_start(*hooks):
     def start(**kwargs):
         for hook in hooks:
@@ -339,7 +386,8 @@ def _on_cell_start(*hooks):
 def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: dict | None = None,
         timeout: str | None = None) -> int:
     """Execute ``notebooks`` in order with ``preset``; 0 when all ran, else 1 after the first that failed or timed
-    out (:func:`cell_limit`: ``timeout`` is --timeout's text), :data:`STOPPED` after a Ctrl-C."""
+    out (:func:`cell_limit`: ``timeout`` is --timeout's text), 128 + the signal's number after a stop
+    (:data:`STOPPED` after a Ctrl-C; :class:`Stop`)."""
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -361,13 +409,15 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
             cells = len(json.loads(nb.read_text()).get("cells", [])) + bool(parameters)  # papermill adds one
         except (OSError, ValueError):  # papermill says what is wrong with it
             cells = "?"
-        with tempfile.TemporaryDirectory() as tmp, Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as \
-                watch, _kernel_manager(Path(tmp)) as km, CtrlC(km, watch) as ctrl_c, \
-                _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)}):
+        with tempfile.TemporaryDirectory(prefix="cnnlab-") as tmp, \
+                Watch(nb.stem, cells, Path(tmp) / "progress.json", every) as watch, \
+                _kernel_manager(Path(tmp)) as km, Stop(km, watch) as stop, \
+                _environment(MPLBACKEND=INLINE_BACKEND, **{progress.VARIABLE: str(watch.file)},
+                             **_private_folders(Path(tmp))):
             try:  # the kernel inherits this process's environment
                 papermill.execute_notebook(str(nb), str(BUILD / nb.name), cwd=str(NOTEBOOKS), kernel_name="python3",
                                            parameters=parameters or {}, progress_bar=False, log_output=False,
-                                           on_cell_start=_on_cell_start(watch.on_cell_start, ctrl_c.on_cell_start),
+                                           on_cell_start=_on_cell_start(watch.on_cell_start, stop.on_cell_start),
                                            km=km, execution_timeout=limit)
             except CellTimeoutError:  # nbclient stopped waiting; the cell still runs in the kernel
                 where = watch.where()
@@ -379,16 +429,16 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
                       + f"; the points finished are kept. Executed copy: {BUILD / nb.name}",
                       file=sys.stderr, flush=True)
                 return 1
-            except KeyboardInterrupt:  # a second Ctrl-C, or one before the kernel ran: the kernel is killed
-                print(f"[cnnlab] stopped at once (Ctrl-C): {ctrl_c.where or watch.where()}; its kernel was killed, so "
-                      "a point it was measuring counts as one attempt (two, and it is stored as killed: RETRY=1 "
+            except KeyboardInterrupt:  # a second stop, or one before the kernel ran: the kernel is killed
+                print(f"[cnnlab] stopped at once ({stop.said}): {stop.where or watch.where()}; its kernel was killed, "
+                      "so a point it was measuring counts as one attempt (two, and it is stored as killed: RETRY=1 "
                       "measures it again)", file=sys.stderr, flush=True)
-                return STOPPED
+                return 128 + (stop.signum or signal.SIGINT)
             except (PapermillExecutionError, _Stopped) as err:
-                if ctrl_c.where is not None:
-                    print(f"[cnnlab] stopped (Ctrl-C): {ctrl_c.where}; the points finished are kept, and the same "
+                if stop.where is not None:
+                    print(f"[cnnlab] stopped ({stop.said}): {stop.where}; the points finished are kept, and the same "
                           "command resumes from them", file=sys.stderr, flush=True)
-                    return STOPPED
+                    return 128 + stop.signum
                 print(f"[cnnlab] FAILED: {nb.name}, cell {err.exec_count}: {err.ename}: {err.evalue}\n"
                       f"  executed copy with the traceback: {BUILD / nb.name}", file=sys.stderr)
                 return 1
@@ -398,9 +448,9 @@ def run(notebooks: list[Path], preset: str, *, fresh: bool = False, parameters: 
                       f"{BUILD / nb.name}; run it alone with a smaller preset (make figures NB={nb.stem[:2]} "
                       "PRESET=quick), and look at `dmesg` for an out-of-memory kill", file=sys.stderr)
                 return 1
-            if ctrl_c.where is not None:  # it came during the last cell, which ended all the same
-                print(f"[cnnlab] stopped (Ctrl-C) after {nb.name}: {ctrl_c.where}", file=sys.stderr, flush=True)
-                return STOPPED
+            if stop.where is not None:  # it came during the last cell, which ended all the same
+                print(f"[cnnlab] stopped ({stop.said}) after {nb.name}: {stop.where}", file=sys.stderr, flush=True)
+                return 128 + stop.signum
         print(f"[cnnlab] {nb.name} done in {time.perf_counter() - start:.0f} s; "
               f"outputs in {output_dir(nb.stem)}", flush=True)
     return 0
@@ -447,6 +497,9 @@ def main(argv=None) -> int:
                              + ", ".join(f"{k} {progress._clock(v)}" for k, v in CELL_LIMITS_S.items()) + ")")
     parser.add_argument("--estimate", action="store_true",
                         help="only say how long each notebook expects to take here (short probes; nothing measured)")
+    parser.add_argument("--report", action="store_true",
+                        help="then write the report (make report), also after a failed notebook, not after a stop; "
+                             "the status fails when either failed (make figures)")
     args = parser.parse_args(argv)
     # A relative CNNLAB_FIGURES_DIR (or CNNLAB_DATA) means from here, where make or this command was started; the
     # kernels run in notebooks/, so they are handed the absolute path, as are FRESH's removal and the console.
@@ -457,22 +510,35 @@ def main(argv=None) -> int:
     try:
         if args.estimate:
             return estimate(notebooks, preset, parameters=parameters)
-        return run(notebooks, preset, fresh=args.fresh, parameters=parameters, timeout=args.timeout)
+        code = run(notebooks, preset, fresh=args.fresh, parameters=parameters, timeout=args.timeout)
+        return _then_report(code) if args.report else code
     except KeyboardInterrupt:  # outside a notebook (FRESH waiting for a store, an estimate's probe): one line
         print("[cnnlab] stopped (Ctrl-C)", file=sys.stderr, flush=True)
         return STOPPED
 
 
+def _then_report(code: int) -> int:
+    """``--report`` (make figures): the report is written after the notebooks, also after a failed one (what ran is
+    shown), but not after a stop; the run's status ``code``, or 1 when only the report failed. In this process, so
+    that make's child is the pipeline itself (the Makefile execs it): make passes its SIGTERM on to its child only,
+    and a shell between them died of it and left the run going."""
+    if code - 128 in STOP_SIGNALS:
+        return code
+    from cnnlab import report
+
+    report_failed = report.main([]) != 0
+    return code or int(report_failed)
+
+
 def cli(argv=None) -> None:
-    """``python -m cnnlab.pipeline``: :func:`main`; after a Ctrl-C it ends as Python itself ends on one, killed by
-    SIGINT, so that the shell and make running it stop too (an exit status of 130 would let make's recipe go on to
-    the report)."""
+    """``python -m cnnlab.pipeline``: :func:`main`; after a stop it ends as Python itself ends on a signal, killed by
+    the one it got (SIGINT for Ctrl-C), so that a shell or make running it stops too."""
     code = main(argv)
-    if code == STOPPED and os.name == "posix":
+    if code - 128 in STOP_SIGNALS and os.name == "posix":
         sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.signal(code - 128, signal.SIG_DFL)
+        os.kill(os.getpid(), code - 128)
     sys.exit(code)
 
 

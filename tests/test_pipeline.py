@@ -1,3 +1,4 @@
+import contextlib
 import os
 import shutil
 import sys
@@ -138,7 +139,7 @@ def test_make_figures_passes_parameters_without_a_shell_parsing_them(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not marker.exists()  # no shell ran the text after the quote
     pipeline_call = json.loads(log.read_text().splitlines()[0])
-    assert pipeline_call["argv"] == ["-m", "cnnlab.pipeline"]
+    assert pipeline_call["argv"] == ["-m", "cnnlab.pipeline", "--report"]
     assert pipeline_call["env"] == {"CNNLAB_PARAMS": value, "CNNLAB_MAKE_PRESET": "paper;touch " + str(marker),
                                     "CNNLAB_MAKE_NOTEBOOK": "00;touch " + str(marker), "CNNLAB_CELL_TIMEOUT": None}
     assert pipeline.parse_parameters(pipeline.split_parameters(value)) == {
@@ -165,16 +166,26 @@ def test_make_never_expands_p_nb_preset_or_timeout(tmp_path):
         assert done.returncode == 0, done.stderr
     assert not marker.exists()
     report_call, pipeline_call = (json.loads(line) for line in log.read_text().splitlines()[:2])
-    assert report_call["argv"] == ["-m", "cnnlab.report"] and pipeline_call["argv"] == ["-m", "cnnlab.pipeline"]
+    assert report_call["argv"] == ["-m", "cnnlab.report"] and pipeline_call["argv"] == ["-m", "cnnlab.pipeline", "--report"]
     assert pipeline_call["env"] == {"CNNLAB_PARAMS": values["P"], "CNNLAB_MAKE_PRESET": hostile,
                                     "CNNLAB_MAKE_NOTEBOOK": hostile, "CNNLAB_CELL_TIMEOUT": hostile}
 
 
-@from_checkout
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
-def test_make_figures_fails_when_its_report_could_not_be_written(tmp_path):
-    fake, _ = _fake_python(tmp_path, report_rc=1)
-    assert _make_figures(fake).returncode != 0
+def test_make_figures_writes_the_report_after_a_failed_notebook_not_after_a_stop_and_fails_when_it_failed(monkeypatch):
+    """make figures' --report: the report follows the notebooks, also a failed one; the status fails when either
+    failed; a stop (Ctrl-C, SIGTERM, SIGHUP) ends the run without it."""
+    import signal
+
+    from cnnlab import report
+
+    written = []
+    for code, report_rc, status in ((0, 0, 0), (0, 1, 1), (1, 0, 1), (1, 1, 1)):
+        monkeypatch.setattr(report, "main", lambda argv, rc=report_rc: written.append(argv) or rc)
+        assert pipeline._then_report(code) == status
+    assert len(written) == 4
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        assert pipeline._then_report(128 + signum) == 128 + signum
+    assert len(written) == 4
 
 
 def test_the_documented_parameter_examples_parse():
@@ -474,3 +485,115 @@ def test_make_figures_timeout_reaches_the_pipeline(tmp_path):
     fake, log = _fake_python(tmp_path)
     assert _make_figures(fake, "TIMEOUT=45m").returncode == 0
     assert json.loads(log.read_text().splitlines()[0])["env"]["CNNLAB_CELL_TIMEOUT"] == "45m"
+
+
+def _pipeline_python(tmp_path):
+    """A stand-in for the venv's python for `make figures`: `-m cnnlab.pipeline ...` runs this checkout's pipeline on
+    the notebooks of ``tmp_path/notebooks`` (:func:`_one_notebook`); anything else runs as python would."""
+    fake = tmp_path / "python"
+    fake.write_text(f"""#!{sys.executable}
+import os, sys
+if sys.argv[1:3] != ["-m", "cnnlab.pipeline"]:
+    os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])
+sys.path.insert(0, {str(REPO)!r})
+from pathlib import Path
+from cnnlab import pipeline
+pipeline.NOTEBOOKS, pipeline.BUILD = Path({str(tmp_path / "notebooks")!r}), Path({str(tmp_path / "build")!r})
+pipeline.cli(sys.argv[3:])
+""")
+    fake.chmod(0o755)
+    return fake
+
+
+_HANGS_AT_POINT_1 = ("import time\nfrom cnnlab.profiling import sweep\n"
+                     "df = sweep(lambda i: (time.sleep(600 if i == 1 else 0), {{'x': i}})[1], {{'i': [0, 1, 2]}}, "
+                     "{store!r}, desc='three points')")
+
+
+def _running(processes) -> list:
+    """Those of ``processes`` (psutil) still running: a zombie has ended (a container's PID 1 may never reap it)."""
+    import psutil
+
+    def running(proc):
+        with contextlib.suppress(psutil.Error):
+            return proc.status() != psutil.STATUS_ZOMBIE
+        return False
+
+    return [proc for proc in processes if running(proc)]
+
+
+@from_checkout
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs the make program, which is not on PATH here")
+def test_sigterm_to_make_ends_the_whole_run_in_one_line_as_ctrl_c_does(tmp_path, monkeypatch):
+    """`kill -TERM <make>` (a scheduler, `timeout`) while a notebook's sweep measures: make used to exit at once while
+    the pipeline, re-parented to PID 1, went on with its kernel. Now every process make started has ended within
+    seconds, the terminal got one line naming the notebook, the cell and the point, the finished point is kept and the
+    stopped one is not counted as a death."""
+    import signal
+    import subprocess
+
+    import psutil
+
+    from cnnlab.profiling.store import Attempts
+
+    store = tmp_path / "figures" / "points.csv"
+    _one_notebook(tmp_path, monkeypatch, "92_term.ipynb", _HANGS_AT_POINT_1.format(store=str(store)))
+    log = tmp_path / "make.log"  # (a file, not a pipe: a process left running would hold a pipe open)
+    with log.open("w") as out:
+        make = subprocess.Popen(["make", "--no-print-directory", "-C", str(REPO), "figures", "NB=92", "STAMP=",
+                                 f"PY={_pipeline_python(tmp_path)}"], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "CNNLAB_PROGRESS_EVERY": "600"}, start_new_session=True)
+    attempts = Attempts(store)
+    started = []
+    try:
+        _wait_for(lambda: attempts.count({"i": 1}) == 1, 90, "attempt mark of point i=1")
+        started = psutil.Process(make.pid).children(recursive=True)  # the pipeline and its kernel (own session)
+        assert len(started) >= 2, started
+        make.send_signal(signal.SIGTERM)
+        make.wait(timeout=60)
+        _wait_for(lambda: not _running(started), 10, "end of every process make started")
+    finally:
+        for proc in [*started, make]:
+            with contextlib.suppress(psutil.Error, OSError):
+                proc.kill()
+    assert make.returncode != 0
+    printed = log.read_text()
+    stops = [line for line in printed.splitlines() if line.startswith("[cnnlab] stopped")]
+    assert len(stops) == 1 and "SIGTERM" in stops[0] and "92_term" in stops[0] and "i=1" in stops[0], printed
+    assert "Traceback" not in printed, printed
+    assert attempts.count({"i": 1}) == 0, attempts.path.read_text()
+    assert [r["i"] for r in __import__("csv").DictReader(store.open())] == ["0"]
+
+
+def test_a_stopped_run_leaves_nothing_in_tmpdir_even_with_home_unwritable(tmp_path, monkeypatch):
+    """SIGTERM to a run's process group while its kernel measures, with HOME unwritable: nothing is left in $TMPDIR
+    (the kernel's connection file, which holds its key, and its IPC socket folder used to stay, and so did IPython's
+    profile_default and a matplotlib-* folder, the fallbacks of an unwritable HOME), and the kernel has ended."""
+    import signal
+
+    import psutil
+
+    from cnnlab.profiling.store import Attempts
+
+    tmpdir, home = tmp_path / "tmp", tmp_path / "home"
+    tmpdir.mkdir()
+    home.write_text("a file: no folder can be made in it, not even by root")
+    store = tmp_path / "figures" / "points.csv"
+    source = "import matplotlib.pyplot, IPython\n" + _HANGS_AT_POINT_1.format(store=str(store))
+    proc = _pipeline_process(tmp_path, monkeypatch, "91_tmp.ipynb", source,
+                             env={"TMPDIR": str(tmpdir), "HOME": str(home), "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "",
+                                  "IPYTHONDIR": "", "MPLCONFIGDIR": "", "JUPYTER_RUNTIME_DIR": str(tmpdir),
+                                  "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})  # (as make sets it)
+    started = []
+    try:
+        _wait_for(lambda: Attempts(store).count({"i": 1}) == 1, 90, "attempt mark of point i=1")
+        started = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        _wait_for(lambda: not _running(started), 10, "end of the kernel")
+    finally:
+        for child in [*started, psutil.Process(proc.pid)] if proc.poll() is None else started:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+    assert sorted(p.name for p in tmpdir.iterdir()) == [], err
+    assert "SIGTERM" in err, out + err

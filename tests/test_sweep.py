@@ -371,3 +371,41 @@ def test_ctrl_c_while_the_attempt_is_noted_is_not_counted_as_a_death(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         sweep(lambda i: {"x": i}, {"i": [1]}, store, progress=False)
     assert Attempts(store).count({"i": 1}) == 0
+
+
+def test_a_stop_by_sigterm_or_sighup_is_not_counted_as_a_death(tmp_path):
+    """`timeout -s TERM`, a scheduler or a closed terminal stops a sweep while it measures a point: the stop was asked
+    for, so the point's attempt mark is taken back (two such stops used to store it as 'killed ... the process died 2
+    times', never measured again without RETRY=1), the finished point is kept, and the process still ends by the
+    signal it was sent."""
+    from cnnlab.profiling.store import Attempts
+
+    store = tmp_path / "s.csv"
+    script = textwrap.dedent(f"""
+        import os, time
+        from cnnlab.profiling import sweep
+        df = sweep(lambda i: (time.sleep(120 if i == 1 and os.environ.get("HANG") else 0), {{"x": i}})[1],
+                   {{"i": [0, 1]}}, {str(store)!r}, progress=False)
+        print("STATUS", list(df["status"]))
+    """)
+
+    def run(hang):
+        return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={**os.environ, "HANG": "1" if hang else ""})
+
+    attempts = Attempts(store)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        proc = run(hang=True)
+        try:
+            deadline = time.monotonic() + 60
+            while attempts.count({"i": 1}) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == -signum, err
+        assert attempts.count({"i": 1}) == 0, attempts.path.read_text()
+    assert list(pd.read_csv(store)["i"]) == [0]
+    out, err = run(hang=False).communicate(timeout=120)
+    assert "STATUS ['ok', 'ok']" in out, err

@@ -11,10 +11,13 @@ or on another machine never returns another run's rows, and a run returns only i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
+import signal
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -130,7 +133,8 @@ def sweep(
     every later run again. An OOM (torch.OutOfMemoryError, MemoryError or an
     allocation-failure RuntimeError) frees memory and is stored as ``status="oom"``; any other
     Exception as ``status="error"``; the sweep goes on and warns with the list of failures at the
-    end. KeyboardInterrupt stops it: finished points are kept, so running the same call resumes.
+    end. KeyboardInterrupt stops it, and so do SIGTERM and SIGHUP (:func:`stops_as_interrupts`): finished points are
+    kept, so running the same call resumes, and the point being measured is no death: it is measured next time.
     """
     if store is None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -184,24 +188,25 @@ def sweep(
         failures: list[tuple[dict, str, str]] = []
         bar = Progress(len(measured), initial=len(measured) - len(todo), desc=desc, show=progress)
         try:
-            for point in todo:
-                bar.at(", ".join(f"{k}={v}" for k, v in point.items()))
-                died = attempts.count(point)
-                if died >= KILLED_AFTER:
-                    rows, status, message = _killed_row(point, died)
-                else:
-                    try:
-                        attempts.note(point)  # if the process dies now, the next run knows
-                        rows, status, message = _run_point(fn, point)
-                    except KeyboardInterrupt:  # stopped by the user, also while the mark was written: not a death
-                        if attempts.count(point) > died:
-                            attempts.forget(point)
-                        raise
-                if status != "ok":
-                    failures.append((point, status, message))
-                    free_memory()
-                store_point(results, attempts, point, rows)
-                bar.step()
+            with stops_as_interrupts():
+                for point in todo:
+                    bar.at(", ".join(f"{k}={v}" for k, v in point.items()))
+                    died = attempts.count(point)
+                    if died >= KILLED_AFTER:
+                        rows, status, message = _killed_row(point, died)
+                    else:
+                        try:
+                            attempts.note(point)  # if the process dies now, the next run knows
+                            rows, status, message = _run_point(fn, point)
+                        except KeyboardInterrupt:  # a stop asked for, also while the mark was written: not a death
+                            if attempts.count(point) > died:
+                                attempts.forget(point)
+                            raise
+                    if status != "ok":
+                        failures.append((point, status, message))
+                        free_memory()
+                    store_point(results, attempts, point, rows)
+                    bar.step()
         finally:
             bar.close()
         if failures:
@@ -210,6 +215,50 @@ def sweep(
         df = _grid_rows(results.to_frame(), results.rows(), points, reasons)
     df.attrs["store"] = results.path
     return df
+
+
+# Signals that ask a process to stop (a scheduler, `timeout`, a closed terminal), besides Ctrl-C's SIGINT.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class Stop(KeyboardInterrupt):
+    """A stop signal (:data:`STOP_SIGNALS`) that came while a sweep measured: raised as Ctrl-C raises
+    KeyboardInterrupt, so that the point's attempt mark is taken back."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stops_as_interrupts():
+    """Inside the block, SIGTERM and SIGHUP raise :class:`Stop`, as Ctrl-C raises KeyboardInterrupt: left to their
+    default, they ended the process in the middle of a point, whose attempt mark then counted a stop that was asked
+    for as a death (two, and the point was stored as killed). On the way out the previous handlers are back, and a
+    stop that came is delivered to them again: by default the process then ends by that signal, as it was asked to,
+    with its finished points stored and no mark left. A signal that is ignored (nohup) stays ignored; off the main
+    thread (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def stop(signum, frame):
+        raise Stop(signum)
+
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # (None: set outside Python, cannot be restored)
+            previous[signum] = signal.signal(signum, stop)
+    try:
+        yield
+    except Stop as stopped:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        os.kill(os.getpid(), stopped.signum)  # a Python handler before ours runs next; by default the process ends
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _grid_rows(stored: pd.DataFrame, text: list[dict[str, str]], points: list[dict],
