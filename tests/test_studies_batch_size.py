@@ -302,7 +302,7 @@ def _totals(times, sizes, model="resnet20", spread=0.02, seed=0):
 def test_the_rise_at_mid_range_batch_sizes_is_judged_on_paired_rounds():
     sizes = [1, 16, 64, 256]
     rises = _claims(_totals([10.0, 4.0, 2.0, 5.0], sizes))[RISE]  # 2.5x, each round within +-2%
-    assert rises.held is True and "batch 256 / batch 64 2.49x (2.47-2.53x)" in rises.ours and "paired rounds" in rises.criterion
+    assert rises.held is True and "batch 256 / batch 64 2.49x (2.47-2.53x, 12 rounds)" in rises.ours and "paired" in rises.criterion
     assert '"' in rises.paper and "sometimes" in rises.paper  # the paper's words beside the criterion
     # 2.5% above batch 64 with rounds +-2%: paired rounds decide a difference the old x/1.25 allowance could not
     assert _claims(_totals([10.0, 4.0, 2.0, 2.05], sizes, spread=0.005))[RISE].held is True
@@ -356,7 +356,7 @@ def test_the_throughput_gain_needs_one_larger_batch_clear_of_2x_with_alpha_split
     assert gain.held == INCONCLUSIVE and "spans the threshold 2x" in gain.note
     # batch 1 the fastest per image: judged on the larger batches (0.5x, 0.4x), never batch 1 over itself
     slow = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 4.0, 10.0]))[GAIN]
-    assert slow.held is False and "batch 2 0.498x (0.495-0.507x)" in slow.ours and "batch 1 " not in slow.ours
+    assert slow.held is False and "batch 2 0.498x (0.495-0.507x, 12 rounds)" in slow.ours and "batch 1 " not in slow.ours
     # two models: one clearly above, one within noise -> inconclusive, naming the model
     two = pd.concat([_frame([1.0, 2.0, 3.0], lat=[1.0, 0.6, 1.0]),
                      _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 2.0], spread=0.2, model="lenet5")])
@@ -594,3 +594,10 @@ def test_the_drop_again_at_512_1024_is_judged_where_the_grid_has_them():
     near = _claims(frame([10.0, 2.0, 5.0, 1.0], lat1=13.0))[BUDGET]  # 13 ms x 1.25 spans 15 ms
     assert near.held == INCONCLUSIVE and f"{13 * TIME_NOISE:.3g}" in near.note
     assert not any(c.beyond for c in bs.check_claims(frame([10.0, 2.0, 5.0, 1.0]), "cpu") if c.claim != BUDGET)
+
+
+def test_a_table_without_per_round_times_is_not_judged_and_says_why():
+    old = _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 1.0]).drop(columns="round_medians_ms")  # measured before rounds
+    for name in (DROP4, GAIN, LAT):
+        claim = _claims(old)[name]
+        assert claim.held is None and "no per-round times" in claim.note

@@ -71,7 +71,7 @@ def test_claim_needs_more_than_twice_the_throughput_of_batch_1_on_paired_rounds(
     assert quickstart.check_claims(_frame([10.0, 80.0]), "cpu")[0].held is False
     assert quickstart.check_claims(_frame([10.0, 100.0]), "cpu")[0].held is False  # the best is batch 1 itself
     claim = quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0]
-    assert "> 2" in claim.criterion and "paired rounds" in claim.criterion and "criterion" not in claim.note
+    assert "> 2" in claim.criterion and "paired" in claim.criterion and "criterion" not in claim.note
     assert "parallel processing" in claim.paper  # the paper's words beside the criterion
     empty = quickstart.check_claims(_frame([10.0, 32.0]).assign(status="error"), "cpu")[0]
     assert empty.held is None and empty.criterion and empty.note

@@ -18,17 +18,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import pandas as pd
-
 from cnnlab.profiling.compare import Paired
 from cnnlab.profiling.spread import Spread
 
 DEFINITION = "images/s = batch size / median time per batch, within batch size / its p90 and / its p10"
-# the noise rule of a claim judged on :func:`gain` or :func:`time_ratio` (or a trend of :func:`per_round`), in its words
-PAIRED_RULE = ("noise: paired rounds (the batch sizes timed in the same rounds, their order alternating); a ratio is "
-               "the median of the rounds' ratios within the sign test's 95% interval of that median (alpha split over "
-               "the looks at the rounds and over a claim's parts), no fixed allowance; decided only when the whole "
-               "interval is on one side, else inconclusive")
 COLUMNS = ("throughput_items_per_s", "throughput_items_per_s_low", "throughput_items_per_s_high")
 
 
@@ -53,6 +46,15 @@ def per_round(row: Mapping) -> Paired:
     """``row``'s median time per batch in each of its rounds (ms; ``round_medians_ms``, written by
     ``cnnlab.profiling.combine_rounds``), within the sign test's interval of their median at the row's ``confidence``."""
     return Paired.of_rounds(row)
+
+
+def unpaired(rows) -> str:
+    """Why ``rows`` (a frame of points) cannot be compared round by round ("" when every row has its per-round times):
+    a table measured before paired rounds, or read back without them."""
+    have = rows["round_medians_ms"].map(lambda t: isinstance(t, str) and bool(t.strip())) \
+        if "round_medians_ms" in rows else [False]
+    return "" if all(have) else ("no per-round times (round_medians_ms) to pair: a table measured before paired rounds; "
+                                 "measure it again")
 
 
 def gain(row: Mapping, base: Mapping) -> Paired:

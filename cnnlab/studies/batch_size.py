@@ -465,6 +465,8 @@ def _memory(df):
 def _total_ratios(tops, bases: tuple, missing: str, df):
     """A Fig. 1 top claim's measure: each model's total time for the same images at batch ``tops(sizes)`` / at the
     largest of ``bases``, round by round (``throughput.time_ratio``: the batch sizes were timed in the same rounds)."""
+    if why := throughput.unpaired(_ok(df)):
+        return why
     rows = {(r["model"], int(r["batch_size"])): r for _, r in _ok(df).iterrows()}
     at, b0 = tops(sorted({b for _, b in rows})), max((b for b in bases if b in {s for _, s in rows}), default=None)
     ratio = {f"{m} batch {b} / batch {b0}": throughput.time_ratio(rows[m, b], rows[m, b0]) for m, b in rows
@@ -474,6 +476,8 @@ def _total_ratios(tops, bases: tuple, missing: str, df):
 
 def _gains(df):
     """Each model's throughput at every larger batch / at batch 1, round by round (``throughput.gain``)."""
+    if why := throughput.unpaired(_ok(df)):
+        return why
     got = {}
     for m, g in _ok(df).groupby("model", sort=False):
         if g["batch_size"].min() == 1 and len(g) > 1:
@@ -484,6 +488,8 @@ def _gains(df):
 
 def _latency(df):
     ok = _ok(df)
+    if why := throughput.unpaired(ok):
+        return why
     ours = "; ".join(f"{m} ({g['gflops_per_image'].iloc[0]:.3g} GFLOPs/image) {throughput.per_round(g.iloc[0]).text()}"
                      f" -> {throughput.per_round(g.iloc[-1]).text('.3g', ' ms')}" for m, g in ok.groupby("model", sort=False))
     return _trend(ok, throughput.per_round, "the grid needs two batch sizes or two models", more={
@@ -518,7 +524,6 @@ def _at_batch_1(df):
 
 FRAME_BUDGET_MS = 15.0  # Sec. I: AR/VR "each frame needs to be processed in under 15 milliseconds"
 _RULE = "total_time_s = images x time per batch / batch size, taken round by round"
-PAIRED = throughput.PAIRED_RULE
 # the paper's "GPU utilization" (Sec. III-C): "What percentage of the time were the GPU's main processing units (SMs)
 # busy?"; NVML's utilisation is the share of its sample period in which any kernel ran, on one SM or on all of them
 NVML_FOR_SMS = ("NVML's utilisation, the share of time in which a kernel was running (on any number of SMs), stands in "
@@ -536,24 +541,22 @@ CLAIMS = [
     Declared("total inference time drops from batch 1 to batch 64", "Sec. IV-A: \"generally dropped as we increased "
              "the batch size (up to around 64)\" (Fig. 1 top)", "total_time_s at the largest batch up to 64 / at batch "
              "1", below(1.0, unit="x"), partial(_total_ratios, lambda s: [b for b in s if 1 < b <= 64][-1:], (1,),
-             "the grid needs batch 1 and a larger one <= 64"), each="model", bound=_RULE, noise=PAIRED),
+             "the grid needs batch 1 and a larger one <= 64"), each="model", bound=_RULE),
     Declared("total inference time rises again at mid-range batch sizes (128-256) after falling to 64", "Sec. IV-A: "
              "\"we sometimes saw the time increase again\" (Fig. 1 top)", "total_time_s at batch 128 or 256 / at batch "
              "64", above(1.0, unit="x"), partial(_total_ratios, lambda s: (128, 256), (64,), "the grid needs batch 64 "
-             "and 128 or 256"), each="model and batch size", some=True, bound=_RULE, noise=PAIRED),
+             "and 128 or 256"), each="model and batch size", some=True, bound=_RULE),
     Declared("total inference time drops again at very large batch sizes (512-1024)", "Sec. IV-A: \"the time might "
              "drop again\" (Fig. 1 top)", "total_time_s at batch 512 or 1024 / at the largest of 128 and 256",
              below(1.0, unit="x"), partial(_total_ratios, lambda s: (512, 1024), (128, 256), "the grid needs 128 or "
-             "256 and 512 or 1024 (the paper preset)"), each="model and batch size", some=True, bound=_RULE,
-             noise=PAIRED),
+             "256 and 512 or 1024 (the paper preset)"), each="model and batch size", some=True, bound=_RULE),
     Declared(f"throughput at the best batch is far (> {FAR_ABOVE:g}x) above batch 1", "Sec. IV-A: \"larger batches "
              "make better use of the GPU's compute power\"", "images/s at a larger batch / at batch 1",
              above(FAR_ABOVE, unit="x", once=True), _gains, each="model", bound=throughput.DEFINITION + ", taken "
-             "round by round", noise=PAIRED),
+             "round by round"),
     Declared("time per batch rises with batch size and model complexity", "Sec. IV-A: \"naturally increased with "
              "both the batch size and the model's complexity\" (Fig. 2 top)", "latency_ms by batch size, and by "
-             "GFLOPs/image at each batch size, each step by its round-by-round ratio,", rises(unit=" ms"), _latency,
-             noise=PAIRED),
+             "GFLOPs/image at each batch size, each step by its round-by-round ratio,", rises(unit=" ms"), _latency),
     Declared("GPU utilisation rises with batch size and model depth", "Sec. IV-A: \"generally went up with both batch "
              "size and the complexity of the model\" (Fig. 2 bottom)", f"gpu_util_pct ({NVML_FOR_SMS}; its "
              f"{UTIL_WINDOWS} loops' least-most), each model's smallest to largest batch, and its mean by ResNet depth,",
