@@ -25,7 +25,7 @@ PARAMETERS = studies.Parameters(
     batch_sizes=Parameter([1, 8, 64], [1, 8, 64, 256, 1024], [2**k for k in range(11)], check=config.batch_sizes,
                           axis=True, doc="images per batch"),
     # the claim's noise is the spread of the rounds' medians: a few batches a round, many rounds
-    repeats=Parameter(2, 5, 10, check=config.positive_int, doc="timed batches per point and round"),
+    repeats=Parameter(1, 5, 10, check=config.positive_int, doc="timed batches per point and round"),
     warmup=Parameter(1, 2, check=partial(config.positive_int, minimum=0),
                      doc="untimed batches before the timed ones, per point and round"),
     min_rounds=studies.MIN_ROUNDS,
