@@ -24,7 +24,7 @@ def measured(tmp_path_factory):
     store = tmp_path_factory.mktemp("bs")
     # 24 images: batch 16 needs two whole batches (32 images), so rounding up would show
     cfg = bs.configure("quick", models=["lenet5", "resnet20"], batch_sizes=[1, 4, 16], images=24, warmup=1,
-                       min_repeats=2, profile_iterations=1)
+                       min_repeats=2, profile_iterations=1, min_rounds=2, max_rounds=2)
     return bs.measure(cfg, store, progress=False), cfg, store
 
 
@@ -50,7 +50,9 @@ def test_batch_has_one_ok_row_per_grid_point_with_units(measured):
 def test_total_time_is_for_the_same_images_at_every_batch_size(measured):
     batch = studies.tables(measured[0])["batch"]
     assert (batch["images"] == 24).all()  # the same quantity everywhere, never rounded up to whole batches
-    assert (batch["repeats"] == np.maximum(np.ceil(24 / batch["batch_size"]), 2)).all()
+    # two rounds, each timing 24 / 2 images in whole batches (at least min_repeats = 2)
+    assert (batch["repeats"] == 2 * np.maximum(np.ceil(24 / (2 * batch["batch_size"])), 2)).all()
+    assert (batch["rounds"] == 2).all() and batch["round_medians_ms"].str.count(",").eq(1).all()
     assert (batch["images_timed"] == batch["repeats"] * batch["batch_size"]).all()
     assert (batch["images_timed"] >= 24).all()
     # one throughput (cnnlab.profiling.throughput): batch size / median time per batch, in the table, the figure
@@ -111,17 +113,18 @@ def test_another_setting_never_reads_the_stored_rows(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bs, "benchmark", counted("batch", real_batch))
     monkeypatch.setattr(bs, "profile_ops", counted("breakdown", real_breakdown))
-    small = dict(models=["lenet5"], batch_sizes=[1, 2], warmup=0, min_repeats=1, profile_iterations=1)
+    small = dict(models=["lenet5"], batch_sizes=[1, 2], warmup=0, min_repeats=1, profile_iterations=1, min_rounds=2,
+                 max_rounds=2)
     cfg_a, cfg_b = bs.configure("quick", images=2, **small), bs.configure("quick", images=4, **small)
     a = bs.measure(cfg_a, tmp_path, progress=False)
-    assert calls == {"batch": 2, "breakdown": 2}
+    assert calls == {"batch": 4, "breakdown": 2}  # two rounds of two batch sizes
     b = bs.measure(cfg_b, tmp_path, progress=False)  # same grid, other image count: measured again
-    assert calls["batch"] == 4
+    assert calls["batch"] == 8
     assert (studies.tables(b)["batch"]["images"] == 4).all() and (studies.tables(a)["batch"]["images"] == 2).all()
     c = bs.measure(bs.configure("quick", **{**small, "profile_iterations": 2}, images=2), tmp_path, progress=False)
     assert calls["breakdown"] == 6 and (studies.tables(c)["breakdown"]["iterations"] == 2).all()
     again = bs.measure(cfg_a, tmp_path, progress=False)  # cfg_a's store: resumed, nothing measured
-    assert calls == {"batch": 6, "breakdown": 6}
+    assert calls == {"batch": 12, "breakdown": 6}
     pd.testing.assert_frame_equal(again, a)
 
 
@@ -202,7 +205,8 @@ def test_counters_at_each_models_best_batch_when_ncu_runs(tmp_path, monkeypatch)
     monkeypatch.setattr(bs, "counters_missing_reason", lambda device: None)
     monkeypatch.setattr(bs, "hardware_counters", fake_counters)
     cfg = bs.configure("quick", models=["lenet5"], batch_sizes=[1, 2], images=2, warmup=0, min_repeats=1,
-                       profile_iterations=1, counters_models=["lenet5"], counters_kernels=7)
+                       profile_iterations=1, counters_models=["lenet5"], counters_kernels=7, min_rounds=2,
+                       max_rounds=2)
     df = bs.measure(cfg, tmp_path, progress=False)
     best = int(studies.tables(df)["roofline"]["batch_size"].iloc[0])
     table, line = bs.counters_table(df)
@@ -239,16 +243,28 @@ def test_a_real_run_judges_every_claim_by_its_noise_rule_and_leaves_the_gpu_ones
     assert [c.held for c in checks if "GPU utilisation" in c.claim or "semwait" in c.claim] == [None, None]
 
 
+ROUNDS = 12
+
+
+def _rounds(lat, spread, seed) -> list[str]:
+    """Each point's ``ROUNDS`` round medians (``round_medians_ms``): ``lat`` within +-``spread``, drawn independently
+    for every point (``seed``), so that two points' paired ratio has a real interval."""
+    rng = np.random.default_rng(seed)
+    return [", ".join(f"{t * (1 + spread * u):.6g}" for u in rng.uniform(-1, 1, ROUNDS)) for t in lat]
+
+
 def _frame(mem, util=None, model="resnet20", lat=None, spread=0.02, gflops=0.04, util_spread=None):
-    """Experiment "batch" at batch sizes 1, 2, 4, ...: peak memory ``mem`` (MiB), time per batch ``lat`` (ms medians
-    within +-``spread``; default: the time per image halves... so throughput and total time improve with batch size),
-    64 images per point; GPU utilisation ``util`` (NaN with a reason when None), with p10/p90 +-``util_spread``."""
+    """Experiment "batch" at batch sizes 1, 2, 4, ...: peak memory ``mem`` (MiB), time per batch ``lat`` (ms medians;
+    each of ``ROUNDS`` rounds within +-``spread``; default: the time per image halves... so throughput and total time
+    improve with batch size), 64 images per point; GPU utilisation ``util`` (NaN with a reason when None), with
+    p10/p90 +-``util_spread``."""
     n = len(mem)
     sizes = [2**k for k in range(n)]
     lat = pd.Series(lat if lat is not None else [b / (k + 1) for k, b in enumerate(sizes)], dtype=float)
     df = pd.DataFrame({"experiment": "batch", "model": model, "batch_size": sizes, "status": "ok", "images": 64,
                        "peak_mem_alloc_mib": mem, "latency_ms_median": lat, "latency_ms_p10": lat * (1 - spread),
-                       "latency_ms_p90": lat * (1 + spread),
+                       "latency_ms_p90": lat * (1 + spread), "rounds": ROUNDS, "confidence": 0.95,
+                       "round_medians_ms": _rounds(lat, spread, len(model)),
                        "gpu_util_pct": util if util is not None else [math.nan] * n,
                        "gpu_util_missing_reason": None if util is not None else "CPU run: no GPU to sample",
                        "gflops_per_image": gflops})
@@ -272,36 +288,51 @@ UTIL = "GPU utilisation rises with batch size and model depth"
 SYNC = "time waiting on semaphores (semwait) per batch rises with batch size"
 
 
-def test_the_rise_at_mid_range_batch_sizes_is_checked():
-    def frame(times, model="resnet20", spread=0.02):  # total times (s) of 64 images at batch 1, 16, 64, 256
-        sizes = [1, 16, 64, 256]
-        lat = pd.Series([t * 1e3 * b / 64 for t, b in zip(times, sizes)])
-        return pd.DataFrame({"experiment": "batch", "model": model, "batch_size": sizes, "status": "ok",
-                             "images": 64, "latency_ms_median": lat, "latency_ms_p10": lat * (1 - spread),
-                             "latency_ms_p90": lat * (1 + spread), "peak_mem_alloc_mib": [1.0, 2, 3, 4],
-                             "gpu_util_pct": math.nan, "gpu_util_missing_reason": "CPU run: no GPU to sample",
-                             "gflops_per_image": 0.04})
+def _totals(times, sizes, model="resnet20", spread=0.02, seed=0):
+    """Experiment "batch" from total times (s) of 64 images at ``sizes``, each round within +-``spread``."""
+    lat = pd.Series([t * 1e3 * b / 64 for t, b in zip(times, sizes)])
+    return pd.DataFrame({"experiment": "batch", "model": model, "batch_size": sizes, "status": "ok", "images": 64,
+                         "latency_ms_median": lat, "latency_ms_p10": lat * (1 - spread),
+                         "latency_ms_p90": lat * (1 + spread), "rounds": ROUNDS, "confidence": 0.95,
+                         "round_medians_ms": _rounds(lat, spread, seed), "peak_mem_alloc_mib": range(1, len(sizes) + 1),
+                         "gpu_util_pct": math.nan, "gpu_util_missing_reason": "CPU run: no GPU to sample",
+                         "gflops_per_image": 0.04})
 
-    rises = _claims(frame([10.0, 4.0, 2.0, 5.0]))[RISE]  # 2.5x: clear of 1 by more than two times' noise floor
-    assert rises.held is True and "batch 256 / batch 64 2.5x (1.6-3.91x)" in rises.ours and "256" in rises.criterion and "noise" in rises.criterion
+
+def test_the_rise_at_mid_range_batch_sizes_is_judged_on_paired_rounds():
+    sizes = [1, 16, 64, 256]
+    rises = _claims(_totals([10.0, 4.0, 2.0, 5.0], sizes))[RISE]  # 2.5x, each round within +-2%
+    assert rises.held is True and "batch 256 / batch 64 2.49x (2.47-2.53x, 12 rounds)" in rises.ours and "paired" in rises.criterion
     assert '"' in rises.paper and "sometimes" in rises.paper  # the paper's words beside the criterion
-    # 2.5% above batch 64, with each time +-2%: the ratio's interval spans 1 -> within noise, not a rise nor a fall
-    within = _claims(frame([10.0, 4.0, 2.0, 2.05]))[RISE]
-    assert within.held == INCONCLUSIVE and "within noise" in within.note
-    assert _claims(frame([10.0, 4.0, 2.0, 1.0]))[RISE].held is False  # keeps falling
-    # "sometimes": one model of two rising is enough
-    two = pd.concat([frame([10.0, 4.0, 2.0, 1.0]), frame([10.0, 4.0, 2.0, 5.0], model="resnet56")])
-    assert _claims(two)[RISE].held is True
-    no_mid = _claims(frame([10.0, 4.0, 2.0, 5.0]).iloc[:3])[RISE]
+    # 2.5% above batch 64 with rounds +-2%: paired rounds decide a difference the old x/1.25 allowance could not
+    assert _claims(_totals([10.0, 4.0, 2.0, 2.05], sizes, spread=0.005))[RISE].held is True
+    # the same work at batch 64 and 256 (identical total time, independent round noise): inconclusive
+    same = _claims(_totals([10.0, 4.0, 2.0, 2.0], sizes))[RISE]
+    assert same.held == INCONCLUSIVE and "within noise" in same.note
+    assert _claims(_totals([10.0, 4.0, 2.0, 1.0], sizes))[RISE].held is False  # keeps falling
+    two = pd.concat([_totals([10.0, 4.0, 2.0, 1.0], sizes), _totals([10.0, 4.0, 2.0, 5.0], sizes, "resnet56", seed=1)])
+    assert _claims(two)[RISE].held is True  # "sometimes": one model of two rising is enough
+    no_mid = _claims(_totals([10.0, 4.0, 2.0, 5.0], sizes).iloc[:3])[RISE]
     assert no_mid.held is None and "128 or 256" in no_mid.note
 
 
+def test_a_clear_paired_effect_is_decided_and_identical_rounds_are_not():
+    # batch 4 at 0.8x batch 1's time per image, rounds +-5%: the old rule (x/1.25 on each time) could not decide it
+    clear = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 3.2], spread=0.05))[DROP4]
+    assert clear.held is True, clear.note
+    # batch 4 at exactly batch 1's time per image, rounds +-5% drawn independently: inconclusive, never decided
+    same = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 2.0, 4.0], spread=0.05))[DROP4]
+    assert same.held == INCONCLUSIVE and "within noise" in same.note
+    # too few rounds for a finite interval: the same clear effect decides nothing
+    few = _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 3.2], spread=0.05)
+    few["round_medians_ms"] = [", ".join(r.split(", ")[:3]) for r in few["round_medians_ms"]]
+    assert _claims(few)[DROP4].held == INCONCLUSIVE
+
+
 def test_claims_follow_the_numbers():
-    # batch 4 in the time of batch 1: 4x the throughput, decided beyond the times' noise floor
     held = {k: c.held for k, c in _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 1.0])).items()}
-    assert held[MEM] is True and held[DROP4] is True and held[GAIN] is True
-    assert held[UTIL] is None and held[SYNC] is None
-    assert _claims(_frame([1.0, 3.0, 2.0]))[MEM].held is False
+    assert held[DROP4] is True and held[GAIN] is True  # batch 4 in the time of batch 1: 4x the throughput
+    assert held[MEM] is None and held[UTIL] is None and held[SYNC] is None
     slow = _frame([1.0, 2.0, 3.0], lat=[1.0, 4.0, 12.0])  # batch 4 takes 3x longer per image than batch 1
     held = {k: c.held for k, c in _claims(slow).items()}
     assert held[DROP4] is False and held[GAIN] is False
@@ -310,33 +341,22 @@ def test_claims_follow_the_numbers():
         assert "noise" in c.criterion and '"' in c.paper, c  # its noise rule, and the paper's words beside it
 
 
-def test_differences_within_noise_are_inconclusive_and_clear_ones_decided():
-    # a tie in peak memory (exact allocator bytes): no rise, so "monotonically and significantly" did not hold
-    tie = _claims(_frame([1.0, 2.0, 2.0]))[MEM]
-    assert tie.held is False
-    # batch 4's time per image 0.9x batch 1's, each +-20%: within noise; the same at 0.25x is decided
-    noisy = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.9, 3.6], spread=0.2))
-    assert noisy[DROP4].held == INCONCLUSIVE and "within noise" in noisy[DROP4].note
-    clear = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 1.0], spread=0.2))
-    assert clear[DROP4].held is True and clear[GAIN].held is True  # 4x the images/s, 2.67-6x with the noise
-    # throughput 2.2x batch 1's, each time +-20%: 1.47-3.3x straddles 2x
-    gain = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 4 / 2.2], spread=0.2))[GAIN]
+def test_peak_memory_is_settled_by_arithmetic_shown_and_not_judged():
+    # a rise or a tie: either way n/a, with the arithmetic (weights + batch x bytes per image) and the fit in the note
+    for mem in ([1.0, 2.0, 3.0], [1.0, 2.0, 2.0]):
+        claim = _claims(_frame(mem))[MEM]
+        assert claim.held is None and "settled by arithmetic" in claim.note and "x batch size" in claim.note
+    fit = _claims(_frame([1.5, 2.0, 3.0]))[MEM]  # batch 1 -> 4: 0.5 MiB an image, 1 MiB fixed
+    assert "resnet20: 1 MiB + 512 KiB x batch size" in fit.note and "1 MiB -> 2 MiB -> 3 MiB" not in fit.ours
+
+
+def test_the_throughput_gain_needs_one_larger_batch_clear_of_2x_with_alpha_split_over_them():
+    # batch 2 and 4 at 2.05x batch 1's throughput, rounds +-30%: within noise of 2x
+    gain = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 2 / 2.05, 4 / 2.05], spread=0.3))[GAIN]
     assert gain.held == INCONCLUSIVE and "spans the threshold 2x" in gain.note
-
-
-def test_batch_1_is_never_compared_with_itself_and_a_best_picked_within_noise_does_not_decide():
-    # batch 1 the fastest per image: judged on the larger batches (0.5x, 0.4x), never batch 1 over itself (1x)
+    # batch 1 the fastest per image: judged on the larger batches (0.5x, 0.4x), never batch 1 over itself
     slow = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 4.0, 10.0]))[GAIN]
-    assert slow.held is False and "0.5x (0.32-0.781x): 1000 (800-1250) images/s at batch 1, 500 (400-625) at "\
-        "batch 2" in slow.ours  # within the times' noise floor
-    # batch 2 and 4 both ~4x batch 1, their intervals overlap: the best is within noise, the claim held either way
-    tie = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 0.5, 0.98], spread=0.05))[GAIN]
-    assert tie.held is True and "resnet20: the best batch is picked within noise" in tie.note
-    # the best by median straddles 2x, the runner-up is clear of it: held (one larger batch clearly > 2x)
-    wide = _frame([1.0, 2.0, 3.0], lat=[1.0, 0.5, 0.8], spread=0.02)  # 4x clear at batch 2; 5x at batch 4, but
-    wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [0.7, 2.5]  # its interval reaches 1.6x
-    held = _claims(wide)[GAIN]
-    assert held.held is True and "clear of the threshold at batch 2" in held.ours  # the batch that decided it
+    assert slow.held is False and "batch 2 0.498x (0.495-0.507x, 12 rounds)" in slow.ours and "batch 1 " not in slow.ours
     # two models: one clearly above, one within noise -> inconclusive, naming the model
     two = pd.concat([_frame([1.0, 2.0, 3.0], lat=[1.0, 0.6, 1.0]),
                      _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 2.0], spread=0.2, model="lenet5")])
@@ -349,12 +369,10 @@ def test_time_per_batch_rises_with_batch_size_and_model_work():
     heavy = _frame([1.0, 2.0, 3.0], lat=[10.0, 20.0, 40.0], gflops=0.04)
     ok = _claims(pd.concat([light, heavy]))[LAT]
     assert ok.held is True and "Fig. 2 top" in ok.paper and "GFLOPs" in ok.criterion
-    # the lighter model slower than the heavier one at every batch size: complexity does not raise the time
     assert _claims(pd.concat([light, heavy.assign(gflops_per_image=0.0001)]))[LAT].held is False
-    # time per batch falls from batch 2 to 4 (clearly): did not hold
     assert _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 2.0, 1.0]))[LAT].held is False
-    # 1.0 -> 1.1 ms, each +-20%: the step is within noise
-    tie = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.1, 4.0], spread=0.2))[LAT]
+    # 1.0 -> 1.02 ms with rounds +-20%: the step is within noise
+    tie = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 1.02, 4.0], spread=0.2))[LAT]
     assert tie.held == INCONCLUSIVE and "resnet20 batch 1 -> resnet20 batch 2" in tie.note
     one = _claims(_frame([1.0, 2.0, 3.0], lat=[1.0, 2.0, 4.0]))[LAT]
     assert one.held is True and "one model" in one.note
@@ -477,7 +495,8 @@ def test_figures_draw_what_a_gpu_measures(measured):
 def test_save_traces_writes_a_chrome_trace_per_profiled_point_and_says_why_no_snapshot_on_cpu(tmp_path):
     import json
 
-    cfg = bs.configure("quick", models=["lenet5"], batch_sizes=[1, 4], images=8, save_traces=True)
+    cfg = bs.configure("quick", models=["lenet5"], batch_sizes=[1, 4], images=8, save_traces=True, min_rounds=2,
+                       max_rounds=2)
     parts = studies.tables(bs.measure(cfg, tmp_path, progress=False))
     files = sorted(parts["breakdown"]["trace_file"].unique())
     assert [f.rsplit("/", 1)[1] for f in files] == ["batch_size_lenet5_b1.pt.trace.json",
@@ -541,12 +560,12 @@ def test_a_gpu_points_utilisation_is_the_median_of_three_timed_loops_within_thei
                                    gpu_util_pct=next(readings), gpu_util_missing_reason=None)
 
     monkeypatch.setattr(bs, "benchmark", fake)
-    row = bs.batch_point("lenet5", 2, device="cpu", images=4, warmup=0, min_repeats=2)
+    row = bs.batch_point(0, "lenet5", 2, device="cpu", images=4, warmup=0, min_repeats=2, min_rounds=1)
     assert len(calls) == bs.UTIL_WINDOWS and all(c["measure_gpu_util"] for c in calls)
     assert (row["gpu_util_pct"], row["gpu_util_pct_low"], row["gpu_util_pct_high"]) == (34.0, 27.0, 43.0)
     assert row["gpu_util_windows"] == 3 and "gpu_util_pct_p10" not in row
     monkeypatch.setattr(bs, "benchmark", real)
-    cpu = bs.batch_point("lenet5", 2, device="cpu", images=4, warmup=0, min_repeats=2)  # one loop, nothing sampled
+    cpu = bs.batch_point(0, "lenet5", 2, device="cpu", images=4, warmup=0, min_repeats=2, min_rounds=1)  # one loop
     assert math.isnan(cpu["gpu_util_pct"]) and cpu["gpu_util_windows"] == 0
 
 
@@ -555,23 +574,30 @@ BUDGET = "one image (batch 1) is inferred within AR/VR's 15 ms frame budget"
 
 
 def test_the_drop_again_at_512_1024_is_judged_where_the_grid_has_them():
-    def frame(times, lat1=1.0):  # total times (s) of 64 images at batch 1, 64, 256, 1024
-        sizes = [1, 64, 256, 1024]
-        lat = pd.Series([t * 1e3 * b / 64 for t, b in zip(times, sizes)])
-        lat[0] = lat1
-        return pd.DataFrame({"experiment": "batch", "model": "resnet20", "batch_size": sizes, "status": "ok",
-                             "images": 64, "latency_ms_median": lat, "latency_ms_p10": lat * 0.98,
-                             "latency_ms_p90": lat * 1.02, "peak_mem_alloc_mib": [1.0, 2, 3, 4],
-                             "gpu_util_pct": math.nan, "gpu_util_missing_reason": "CPU run: no GPU to sample",
-                             "gflops_per_image": 0.04})
+    sizes = [1, 64, 256, 1024]
+
+    def frame(times, lat1=1.0):
+        df = _totals(times, sizes)
+        df.loc[0, ["latency_ms_median", "latency_ms_p10", "latency_ms_p90"]] = [lat1, lat1 * 0.98, lat1 * 1.02]
+        df.loc[0, "round_medians_ms"] = _rounds([lat1], 0.02, 5)[0]
+        return df
 
     assert _claims(frame([10.0, 2.0, 5.0, 1.0]))[AGAIN].held is True  # 1024 at a fifth of 256's time
     assert _claims(frame([10.0, 2.0, 5.0, 10.0]))[AGAIN].held is False  # twice 256's
-    assert _claims(frame([10.0, 2.0, 5.0, 5.2]))[AGAIN].held == INCONCLUSIVE
+    assert _claims(frame([10.0, 2.0, 5.0, 5.0]))[AGAIN].held == INCONCLUSIVE  # the same time
     no_large = _claims(frame([10.0, 2.0, 5.0, 1.0]).iloc[:3])[AGAIN]
     assert no_large.held is None and "512 or 1024" in no_large.note and "might" in no_large.paper
-    # the AR/VR frame budget is ours, beyond the paper: labelled; 1 ms is within 15 ms, 40 ms is not
+    # the AR/VR frame budget, an absolute time, keeps a time's between-process allowance (x/1.25)
     budget = _claims(frame([10.0, 2.0, 5.0, 1.0]))[BUDGET]
     assert budget.beyond and budget.held is True and "15 milliseconds" in budget.paper
     assert _claims(frame([10.0, 2.0, 5.0, 1.0], lat1=40.0))[BUDGET].held is False
+    near = _claims(frame([10.0, 2.0, 5.0, 1.0], lat1=13.0))[BUDGET]  # 13 ms x 1.25 spans 15 ms
+    assert near.held == INCONCLUSIVE and f"{13 * TIME_NOISE:.3g}" in near.note
     assert not any(c.beyond for c in bs.check_claims(frame([10.0, 2.0, 5.0, 1.0]), "cpu") if c.claim != BUDGET)
+
+
+def test_a_table_without_per_round_times_is_not_judged_and_says_why():
+    old = _frame([1.0, 2.0, 3.0], lat=[1.0, 1.0, 1.0]).drop(columns="round_medians_ms")  # measured before rounds
+    for name in (DROP4, GAIN, LAT):
+        claim = _claims(old)[name]
+        assert claim.held is None and "no per-round times" in claim.note

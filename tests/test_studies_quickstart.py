@@ -1,6 +1,7 @@
 """Tests for cnnlab.studies.quickstart: the contract, a store that never returns another run's rows, the claim."""
 
 import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -28,12 +29,14 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path, monkeypat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(quickstart, "benchmark", counted)
-    small = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 4], repeats=2, device="cpu")
+    two = dict(model_name="lenet5", batch_sizes=[1, 4], device="cpu", min_rounds=2, max_rounds=2)
+    small = quickstart.configure("quick", repeats=2, **two)
     first = studies.tables(quickstart.measure(small, tmp_path, progress=False))["batch"]
-    assert calls == [2, 2] and list(first["repeats"]) == [2, 2]
-    more = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 4], repeats=3, device="cpu")
+    assert calls == [2] * 4 and list(first["repeats"]) == [4, 4]  # two rounds of two batches
+    assert list(first["rounds"]) == [2, 2] and first["round_medians_ms"].str.count(",").eq(1).all()
+    more = quickstart.configure("quick", repeats=3, **two)
     second = studies.tables(quickstart.measure(more, tmp_path, progress=False))["batch"]
-    assert calls == [2, 2, 3, 3] and list(second["repeats"]) == [3, 3]  # measured again, not the first run's rows
+    assert calls == [2] * 4 + [3] * 4 and list(second["repeats"]) == [6, 6]  # measured again, not the first rows
     calls.clear()
     again = studies.tables(quickstart.measure(small, tmp_path, progress=False))["batch"]
     assert calls == []  # the same settings: resumed from the store
@@ -46,58 +49,53 @@ def test_a_run_with_other_settings_never_returns_stored_rows(tmp_path, monkeypat
         assert rate.value == pytest.approx(1e3 * row["batch_size"] / row["latency_ms_median"])
 
 
-def _frame(latencies, spread=0.05, batch_sizes=(1, 8)):
-    """A "batch" experiment: time per batch ``latencies`` (ms, medians) within +-``spread`` of each (p10/p90)."""
+ROUNDS = 12
+
+
+def _frame(latencies, spread=0.05, batch_sizes=(1, 8), seed=0):
+    """A "batch" experiment: time per batch ``latencies`` (ms), each of ``ROUNDS`` paired rounds within
+    +-``spread`` of it, drawn independently for every batch size."""
     lat = pd.Series(latencies, dtype=float)
+    rng = np.random.default_rng(seed)
+    rounds = [", ".join(f"{t * (1 + spread * u):.6g}" for u in rng.uniform(-1, 1, ROUNDS)) for t in lat]
     return studies.combine(batch=pd.DataFrame({
         "batch_size": list(batch_sizes), "status": "ok", "latency_ms_median": lat,
-        "latency_ms_p10": lat * (1 - spread), "latency_ms_p90": lat * (1 + spread)}))
+        "latency_ms_p10": lat * (1 - spread), "latency_ms_p90": lat * (1 + spread), "rounds": ROUNDS,
+        "confidence": 0.95, "round_medians_ms": rounds}))
 
 
-def test_claim_needs_more_than_twice_the_throughput_of_batch_1_by_the_noise_rule():
-    # batch 1: 10 ms -> 100 images/s; batch 8 in 16 ms -> 500 images/s (5x) or in 80 ms -> 100 images/s (1x); a
-    # time is known only within TIME_NOISE of its median, so a gain is decided ~1.56x clear of 2x on either side
+def test_claim_needs_more_than_twice_the_throughput_of_batch_1_on_paired_rounds():
+    # batch 1: 10 ms -> 100 images/s; batch 8 in 16 ms -> 500 images/s (5x) or in 80 ms -> 100 images/s (1x)
     held = quickstart.check_claims(_frame([10.0, 16.0]), "cpu")[0]
-    assert held.held is True and held.note == "" and "5x" in held.ours
+    assert held.held is True and held.note == "" and "batch 8 5" in held.ours
     assert quickstart.check_claims(_frame([10.0, 80.0]), "cpu")[0].held is False
-    assert quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0].held == INCONCLUSIVE  # 2.5x: within the floor
     assert quickstart.check_claims(_frame([10.0, 100.0]), "cpu")[0].held is False  # the best is batch 1 itself
     claim = quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0]
-    assert "> 2" in claim.criterion and "noise" in claim.criterion and "criterion" not in claim.note
+    assert "> 2" in claim.criterion and "paired" in claim.criterion and "criterion" not in claim.note
     assert "parallel processing" in claim.paper  # the paper's words beside the criterion
     empty = quickstart.check_claims(_frame([10.0, 32.0]).assign(status="error"), "cpu")[0]
     assert empty.held is None and empty.criterion and empty.note
 
 
-def test_a_gain_within_the_noise_of_2x_is_inconclusive_and_a_clear_one_is_decided():
-    # 2.5x at the medians, but with each time +-25% the ratio spans 1.5x-3.75x: it straddles 2x
-    noisy = quickstart.check_claims(_frame([10.0, 32.0], spread=0.25), "cpu")[0]
-    assert noisy.held == INCONCLUSIVE and "within noise" in noisy.note and "spans the threshold 2x" in noisy.note
-    # the same spread, far from 2x: decided both ways
-    assert quickstart.check_claims(_frame([10.0, 8.0], spread=0.25), "cpu")[0].held is True  # 10x
-    assert quickstart.check_claims(_frame([10.0, 80.0], spread=0.25), "cpu")[0].held is False  # 1x
+def test_a_clear_paired_gain_is_decided_and_exactly_2x_is_not():
+    # 2.5x, rounds +-5%: the old rule (x/1.25 on each time, 1.5-3.75x) could not decide it; paired rounds do
+    assert quickstart.check_claims(_frame([10.0, 32.0]), "cpu")[0].held is True
+    # exactly 2x (batch 8 in 40 ms), rounds +-5% drawn independently: inconclusive, never decided
+    tie = quickstart.check_claims(_frame([10.0, 40.0]), "cpu")[0]
+    assert tie.held == INCONCLUSIVE and "spans the threshold 2x" in tie.note
+    # two larger batches each within noise of 2x: inconclusive, naming each
+    both = quickstart.check_claims(_frame([10.0, 40.0, 80.0], spread=0.3, batch_sizes=(1, 8, 16)), "cpu")[0]
+    assert both.held == INCONCLUSIVE and both.note.count("spans the threshold 2x") == 2
+    # one of two larger batches clear of 2x: held, with alpha split over the two (Holm's first step)
+    one = quickstart.check_claims(_frame([10.0, 40.0, 32.0], batch_sizes=(1, 8, 16)), "cpu")[0]
+    assert one.held is True
 
 
 def test_the_smallest_batch_is_never_compared_with_itself_and_one_batch_is_not_judged():
-    # batch 1 fastest per image: the gain is of the best other batch (0.8x), not batch 1 over itself (1x)
     claim = quickstart.check_claims(_frame([10.0, 100.0]), "cpu")[0]
-    assert claim.held is False and claim.ours.startswith("0.8x") and "at batch 8" in claim.ours
+    assert claim.held is False and "over batch 1: batch 8 0.8" in claim.ours and "batch 1 1" not in claim.ours
     one = quickstart.check_claims(_frame([10.0], batch_sizes=(1,)), "cpu")[0]
     assert one.held is None and "two batch sizes" in one.note
-
-
-def test_a_best_batch_picked_within_noise_does_not_decide_the_verdict():
-    # batch 1: 100 images/s; batch 8 and 16 both ~4x, their intervals overlap: which is best is noise
-    tied = quickstart.check_claims(_frame([10.0, 20.0, 39.0], spread=0.05, batch_sizes=(1, 8, 16)), "cpu")[0]
-    assert tied.held is True and "picked within noise" in tied.note  # both clear of 2x: held whichever is best
-    # the best by median (batch 16, 5x) straddles 2x, the runner-up (4x) is clear: held on the runner-up
-    wide = _frame([10.0, 20.0, 32.0], spread=0.05, batch_sizes=(1, 8, 16))
-    wide.loc[2, ["latency_ms_p10", "latency_ms_p90"]] = [25.0, 90.0]
-    held = quickstart.check_claims(wide, "cpu")[0]
-    assert held.held is True and "clear of the threshold at batch 8" in held.ours  # the batch that decided it
-    # every larger batch straddles 2x: inconclusive, naming each
-    both = quickstart.check_claims(_frame([10.0, 32.0, 64.0], spread=0.3, batch_sizes=(1, 8, 16)), "cpu")[0]
-    assert both.held == INCONCLUSIVE and both.note.count("spans the threshold 2x") == 2
 
 
 def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path):
@@ -112,7 +110,7 @@ def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path
     try:
         for threads in (1, 2) if config.cores() >= 2 else (1,):
             cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2], repeats=2, device="cpu",
-                                       threads=threads)
+                                       threads=threads, min_rounds=2, max_rounds=2)
             batch = studies.tables(quickstart.measure(cfg, tmp_path, progress=False))["batch"]
             assert (batch["cpu_threads"] == threads).all()  # applied while measuring, not read from the store
     finally:
@@ -123,12 +121,13 @@ def test_quick_pins_one_thread_while_measuring_and_keys_the_store_by_it(tmp_path
 def test_save_traces_writes_the_profiled_batches_chrome_trace(tmp_path):
     import json
 
-    cfg = quickstart.configure("quick", batch_sizes=[1, 2], repeats=2, save_traces=True)
+    cfg = quickstart.configure("quick", batch_sizes=[1, 2], repeats=2, save_traces=True, min_rounds=2, max_rounds=2)
     ops = studies.tables(quickstart.measure(cfg, tmp_path, progress=False))["operators"]
     path = ops["trace_file"].iloc[0]
     assert path.endswith("quickstart_resnet20_b2.pt.trace.json") and path.startswith(str(tmp_path / "traces"))
     assert any(e.get("name") == "aten::conv2d" for e in json.load(open(path))["traceEvents"])
-    off = studies.tables(quickstart.measure(quickstart.configure("quick", batch_sizes=[1], repeats=2),
+    off = studies.tables(quickstart.measure(quickstart.configure("quick", batch_sizes=[1], repeats=2, min_rounds=2,
+                                                                 max_rounds=2),
                                             tmp_path / "off", progress=False))["operators"]
     assert off["trace_file"].isna().all() and not (tmp_path / "off" / "traces").exists()
 
@@ -163,7 +162,8 @@ def test_an_out_of_memory_batch_profiles_the_largest_that_fit_and_claims_and_fig
         tmp_path, monkeypatch, limit, profiled):
     real = models.get
     monkeypatch.setattr(models, "get", lambda name: _FitsUpTo(real(name), limit))
-    cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2, 4], repeats=2, device="cpu")
+    cfg = quickstart.configure("quick", model_name="lenet5", batch_sizes=[1, 2, 4], repeats=2, device="cpu",
+                               min_rounds=2, max_rounds=2)
     with pytest.warns(UserWarning, match="points failed"):
         df = quickstart.measure(cfg, tmp_path, progress=False)
     parts = studies.tables(df)

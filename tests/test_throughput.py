@@ -16,11 +16,13 @@ def test_a_rate_is_batch_size_over_the_median_time_within_its_floored_interval()
     assert rate.value == pytest.approx(2000) and rate.low == pytest.approx(800) and rate.high > rate.value
 
 
-def test_gains_over_the_smallest_batch_never_compare_it_with_itself_and_say_when_the_best_is_a_tie():
-    gains, ours, note = throughput.gains_over_smallest(_rows([1.0, 2.0, 4.0]), 2.0)  # 4x at batch 8 and 16
-    assert list(gains) == [8, 16] and gains[8].value == pytest.approx(4.0)
-    assert "clear of the threshold at batch 8, 16" in ours and "picked within noise" in note
-    gains, ours, note = throughput.gains_over_smallest(_rows([1.0, 8.0, 1.0]), 2.0)  # 1x, 16x: batch 16 clear
-    assert gains[16].low > 2.0 and "at batch 16 (best by median)" in ours and note == ""
-    assert "clear of the threshold at batch 16" in ours and "batch 8" not in ours.split("clear")[1]
-    assert throughput.gains_over_smallest(_rows([1.0], sizes=(4,)), 2.0) == ({}, "", "")
+def test_gains_and_time_ratios_are_taken_round_by_round():
+    # batch 1 at 1 ms and batch 8 at 2 ms a batch, each round's load moving both alike: 4x the images/s every round
+    one = {"batch_size": 1, "round_medians_ms": "1, 2, 1.5, 1, 3, 1, 1.2, 1, 2, 1", "confidence": 0.95}
+    eight = {"batch_size": 8, "round_medians_ms": "2, 4, 3, 2, 6, 2, 2.4, 2, 4, 2", "confidence": 0.95}
+    gain = throughput.gain(eight, one)
+    assert (gain.value, gain.low, gain.high, gain.rounds) == pytest.approx((4.0, 4.0, 4.0, 10))
+    ratio = throughput.time_ratio(eight, one)  # the time for the same images: a quarter
+    assert (ratio.value, ratio.low, ratio.high) == pytest.approx((0.25, 0.25, 0.25))
+    # the same times unpaired span 1-3 ms at batch 1: the pairing is what narrows the ratio
+    assert throughput.per_round(one).high > 1.5 * throughput.per_round(one).low

@@ -8,14 +8,17 @@ shared machine one pre-empted batch stretches the total and drags the mean rate 
 point of 20 batches whose p90 is 10x its median loses half its mean rate), while the median is the time of a typical
 batch; and the timed batches that give the median also give its interval, where one total has none. A claim judges
 this value with this interval, and the table and the figure show the same, so they cannot disagree.
+
+A claim that compares batch sizes of one model judges them on the rounds they were timed in together
+(:func:`per_round`, :func:`gain`, :func:`time_ratio`: paired, ``cnnlab.profiling.compare.Paired``), the same rate
+taken round by round: each round's ratio of batch size / time per batch, and the sign test's interval of their median.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-import pandas as pd
-
+from cnnlab.profiling.compare import Paired
 from cnnlab.profiling.spread import Spread
 
 DEFINITION = "images/s = batch size / median time per batch, within batch size / its p90 and / its p10"
@@ -39,30 +42,28 @@ def time_for(row: Mapping, items: float) -> Spread:
     return Spread.exact(float(items)) / throughput(row)
 
 
-def gains(rows: pd.DataFrame, base) -> dict:
-    """{index: throughput of that row / throughput of row ``base``} for every row of ``rows`` but ``base`` itself
-    (a point is never compared with itself), each ratio's interval from the extremes of the two rates."""
-    rates = {i: throughput(r) for i, r in rows.iterrows()}
-    return {i: rates[i] / rates[base] for i in rates if i != base}
+def per_round(row: Mapping) -> Paired:
+    """``row``'s median time per batch in each of its rounds (ms; ``round_medians_ms``, written by
+    ``cnnlab.profiling.combine_rounds``), within the sign test's interval of their median at the row's ``confidence``."""
+    return Paired.of_rounds(row)
 
 
-def gains_over_smallest(rows: pd.DataFrame, threshold: float) -> tuple[dict, str, str]:
-    """({batch size: :func:`gains` of that row over the smallest batch's}, the values in words, a note) for benchmark
-    ``rows`` of one model, one per batch size. The words give the best gain (by median) with both rates and the
-    batches whose whole interval clears ``threshold``; the note says when the best is picked within noise (its
-    rate's interval overlaps the runner-up's), so that a reader sees the verdict does not hang on which is best."""
-    first = rows["batch_size"].idxmin()
-    ratio = gains(rows, first)
-    if not ratio:
-        return {}, "", ""
-    size = {i: int(rows.loc[i, "batch_size"]) for i in rows.index}
-    best, *rest = sorted(ratio, key=lambda i: -ratio[i].value)
-    rates = {i: throughput(rows.loc[i]) for i in (first, best, *rest[:1])}
-    clear = [str(size[i]) for i in ratio if ratio[i].low > threshold]
-    ours = (f"{ratio[best].text('.3g', 'x')}: {rates[first].text('.0f')} images/s at batch {size[first]}, "
-            f"{rates[best].text('.0f')} at batch {size[best]} (best by median)"
-            + (f", clear of the threshold at batch {', '.join(clear)}" if clear else ""))
-    note = (f"the best batch is picked within noise: batch {size[best]} {rates[best].text('.0f')} and batch "
-            f"{size[rest[0]]} {rates[rest[0]].text('.0f')} images/s overlap (the verdict does not depend on which)"
-            if rest and rates[rest[0]].high >= rates[best].low else "")
-    return {size[i]: g for i, g in ratio.items()}, ours, note
+def unpaired(rows) -> str:
+    """Why ``rows`` (a frame of points) cannot be compared round by round ("" when every row has its per-round times):
+    a table measured before paired rounds, or read back without them."""
+    have = rows["round_medians_ms"].map(lambda t: isinstance(t, str) and bool(t.strip())) \
+        if "round_medians_ms" in rows else [False]
+    return "" if all(have) else ("no per-round times (round_medians_ms) to pair: a table measured before paired rounds; "
+                                 "measure it again")
+
+
+def gain(row: Mapping, base: Mapping) -> Paired:
+    """Throughput of ``row`` / throughput of ``base``, round by round (two points of the same rounds):
+    (batch size / time per batch) over the base's, i.e. base time / row time x row batch / base batch."""
+    return per_round(base) / per_round(row) / (float(base["batch_size"]) / float(row["batch_size"]))
+
+
+def time_ratio(row: Mapping, base: Mapping) -> Paired:
+    """Time for the same images at ``row``'s batch size / at ``base``'s, round by round: the inverse of :func:`gain`
+    (time per image = time per batch / batch size)."""
+    return per_round(row) / per_round(base) / (float(row["batch_size"]) / float(base["batch_size"]))
