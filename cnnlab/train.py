@@ -104,17 +104,19 @@ def checkpoint_path(model_name: str, dataset_name: str, recipe: Recipe, *, data_
 
 
 def evaluate(model, loader, *, device="cpu", dtype: torch.dtype | None = None,
-             autocast: torch.dtype | None = None) -> dict:
+             autocast: torch.dtype | None = None, per_item: bool = False) -> dict:
     """Test accuracy (percent) and mean cross-entropy loss of ``model`` over ``loader``.
 
     ``dtype`` converts model and float inputs (e.g. ``torch.half``); ``autocast`` runs the forward pass
-    under ``torch.autocast`` with that dtype instead. The loss is computed in float32.
+    under ``torch.autocast`` with that dtype instead. The loss is computed in float32. ``per_item``: also
+    ``right``, a CPU bool tensor, True where an item was classified correctly, in the loader's order (two models
+    scored on the same items are then compared item by item: ``cnnlab.profiling.accuracy.paired_exact``).
     """
     device = torch.device(device)
     model = model.to(device).eval()
     if dtype is not None:
         model = model.to(dtype)
-    correct, loss_sum, count = 0, 0.0, 0
+    correct, loss_sum, count, right = 0, 0.0, 0, []
     with torch.inference_mode():
         for inputs, labels in loader:
             inputs, labels = inputs.to(device), labels.to(device)
@@ -124,9 +126,13 @@ def evaluate(model, loader, *, device="cpu", dtype: torch.dtype | None = None,
                 logits = model(inputs)
             logits = logits.float()
             loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
-            correct += (logits.argmax(1) == labels).sum().item()
+            hits = logits.argmax(1) == labels
+            correct += hits.sum().item()
             count += len(labels)
-    return {"accuracy_pct": 100.0 * correct / count, "loss": loss_sum / count, "num_examples": count}
+            if per_item:
+                right.append(hits.cpu())
+    result = {"accuracy_pct": 100.0 * correct / count, "loss": loss_sum / count, "num_examples": count}
+    return {**result, "right": torch.cat(right)} if per_item else result
 
 
 def train_step(model, inputs, labels, optimizer, *, scaler: torch.amp.GradScaler | None = None,

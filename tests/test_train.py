@@ -76,6 +76,18 @@ def test_evaluate_in_reduced_precision_and_bad_recipe():
         train.Recipe(schedule="linear")
 
 
+def test_evaluate_per_item_says_which_items_were_right_in_the_loaders_order():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
+    test = data.load("digits", "test")
+    got = train.evaluate(model, data.make_loader(test, 100), per_item=True)
+    assert got["right"].dtype == torch.bool and got["right"].shape == (360,)
+    assert 100.0 * got["right"].sum().item() / 360 == pytest.approx(got["accuracy_pct"])
+    # per item, whatever the batches: the same items right with another batch size
+    assert torch.equal(train.evaluate(model, data.make_loader(test, 7), per_item=True)["right"], got["right"])
+    assert "right" not in train.evaluate(model, data.make_loader(test, 100))
+
+
 def test_fit_keeps_one_optimizer_and_calls_back_every_epoch():
     from torch.utils.data import DataLoader, TensorDataset
 

@@ -6,7 +6,9 @@ not say what it ran; we take it to be what gives convolutions coalesced memory a
 ``channels_last`` (NHWC) memory format, and ``torch.backends.cudnn.benchmark = True`` (CUDA only: rows record that
 a CPU has no cuDNN). Variants (:data:`VARIANTS`): ``fp32``; ``amp`` (``torch.autocast``: float16 on CUDA, bfloat16
 on a CPU); ``amc`` (fp32 + AMC, to separate the two effects); ``amp+amc``; ``amp+amc+compile`` (+ torch.compile).
-Random weights and CIFAR-shaped random inputs (``data_source = synthetic``): time and memory do not depend on them."""
+Random weights and CIFAR-shaped random inputs (``data_source = synthetic``): time and memory do not depend on them.
+Timed in paired rounds (every point once a round, the order reversed every other round), more rounds while the time
+claim is undecided (``cnnlab.profiling.compare``)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ import torch
 
 from cnnlab import claims, config, models, studies
 from cnnlab.claims import Spread
-from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory, time_spread
+from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory
+from cnnlab.profiling.compare import CONFIDENCE, Paired, looks, until_decided
 from cnnlab.profiling.estimate import Work, profiler_session
 from cnnlab.plotting import amp_amc as plots
 from cnnlab.plotting.amp_amc import figures  # noqa: F401  (the contract's figures(df))
@@ -35,8 +38,9 @@ PAPER_BATCH_SIZE = 1024  # Sec. IV-C: "We ran this on several ResNet variants us
 AROUND_PP = 5.0
 AMC_BAND = (PAPER_MEMORY_DROP_PCT[0] - AROUND_PP, PAPER_MEMORY_DROP_PCT[1] + AROUND_PP)
 # "A slight increase" in time per batch (Sec. IV-C) has no number: a rise (amp+amc slower than fp32; "we didn't see
-# faster inference times", Sec. V) of at most claims.SLIGHT (our bound), judged as a band: often undecidable at the
-# times' noise, as the claim's note says.
+# faster inference times", Sec. V) of at most claims.SLIGHT (our bound), judged as a band on the ratio of paired
+# rounds (its interval narrows as rounds are added). A GPU claim: a CPU's bf16 autocast is another mechanism (7.6x
+# fp32's time for ResNet-20 in the quick run of e651462).
 
 
 def _one_batch_size(value, parameter: str) -> int:
@@ -46,9 +50,14 @@ def _one_batch_size(value, parameter: str) -> int:
     return sizes[0]
 
 
-# quick: a CPU smoke run, two ResNets at batch 64, no torch.compile (its first call takes minutes on a CPU), one
-# intra-op thread (see cnnlab.config.threads); standard: one Colab GPU (a T4, like the paper's), the paper's models
-# and batch size; paper: the paper, plus torch.compile.
+def _rounds(cfg) -> None:
+    looks(cfg.min_rounds, cfg.max_rounds)  # ValueError naming both where min_rounds > max_rounds
+
+
+# quick: a CPU smoke run, two ResNets at batch 64, one batch per point and round (a CPU's bf16 autocast took 3.9-6.8
+# s a batch here), no torch.compile (its first call takes minutes on a CPU), one intra-op thread (see
+# cnnlab.config.threads); standard: one Colab GPU (a T4, like the paper's), the paper's models and batch size; paper:
+# the paper, plus torch.compile (compiled again in every round: Inductor's cache makes the later ones shorter).
 PARAMETERS = studies.Parameters(
     models=Parameter(["resnet20", "resnet32"], PAPER_MODELS, check=config.models_list, axis=True,
                      doc="registry names of image models"),
@@ -56,12 +65,15 @@ PARAMETERS = studies.Parameters(
     variants=Parameter(["fp32", "amp", "amp+amc"], ["fp32", "amp", "amc", "amp+amc"], list(VARIANTS),
                        check=partial(config.names_list, valid=VARIANTS, required="fp32"), axis=True,
                        doc=f"from {', '.join(VARIANTS)} (fp32 is required)"),
-    warmup=Parameter(2, 5, 10, check=partial(config.positive_int, minimum=0),
-                     doc="untimed batches (the autotuner's; torch.compile's first call is timed apart)"),
-    repeats=Parameter(5, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
-    rounds=Parameter(3, check=config.positive_int,
-                     doc="passes over the grid; the time claim judges each time within its rounds' medians"),
-    threads=studies.THREADS, tf32=studies.TF32, device=studies.DEVICE,
+    warmup=Parameter(1, 5, 10, check=partial(config.positive_int, minimum=0),
+                     doc="untimed batches per point and round (the autotuner's; torch.compile's first call is timed "
+                         "apart)"),
+    repeats=Parameter(1, 5, 10, check=config.positive_int,
+                      doc="timed batches per point and round (the round's time: their median)"),
+    min_rounds=studies.MIN_ROUNDS, max_rounds=studies.MAX_ROUNDS,
+    round_budget_s=Parameter(300.0, 1200.0, 3600.0, check=partial(config.number, low=0.0, high=7 * 86400.0),
+                             doc="seconds the timing rounds may take: no round is added past it"),
+    threads=studies.THREADS, tf32=studies.TF32, device=studies.DEVICE, check=_rounds,
 )
 configure = PARAMETERS.configure
 # torch.compile's first call (tracing, code generation) cannot be probed short of compiling: a minute is what it
@@ -84,6 +96,8 @@ def amc_point(round, model, variant, *, batch_size, warmup, repeats, device) -> 
     cuda = dev.type == "cuda"
     autocast = amp_dtype(dev) if v["amp"] else None
     fmt = "channels_last" if v["amc"] else "contiguous_format"
+    # allocator bytes are the same in every round, and a CPU's cost two more passes: counted in the first round there
+    memory = round == 0 or not dev.type == "cpu"
     torch.manual_seed(0)
     net = models.get(model).eval()
     try:
@@ -91,7 +105,7 @@ def amc_point(round, model, variant, *, batch_size, warmup, repeats, device) -> 
         with config.cudnn_benchmark(v["amc"] and cuda):
             m = benchmark(torch.compile(net) if v["compile"] else net, models.example_input(net, batch_size),
                           device=dev, autocast=autocast, memory_format=fmt, warmup=warmup, repeats=repeats,
-                          first_call=v["compile"])
+                          first_call=v["compile"], measure_memory=memory)
     finally:
         del net
         if v["compile"]:
@@ -108,8 +122,9 @@ AMP_AMC = Experiment("amp_amc", amc_point, desc="AMP + AMC")
 
 
 def plan(cfg) -> list[Work]:
-    """:func:`measure`'s work, for its estimate: per round, model and variant the warm-up and timed batches (on a CPU
-    also the memory pass, two calls under the profiler), each variant probed apart; torch.compile's first call at
+    """:func:`measure`'s work, for its estimate: per round (``min_rounds``: more only while the time claim is undecided,
+    within ``round_budget_s``), model and variant the warm-up and timed batches (on a CPU, in the first round, also the
+    memory pass, two calls under the profiler), each variant probed apart; torch.compile's first call at
     :data:`COMPILE_S`."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
@@ -126,27 +141,57 @@ def plan(cfg) -> list[Work]:
                 with torch.inference_mode(), torch.autocast(dev.type, dtype=amp or torch.float16,
                                                             enabled=amp is not None):
                     return net(x)
-            works.append(Work("timed batches", cfg.rounds * (cfg.warmup + cfg.repeats + 4 * (dev.type == "cpu")), call))
+            works.append(Work("timed batches", cfg.min_rounds * (cfg.warmup + cfg.repeats) + 4 * (dev.type == "cpu"),
+                              call))
             if v["compile"]:
-                works.append(Work("torch.compile", cfg.rounds, COMPILE_S))
+                works.append(Work("torch.compile", cfg.min_rounds, COMPILE_S))
     if dev.type == "cpu":
-        works.append(Work("timed batches", cfg.rounds * len(cfg.models) * len(cfg.variants), profiler_session(dev)))
+        works.append(Work("timed batches", len(cfg.models) * len(cfg.variants), profiler_session(dev)))
     return works
+
+
+def timing_points(cfg, rounds: range) -> list[dict]:
+    """The grid once per round of ``rounds``, the model outermost (a model's variants timed one right after another,
+    as they are paired): in grid order in even rounds and reversed in odd ones, so that no variant is always timed
+    first after a change of load."""
+    grid = [dict(model=m, variant=v) for m in cfg.models for v in cfg.variants]
+    return [dict(round=r, **point) for r in rounds for point in (grid if r % 2 == 0 else grid[::-1])]
+
+
+def _timed_in_rounds(cfg, store_dir, progress: bool) -> pd.DataFrame:
+    """Experiment "amp_amc" in paired rounds (:func:`timing_points`), a row per point (:func:`combine_rounds`):
+    ``cfg.min_rounds``, then more at ``compare.looks``' counts while the time claim is undecided, up to
+    ``cfg.max_rounds`` and within ``cfg.round_budget_s`` (:func:`cnnlab.profiling.compare.until_decided`). Only new
+    rounds are measured at a look."""
+    threads = config.set_threads(cfg.threads)
+    rows: list[pd.DataFrame] = []
+
+    def run(n: int, level: float) -> pd.DataFrame:
+        done = int(rows[-1]["round"].max()) + 1 if rows else 0
+        rows.append(AMP_AMC.run(cfg, store_dir, progress=progress, points=timing_points(cfg, range(done, n)),
+                                settings=dict(cpu_threads=threads)))
+        return _changes(combine_rounds(pd.concat(rows, ignore_index=True), ["model", "variant"])).assign(
+            confidence=level)
+
+    def decided(df: pd.DataFrame) -> bool:  # the memory claim is exact bytes: only the time claim needs rounds
+        return claims.decided(check_claims(df, cfg.device))
+    return until_decided(run, decided, min_rounds=cfg.min_rounds, max_rounds=cfg.max_rounds,
+                         budget_s=cfg.round_budget_s)
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """Time per batch and peak memory of each model in each variant at ``cfg.batch_size`` (paper Fig. 5), from
-    ``cfg.rounds`` passes over the grid (:func:`cnnlab.profiling.combine_rounds`): a row per (model, variant) with
-    :func:`amc_point`'s columns and the change against the model's fp32 row, mem_change_pct_vs_fp32 and
+    """Time per batch and peak memory of each model in each variant at ``cfg.batch_size`` (paper Fig. 5), in paired
+    rounds (:func:`_timed_in_rounds`): a row per (model, variant) with :func:`amc_point`'s columns over the rounds
+    (:func:`cnnlab.profiling.combine_rounds`: round_medians_ms every round's median, rounds, confidence the level its
+    intervals are taken at), and the change against the model's fp32 row, mem_change_pct_vs_fp32 and
     time_change_pct_vs_fp32 (100 * (variant - fp32) / fp32 of peak_mem_model_mib, the model's own bytes without the
     libraries' workspaces in peak_mem_other_mib, and of latency_ms_median; negative = less)."""
-    threads = config.set_threads(cfg.threads)
-    # round outermost: each point is timed once per pass over the grid, so its rounds lie apart in time and their
-    # medians' spread shows the load drifting on a shared machine, which one point's p10-p90 cannot
-    points = [dict(round=r, model=m, variant=v) for r in range(cfg.rounds) for m in cfg.models for v in cfg.variants]
-    df = combine_rounds(AMP_AMC.run(cfg, store_dir, progress=progress, points=points,
-                                    settings=dict(cpu_threads=threads)), ["model", "variant"])
+    return _timed_in_rounds(cfg, store_dir, progress)
+
+
+def _changes(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with mem_change_pct_vs_fp32 and time_change_pct_vs_fp32 against each model's fp32 row."""
     # memory: the model's own bytes (weights, input, the batch's peak), not the cuBLAS/cuDNN workspaces resident beside
     # them either way (34 MiB on an H100: with them, a 57% cut of the batch's memory read as 24%)
     for col, metric in (("mem_change_pct_vs_fp32", "peak_mem_model_mib"),
@@ -157,12 +202,14 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
 
 
 def _amp_amc(df: pd.DataFrame, memory: bool):
-    """Each model's amp+amc / fp32: peak memory of its own tensors (exact allocator bytes), or time per batch."""
+    """Each model's amp+amc / fp32: peak memory of its own tensors (exact allocator bytes), or time per batch, the
+    two timed in the same rounds and divided round by round (:class:`Paired`)."""
     ok = df[df["status"] == "ok"].set_index("model")
-    ok = ok[memory | ok.reindex(columns=[f"latency_ms_{q}" for q in ("median", "p10", "p90")]).notna().all(axis=1)]
+    ok = ok[memory | ok.get("round_medians_ms", pd.Series(index=ok.index, dtype=object)).map(
+        lambda t: isinstance(t, str) and bool(t.strip()))]
     amc, fp32 = ok[ok["variant"] == "amp+amc"].dropna(subset=["mem_change_pct_vs_fp32"]), ok[ok["variant"] == "fp32"]
     parts = {m: Spread.exact(1 + r.mem_change_pct_vs_fp32 / 100) if memory else
-             time_spread(r) / time_spread(fp32.loc[m]) for m, r in amc.iterrows() if memory or m in fp32.index}
+             Paired.of_rounds(r) / Paired.of_rounds(fp32.loc[m]) for m, r in amc.iterrows() if memory or m in fp32.index}
     sizes = sorted({int(b) for b in df["batch_size"].dropna()}) if "batch_size" in df else []
     note = (f"AMP is autocast {next(iter(amc.get('autocast', [])), '?')} here; judged at batch "
             f"{', '.join(map(str, sizes)) or 'not recorded'} (the paper's {PAPER_BATCH_SIZE})"
@@ -170,9 +217,16 @@ def _amp_amc(df: pd.DataFrame, memory: bool):
     other = amc.get("peak_mem_other_mib", pd.Series(dtype=float)).dropna()
     ours = ", ".join(f"{m} {r.mem_change_pct_vs_fp32:+.1f}%" for m, r in amc.iterrows()) + (
         f"; {other.min():.1f}-{other.max():.1f} MiB of library workspaces beside them, left out" if len(other) else "")
-    return claims.Measured(parts, ours if memory else "", note) if parts else "no amp+amc point measured beside fp32"
+    if not memory:  # each ratio with the paired rounds it came from
+        ours = ", ".join(f"{m} {x.text('.3f', 'x')} ({x.rounds} paired rounds)" for m, x in parts.items())
+    return claims.Measured(parts, ours, note) if parts else "no amp+amc point measured beside fp32"
 
 
+# the rule of the time claim: both variants timed in the same rounds, their ratio taken round by round
+PAIRED_RULE = (f"noise: paired rounds (every point once a round, the order reversed every other round), the ratio "
+               f"taken round by round and judged by the sign test's distribution-free {CONFIDENCE:.0%} interval of its "
+               f"median, alpha split over the looks at the rounds (cnnlab.profiling.compare); decided only when the "
+               f"whole interval is on one side, else inconclusive")
 CLAIMS = [
     claims.Declared(
         "AMP + AMC cuts peak memory allocated by around {:.0f}-{:.0f}%".format(*PAPER_MEMORY_DROP_PCT),
@@ -184,7 +238,10 @@ CLAIMS = [
     claims.Declared("AMP + AMC is slightly slower per batch than fp32", '"a slight increase in the average time taken '
                     'per batch compared to the FP32 baseline" (Sec. IV-C, Fig. 5 top)', "amp+amc / fp32 median time "
                     "per batch", claims.within(1.0, 1 + claims.SLIGHT, ".3f", "x"), partial(_amp_amc, memory=False),
-                    each="model", bound=f"an increase, and \"slight\": +{claims.SLIGHT:.0%} at most, our bound"),
+                    each="model", bound=f"an increase, and \"slight\": +{claims.SLIGHT:.0%} at most, our bound",
+                    noise=PAIRED_RULE, gpu_only="the paper's float16 autocast on a T4; a CPU's AMP runs bfloat16 "
+                    "instead, through other kernels, and has no cuDNN autotuner for AMC: a stand-in, not the paper's "
+                    "mechanism"),
 ]
 
 
