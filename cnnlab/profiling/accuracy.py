@@ -97,27 +97,32 @@ def text(x: Spread, unit: str = " pp", signed: bool = True) -> str:
 
 def paired_exact(only_a: int, only_b: int, total: int, confidence: float = 0.95) -> Spread:
     """Accuracy A - accuracy B in percentage points of two models scored on the same ``total`` items, within an exact
-    McNemar-type interval: given the ``only_a + only_b`` discordant items (A right and B wrong, and the reverse), the
-    share of them that A gets right is binomial, and its Clopper-Pearson interval (``scipy.stats.binomtest``) maps to
-    the difference as discordant / total x (2 share - 1). Exact at any count, and exactly 0 (0 to 0) where the two
-    models agree on every item: nothing in the data can then tell them apart (the same predictions)."""
+    McNemar-type interval. The difference is D x (2 share - 1), where D is the rate of discordant items (A right and
+    B wrong, ``only_a``, or the reverse, ``only_b``) and share the part of them A gets right; each gets its exact
+    Clopper-Pearson interval (``scipy.stats.binomtest``) at half the leftover level (Bonferroni), and the difference
+    ranges over both. Where the models agree on every item the share is unknown (0 to 1) and the interval is
+    +-D's upper end: 0 of 360 images changed still allows a 1% discordance rate in the population the test set samples.
+    (Conditioning on the discordant count alone would give exactly 0 there, as if the test set were the population.)"""
     import scipy.stats
 
     b, c, n = int(only_a), int(only_b), int(total)
     if n <= 0 or min(b, c) < 0 or b + c > n:
         raise ValueError(f"only_a={only_a}, only_b={only_b}, total={total}: need counts >= 0 with only_a + only_b <= "
                          f"total > 0")
-    m = b + c
-    if m == 0:
-        return Spread.exact(0.0)
-    ci = scipy.stats.binomtest(b, m).proportion_ci(confidence_level=confidence, method="exact")
-    scale = 100 * m / n
-    return Spread(scale * (2 * b / m - 1), scale * (2 * ci.low - 1), scale * (2 * ci.high - 1))
+    m, level = b + c, 1 - (1 - confidence) / 2
+    rate = scipy.stats.binomtest(m, n).proportion_ci(confidence_level=level, method="exact")
+    share = (scipy.stats.binomtest(b, m).proportion_ci(confidence_level=level, method="exact") if m else None)
+    share_low, share_high = (share.low, share.high) if share else (0.0, 1.0)
+    # D >= 0: the least difference takes the most discordance where the share is below 1/2, the least where above
+    low = (rate.high if share_low < 0.5 else rate.low) * (2 * share_low - 1)
+    high = (rate.high if share_high > 0.5 else rate.low) * (2 * share_high - 1)
+    d = (b - c) / n
+    return Spread(100 * d, 100 * min(low, d), 100 * max(high, d))
 
 
 def smallest_decidable_pp(total: int, confidence: float = 0.95) -> float:
     """The smallest accuracy difference (percentage points) that :func:`paired_exact` can tell from 0 on ``total``
-    items: every discordant item one way, and enough of them that 1/2 lies outside their Clopper-Pearson interval
-    (0.5**k <= (1 - confidence) / 2)."""
-    k = math.ceil(math.log2(2 / (1 - confidence)) - 1e-12)
+    items: every discordant item one way, and enough of them that 1/2 lies outside the share's Clopper-Pearson
+    interval at its level (0.5**k <= (1 - confidence) / 4)."""
+    k = math.ceil(math.log2(4 / (1 - confidence)) - 1e-12)
     return 100 * k / int(total)

@@ -320,10 +320,20 @@ def accuracy_resolution(total: int) -> str:
     most = n if beyond is None else beyond - 1
     fail = _first(lambda k: accuracy.paired_exact(k, 0, n).low >= tol, n)
     smallest = accuracy.smallest_decidable_pp(n)
+    # even with no image changed the interval is +- the discordance rate's upper end: too few images cannot hold
+    holds = (f"the +-{tol:g} pp bound holds only where at most {most} image{'s' * (most != 1)} "
+             f"change{'s' * (most == 1)} either way" if not outside(0) else
+             f"the +-{tol:g} pp bound cannot hold on {n} images (with none changed the interval is "
+             f"+-{accuracy.paired_exact(0, 0, n).high:.2f} pp; it needs {_first(lambda k: not outside_at(k), 10**6)} "
+             f"or more)")
     return (f"on {n} images a paired difference is told from 0 only from {smallest:.2f} pp "
-            f"({round(smallest * n / 100)} images, all one way); the +-{tol:g} pp bound holds only where at most "
-            f"{most} image{'s' * (most != 1)} change{'s' * (most == 1)} either way, and fails only where "
+            f"({round(smallest * n / 100)} images, all one way); {holds}, and fails only where "
             + (f"{fail} or more ({100 * fail / n:.2f} pp) change one way" if fail else "no number of images can"))
+
+
+def outside_at(total: int) -> bool:
+    """Whether two precisions that agree on all of ``total`` images still leave the +-ACCURACY_TOLERANCE_PP band."""
+    return accuracy.paired_exact(0, 0, total).high >= ACCURACY_TOLERANCE_PP
 
 
 def _evaluated(df: pd.DataFrame, loss: bool):
@@ -393,7 +403,8 @@ PAIRED_RULE = (f"noise: paired rounds (every point once a round, the order rever
                f"whole interval is on one side, else inconclusive")
 ACCURACY_RULE = ("noise: the test set is a sample of images; both precisions score the same images, so the difference "
                  "is paired: the exact 95% interval from the images only one of them gets right (McNemar-type, "
-                 "Clopper-Pearson: cnnlab.profiling.accuracy.paired_exact; exactly 0 where no image changes); decided "
+                 "Clopper-Pearson: cnnlab.profiling.accuracy.paired_exact; where none changes, +- the discordance rate's "
+                 "upper end); decided "
                  "only when the whole interval is inside the band or beyond it, else inconclusive")
 _BF16 = ("the paper's float16 autocast on a T4; a CPU's autocast runs bfloat16 instead, through other kernels: a "
          "stand-in, not the paper's mechanism")
