@@ -116,7 +116,8 @@ PARAMETERS = studies.Parameters(
     # quick: the rounds after the first look may take this long (~6 s a round here; measured 175 s in all before
     # paired rounds, and the study stays within 1.5x of that); on a GPU a round takes well under a second.
     round_budget_s=Parameter(150, 600, 1800, check=partial(config.number, low=0, high=86400, low_open=False),
-                             doc="seconds the timing rounds may take in all, more rounds added while undecided"),
+                             type="float", doc="seconds the timing rounds may take in all, more rounds added while "
+                             "undecided"),
     threads=studies.THREADS,
     tf32=studies.TF32,
     device=studies.DEVICE,

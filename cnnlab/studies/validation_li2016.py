@@ -92,7 +92,8 @@ PARAMETERS = studies.Parameters(
     # quick: ~18 s a round of every network here, ~30 s to build and first call them at each look: 8 rounds and a
     # look at 12 fit (measured 229 s in all with 3 unpaired rounds; the study stays within 1.5x of that)
     round_budget_s=Parameter(300, 900, 1800, check=partial(config.number, low=0, high=86400, low_open=False),
-                             doc="seconds the timing rounds may take in all, more rounds added while undecided"),
+                             type="float", doc="seconds the timing rounds may take in all, more rounds added while "
+                             "undecided"),
     threads=studies.THREADS,
     device=studies.DEVICE,
 )
