@@ -34,8 +34,8 @@ NO_CHECK = (None, "direct check left out of this test")
 @pytest.fixture(scope="module")
 def measured():
     # The two small networks: every strategy in well under a second. The direct check has its own test.
-    cfg = study.configure("quick", networks=["LeNet", "CIFAR"], strategies=ALL, repeats=2, min_time_s=0.02, min_rounds=2,
-                          max_rounds=2, device="cpu")
+    cfg = study.configure("quick", networks=["LeNet", "CIFAR"], strategies=ALL, repeats=2, min_time_s=0.02,
+                          min_rounds=2, max_rounds=2, device="cpu")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(study, "triton_check_device", lambda: NO_CHECK)
         return study.measure(cfg, None, progress=False)

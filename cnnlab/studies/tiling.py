@@ -58,8 +58,8 @@ MEMORY_ROUNDS = 3
 # share of time the SMs are busy (Sec. III-C); here the spatial tiling's strips of rows stand in for the one, and
 # NVML's "a kernel was running" for the other. Those claims are judged on a GPU only, the values shown elsewhere.
 STRIPS_FOR_TILES = ("on a CPU the spatial tiling's strips of rows, kept in caches and line buffers, stand in for the "
-                    "paper's GPU shared-memory tiles: what a strip's size does to the memory in use there is not what a "
-                    "tile's does on a GPU")
+                    "paper's GPU shared-memory tiles: what a strip's size does to the memory in use there is not "
+                    "what a tile's does on a GPU")
 NVML_FOR_SMS = ("NVML's utilisation, the share of time in which a kernel was running, stands in for the paper's "
                 "share of time the SMs are busy (Sec. III-C): a kernel that occupies few SMs counts as fully busy")
 # Paper 001 gives no numbers for Fig. 6. "Significantly" (time) we read as SIGNIFICANT_DROP from the smallest to the
@@ -371,8 +371,8 @@ CLAIMS = {method: [  # Sec. IV-D (Fig. 6) and Sec. V's "very effective at reduci
     Declared(f"inference time falls as tiles grow ({method})", '"The time taken for inference dropped significantly as '
              'we increased the tile size" (Sec. IV-D, Fig. 6 red line)', "time per batch, tile to tile,",
              _ends(below(SIGNIFICANT_DROP, ".2f", "x"), falls(unit=" ms")), partial(_measured, "latency_ms", method),
-             bound='"significantly": ours (the paper gives none); each step and the ends by the ratio of the two tiles\' '
-             'times within each round'),
+             bound='"significantly": ours (the paper gives none); each step and the ends by the ratio of the two '
+             "tiles' times within each round"),
     Declared(f"GPU utilisation rises with tile size ({method})", '"As the inference time dropped, the GPU utilization '
              'increased with larger tile sizes" (Sec. IV-D, Fig. 6 blue dashed line)', "GPU utilisation (one timed "
              "loop's NVML mean a round), tile to tile,", rises(unit="%"), partial(_measured, "gpu_util_pct", method),
