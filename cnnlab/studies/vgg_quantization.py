@@ -39,7 +39,7 @@ from cnnlab.profiling import accuracy, benchmark, compare, derived, loader_sweep
 from cnnlab.profiling.compare import Paired
 from cnnlab.profiling.estimate import Work, forward, unit_seconds
 from cnnlab.profiling.ops import cpu_totals, top_operators
-from cnnlab.profiling.timing import cold_start
+from cnnlab.profiling.timing import cold_start, synchronize
 from cnnlab.studies import Experiment, Parameter
 from cnnlab.train import SCHEDULES, Recipe, evaluate, fit, train, train_step
 from cnnlab.train import plan as train_plan
@@ -323,7 +323,7 @@ def latency_point(pair: str, *, trained: Trained, calibration_batches: int, late
     calls = {label: partial(forward, runner, x) for label, runner in runners.items()}
     frame = compare.compare(calls, LATENCY_PAIRS[pair][0], min_rounds=min_rounds, max_rounds=max_rounds,
                             calls_per_round=1, budget_s=round_budget_s / 4,
-                            synchronize=torch.cuda.synchronize if x.device.type == "cuda" else None)
+                            synchronize=partial(synchronize, x.device))
     return frame.reset_index().assign(device=str(x.device), batch_size=len(x)).to_dict("records")
 
 
