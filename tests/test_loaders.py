@@ -88,3 +88,58 @@ def test_plan_counts_each_epochs_steps_worker_starts_and_inline_loading():
     assert all(isinstance(w.unit, float) and w.unit >= 0 for w in works)
     sized = loaders.plan(step, infer, train_set, test_set, batch_sizes=[10], num_workers=[1], sizes=(1000, 400))
     assert [w.count for w in sized][:2] == [100, 40]  # the run's sizes, where the sets only stand in for them
+
+
+class _SlowFirst(torch.utils.data.Dataset):
+    """Item 0 takes ``SLOW_S`` to load: the stand-in for a DataLoader's start-up before its first batch."""
+
+    SLOW_S = 0.4
+
+    def __init__(self, n):
+        self.x, self.y = torch.randn(n, 4), torch.zeros(n, dtype=torch.long)
+        self.data_source = "synthetic"
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        if i == 0:
+            import time
+            time.sleep(self.SLOW_S)
+        return self.x[i], self.y[i]
+
+
+def test_the_timed_epoch_starts_with_its_first_batch_in_hand(tmp_path):
+    """Issue 43 item 6: worker start-up (here: a slow first batch) was inside the timed epoch; now the loader is
+    started and its first batch taken before the clock, and that batch is still part of the epoch's work."""
+    from cnnlab.profiling import loader_sweep, loaders
+
+    seen = []
+
+    def epoch(net, loader):
+        seen.append(sum(len(x) for x, _ in loader))
+
+    df = loader_sweep(nn.Linear(4, 2), epoch, epoch, _SlowFirst(16), _SlowFirst(16), batch_sizes=[4],
+                      num_workers=[0], device="cpu", store=tmp_path / "l.csv", progress=False)
+    assert seen == [16, 16], "every batch, the first included, is handed to the epoch"
+    assert df["test_epoch_s"].iloc[0] < _SlowFirst.SLOW_S / 2, "the first batch's loading is not timed"
+    assert "first batch" in loaders.TIMED
+    started = loaders.Started(torch.utils.data.DataLoader(_SlowFirst(1), batch_size=1))
+    assert len(started) == 1 and started.batch_size == 1 and len(list(started)) == 1 and list(started) == []
+
+
+def test_odd_rounds_run_the_grid_in_reverse_and_list_it_in_grid_order(tmp_path):
+    from torch.utils.data import TensorDataset
+
+    from cnnlab.profiling import loader_sweep
+
+    data = TensorDataset(torch.randn(8, 4), torch.zeros(8, dtype=torch.long))
+    order = []
+
+    def epoch(net, loader):
+        order.append(loader.batch_size)
+
+    df = loader_sweep(nn.Linear(4, 2), epoch, lambda net, loader: None, data, data, batch_sizes=[2, 4, 8],
+                      num_workers=[0], device="cpu", store=tmp_path / "l.csv", progress=False, rounds=2)
+    assert order == [2, 4, 8, 8, 4, 2], "round 1 runs the grid backwards: no setting always runs first"
+    assert list(df["batch_size"]) == [2, 4, 8, 2, 4, 8] and list(df["round"]) == [0, 0, 0, 1, 1, 1]

@@ -198,11 +198,13 @@ def test_claims_hold_and_fail_with_the_numbers():
     assert "train + test 19.69 -> 14.73 s (1.34x)" in headline.paper and "49.64 -> 24.33 s (2.04x)" in headline.paper
     assert "21.61 -> 16.60 s (1.30x)" in headline.paper and "28.03 -> 7.73 s" in headline.note
     assert "> 1.34" in headline.criterion and "train epoch + test pass 3.00 -> 3.60 s" in headline.ours
-    assert "98.60%" in checks[0].paper and "> 88.6%" in checks[0].criterion
+    assert "98.60%" in checks[0].paper and "> 50%" in checks[0].criterion and "most of the time" in checks[0].paper
     assert "Kernel 83.21%, CPU Exec 14.48%" in checks[1].paper and "GPU profile" in checks[1].note
     assert "no ground" in checks[6].note and "l1_unstructured: 79.5%" in checks[6].ours
     # every claim can come out the other way
-    assert _held(_claims_frame(lstm_share=(70.0, 72.0, 75.0)))[0] is False  # the CPU's 73.5% is not the paper's 98.6%
+    # issue 43 item 2: "take up most of the time" is more than half; the V100's 98.6% is no bound (it failed 70-75%)
+    assert _held(_claims_frame(lstm_share=(70.0, 72.0, 75.0)))[0] is True
+    assert _held(_claims_frame(lstm_share=(30.0, 35.0, 40.0)))[0] is False
     # 1 worker 0.81 / 0.41 s = 1.98x at batch 128, within the floors 1.26-3.1x: slower
     assert _held(_claims_frame(epochs=((1.0, 1.1), (2.0, 2.1), (0.4, 0.42), (0.8, 0.82))))[2] is True
     # 32 fastest: 0.205 / 0.425 s = 0.48x, within the floors 0.31-0.75x

@@ -51,6 +51,7 @@ PAPER = dict(overall_s=(49.64097316499999, 24.326757582999562), train_epoch_s=(1
 # A share the paper reports (98.60%, 83.21%) holds here when ours is above it less this many points (our bound: the
 # slides give none, and another device, library or model size moves a share by a few points).
 SHARE_TOLERANCE_PP = 10.0
+MOST_PCT = 50.0  # "take up most of the time" (the paper's words for the LSTM): more than half of the step
 SENSITIVITY_PP = 3.0  # the paper's spread 0.49-0.52, read as accuracy: 3 percentage points
 MAX_LR = 1.0  # Adam's learning rate: the recipes use 1e-3 to 5e-3; above 1 it only diverges (to chance accuracy)
 
@@ -440,11 +441,13 @@ def _final(t, variant: str, cols=(), note: str = ""):
 
 
 CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
-    Declared("the LSTM layers are the bottleneck of a training step", "\"...the main bottleneck but also take up most "
-             f"of the time\": aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)", "the LSTM "
+    Declared("the LSTM layers are the bottleneck of a training step", "\"the computations of the model are expensive "
+             "in memory which is the main bottleneck but also take up most of the time\" (slides \"LSTM -> 1\"): "
+             f"aten::cudnn_rnn {PAPER['lstm_gpu_share_pct']:.2f}% of self CUDA time (V100)", "the LSTM "
              "operators' share of a profiled step's self CPU time (GPU: self CUDA time)",
-             above(PAPER["lstm_gpu_share_pct"] - SHARE_TOLERANCE_PP, unit="%"), lambda t: _share(t, "lstm_share_pct"),
-             bound=f"the paper's {PAPER['lstm_gpu_share_pct']:.2f}% {_SHARE}"),
+             above(MOST_PCT, unit="%"), lambda t: _share(t, "lstm_share_pct"),
+             bound=f"the paper's words \"most of the time\": more than {MOST_PCT:g}%; its "
+                   f"{PAPER['lstm_gpu_share_pct']:.2f}% is one V100's cuDNN kernel share, not a bound"),
     Declared("GPU kernels take most of a training step (the paper's execution summary)", f"Kernel "
              f"{PAPER['kernel_pct']:.2f}%, CPU Exec 14.48%, Memcpy 0.58%, DataLoader 0% of the average step",
              "GPU kernel time / wall time of the profiled steps",
