@@ -91,7 +91,7 @@ def test_without_torchao_pt2e_the_int8_rows_are_skipped_with_the_reason(cfg, tmp
     monkeypatch.setattr(vq, "train", untrained)
     monkeypatch.setattr(vq.quantize, "int8_unavailable", lambda: "torchao 0.10.0 has no PT2E flow")
     monkeypatch.setattr(vq.Trained, "int8", lambda *a: pytest.fail("quantized although int8 is unavailable"))
-    tables = studies.tables(vq.measure(vq.configure("quick", **{**TINY, "methods": []}), tmp_path, progress=False))
+    tables = studies.tables(vq.measure(vq.configure("quick", **{**TINY, "methods": ["eager"]}), tmp_path, progress=False))
     for name in ("int8", "inference_profile"):
         rows = tables[name].drop_duplicates("precision").set_index("precision")
         assert rows.loc["int8", "status"] == "skipped" and rows.loc["int8", "error"] == "torchao 0.10.0 has no PT2E flow"
@@ -391,15 +391,20 @@ def test_the_first_pass_reasoning_follows_the_papers_profiles():
 def test_accuracy_claims_are_paired_on_the_images():
     """Issue 43 items 3-5: accuracies of two models on the same images are judged on the images only one gets right
     (accuracy.paired_exact); TorchScript's equal predictions decide "unchanged" exactly; "slightly greater" on 360
-    images cannot be decided (six disagreements all one way are 1.67 pp): its note says so, and what 10,000 decide."""
+    images cannot be decided below seven disagreements all one way (1.94 pp): its note says so, and what 10,000 decide."""
     one = dict(accuracy=(100 * 352 / 360, 100 * 353 / 360), items=360)
     unpaired = vq.check_claims(_claims_frame(**one), "cpu")
     assert unpaired[1].held == unpaired[2].held == INCONCLUSIVE and "unpaired" in unpaired[1].ours
     paired = vq.check_claims(_claims_frame(**one, discordant=(1, 0)), "cpu")
-    assert paired[1].held is True, "one image of 360 moves the paired difference 0.28 pp: within 1 pp"
-    assert paired[2].held == INCONCLUSIVE and "1.67 pp" in paired[2].note and "10,000" in paired[2].note
+    # one image of 360 moves the paired difference 0.28 pp, but 360 images leave a disagreement rate up to 1.7%: not
+    # within 1 pp for certain; on 10,000 images the same one image is
+    assert paired[1].held == INCONCLUSIVE
+    many = dict(accuracy=(100 * 9352 / 10_000, 100 * 9353 / 10_000), items=10_000)
+    assert vq.check_claims(_claims_frame(**many, discordant=(1, 0)), "cpu")[1].held is True
+    assert paired[2].held == INCONCLUSIVE and "1.94 pp" in paired[2].note and "10,000" in paired[2].note
     assert "paired: 1 right only in int8, 0 only in fp32" in paired[1].ours and "McNemar" in paired[1].criterion
     assert vq.check_claims(_claims_frame(**one, discordant=(7, 0)), "cpu")[2].held is True  # 7:0, +1.9 pp
+    assert vq.check_claims(_claims_frame(**one, discordant=(6, 0)), "cpu")[2].held == INCONCLUSIVE
     assert vq.check_claims(_claims_frame(**one, discordant=(0, 7)), "cpu")[2].held is False
     # identical first-pass predictions: exactly 0, held even on 360 images; unpaired they decide nothing
     assert vq.check_claims(_claims_frame(items=360, accuracy=(97.5, 97.5), traced_discordant=(0, 0)), "cpu")[6].held \
@@ -410,7 +415,7 @@ def test_accuracy_claims_are_paired_on_the_images():
     assert paired.held is True and "paired: 0 right only in torchscript_trace, 0 only in eager" in paired.ours
     # 30 images each way: the same totals, but the disagreements leave the difference undecided
     assert vq.check_claims(_claims_frame(items=10_000, traced_discordant=(30, 30)), "cpu")[6].held == INCONCLUSIVE
-    assert vq.smallest_effects(_claims_frame(items=360)).startswith("360 test images decide a difference of 1.67 pp")
+    assert vq.smallest_effects(_claims_frame(items=360)).startswith("360 test images decide a difference of 1.94 pp")
 
 
 def test_the_papers_accuracies_are_where_its_log_puts_them():

@@ -35,8 +35,8 @@ from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, wit
 from cnnlab.config import output_tolerance, relative_error  # one rule for "the same network's output"
 from cnnlab.plotting.vgg_quantization import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.plotting.vgg_quantization import ok
-from cnnlab.profiling import accuracy, benchmark, compare, derived, loader_sweep, loaders, profile_ops, wall_time
-from cnnlab.profiling.compare import Paired
+from cnnlab.profiling import accuracy, benchmark, derived, loader_sweep, loaders, profile_ops, wall_time
+from cnnlab.profiling.compare import CONFIDENCE, Paired, compare, until_decided
 from cnnlab.profiling.estimate import Work, forward, unit_seconds
 from cnnlab.profiling.ops import cpu_totals, top_operators
 from cnnlab.profiling.timing import cold_start, synchronize
@@ -322,7 +322,7 @@ def latency_point(pair: str, *, trained: Trained, calibration_batches: int, late
         for _ in range(2):
             forward(runner, x)
     calls = {label: partial(forward, runner, x) for label, runner in runners.items()}
-    frame = compare.compare(calls, LATENCY_PAIRS[pair][0], min_rounds=min_rounds, max_rounds=max_rounds,
+    frame = compare(calls, LATENCY_PAIRS[pair][0], min_rounds=min_rounds, max_rounds=max_rounds,
                             calls_per_round=1, budget_s=round_budget_s / 4,
                             synchronize=partial(synchronize, x.device))
     return frame.reset_index().assign(device=str(x.device), batch_size=len(x)).to_dict("records")
@@ -415,7 +415,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                             progress=progress, store=store_dir and Path(store_dir) / "sweep_loader_sweep.csv",
                             rounds=n).assign(confidence=level)
 
-    loaders = compare.until_decided(sweep_rounds, lambda d: claims.decided(claims.check(
+    loaders = until_decided(sweep_rounds, lambda d: claims.decided(claims.check(
         WORKER_CLAIMS, d.assign(experiment="loader_sweep"), cfg.device)), min_rounds=cfg.min_rounds,
         max_rounds=cfg.max_rounds, budget_s=cfg.round_budget_s)
     trained = Trained(model, train_set, test_set, latency_batch_size=cfg.latency_batch_size, device=cfg.device)
@@ -448,7 +448,8 @@ PAIRED_RULE = ("noise: paired, alternating rounds in one process (cnnlab.profili
                "and over a claim's parts); decided only when the whole interval is on one side, else inconclusive")
 ACCURACY_RULE = ("noise: the test set is a sample of images; two models scored on the same images are told apart only "
                  "by the images one gets right and the other wrong: an exact McNemar-type 95% interval of the "
-                 "difference from those counts (accuracy.paired_exact; exactly 0 where they disagree on none), else, "
+                 "difference from those counts (accuracy.paired_exact: where they disagree on none, +- the disagreement "
+                 "rate's upper end), else, "
                  "where they were not counted, Newcombe's unpaired interval (wider); decided only when the whole "
                  "interval is on one side of the bound, else inconclusive")
 SIZE_ARITHMETIC = ("settled by arithmetic, not judged: int8 stores a weight in 1 byte, fp32 in 4, so the weights "
@@ -471,9 +472,12 @@ def smallest_effects(df: pd.DataFrame) -> str:
     return decidable(int(rows["test_items"].iloc[0])) if len(rows) else "no int8 row: no accuracy compared"
 
 
-def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, items="", rounds="", more=""):
+def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, items="", rounds="", more="",
+          same_function=False):
     """Ok rows ``pair`` on ``col``: first / second ``spread``, or given ``items`` second - first accuracy (pp), paired
-    (:func:`cnnlab.profiling.accuracy.paired_exact`) where the second row counts the images only one gets right."""
+    (:func:`cnnlab.profiling.accuracy.paired_exact`) where the second row counts the images only one gets right.
+    ``same_function``: the two compute the same function (tracing records eager's operations), so where no image's
+    prediction differs the difference is exactly 0 (judged exactly, not as a sample of a population)."""
     by = ok(df, "int8").set_index("precision") if "fp32" in pair else ok(df, "compiled_inference").set_index("method")
     if not set(pair) <= set(by.index):
         return f"no ok {' or '.join(pair)} row: see its table's errors"
@@ -483,7 +487,7 @@ def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, 
     if items:
         n, (p, q) = int(b[items]), (b.get(f"correct_only_{c}") for c in ("here", a.name))
         x = accuracy.difference(*(accuracy.correct_count(r[col], n) for r in (b, a)), n) if p is None else \
-            accuracy.paired_exact(int(p), int(q), n)
+            Spread.exact(0.0) if same_function and p == q == 0 else accuracy.paired_exact(int(p), int(q), n)
         how = "unpaired: the disagreements were not counted" if p is None else \
             f"paired: {p:.0f} right only in {b.name}, {q:.0f} only in {a.name}"
         return claims.Measured({"difference": x}, f"{a.name} {a[col]:.2f}% -> {b.name} {b[col]:.2f}% on {n} images "
@@ -519,7 +523,7 @@ def _workers(df: pd.DataFrame, col: str):
         return "the sweep needs 0 workers and another count"
     if len(by_round) < 2:
         return ONE_ROUND
-    level = float(pageable["confidence"].iloc[0]) if "confidence" in pageable else compare.CONFIDENCE
+    level = float(pageable["confidence"].iloc[0]) if "confidence" in pageable else CONFIDENCE
     t = {k: Paired.of(by_round[k].tolist(), level) for k in w}
     first = pageable.iloc[0]
     return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
@@ -567,8 +571,9 @@ CLAIMS = INT8_CLAIMS + [
              bound="\"little\": ours, two-sided", gpu_only="a GPU run's host time"),
     Declared("TorchScript tracing leaves test accuracy unchanged", f"{PAPER['gpu_parallel_acc']:.2f}% eager and traced "
              "(GPU, DataParallel)", "traced - eager first-pass accuracy", within(-TRACE_PP, TRACE_PP, ".2f", " pp"),
-             partial(_pair, col="accuracy_pct", pair=TRACE_PAIR, items="first_pass_items"),
-             bound="our bound for \"both at 66.11%\"", noise=ACCURACY_RULE),
+             partial(_pair, col="accuracy_pct", pair=TRACE_PAIR, items="first_pass_items", same_function=True),
+             bound="our bound for \"both at 66.11%\"", noise=ACCURACY_RULE + "; where the traced model predicts every "
+             "image as eager does, exactly 0: it runs eager's recorded operations, the same function"),
     *WORKER_CLAIMS]
 
 
