@@ -153,3 +153,17 @@ def test_a_paired_quantity_says_its_rounds():
     assert Paired.of([1.2, 1.25, 1.3, 1.22, 1.28, 1.24, 1.26, 1.21], 0.95).text(".3g", "x") == \
         "1.25x (1.2-1.3x, 8 rounds)"
     assert "3 rounds: too few" in Paired.of([1.2, 1.3, 1.25], 0.95).text()
+
+
+def test_every_studys_presets_plan_rounds_that_can_decide():
+    """Each preset's min_rounds is enough for a finite interval at the level its planned looks leave (a study with
+    fewer would never decide a comparison at its first look)."""
+    from cnnlab import studies
+
+    for name in studies.STUDIES:
+        declared = studies.load(name).PARAMETERS.declared
+        if "min_rounds" not in declared:
+            continue
+        for preset in ("quick", "standard", "paper"):
+            low, high = declared["min_rounds"].values()[preset], declared["max_rounds"].values()[preset]
+            assert low >= fewest_rounds(look_confidence(len(looks(low, high)))), (name, preset, low, high)

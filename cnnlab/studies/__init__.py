@@ -45,6 +45,6 @@ def load(name: str) -> ModuleType:
     return module
 
 
-__all__ = ["CONTRACT", "DEVICE", "MAX_ROUNDS", "MIN_ROUNDS", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32", "THREADS", "Config",
-           "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load",
+__all__ = ["CONTRACT", "DEVICE", "MAX_ROUNDS", "MIN_ROUNDS", "PAPERS", "STATUSES", "STUDIES", "STUDY_PAPER", "TF32",
+           "THREADS", "Config", "Experiment", "Parameter", "Parameters", "beside", "check_results", "combine", "configure", "load",
            "measurement", "paper_of", "read", "save", "signature_problems", "tables"]

@@ -22,7 +22,7 @@ import torch
 from cnnlab import claims, config, models, studies
 from cnnlab.claims import Spread
 from cnnlab.profiling import benchmark, combine_rounds, derived, free_memory
-from cnnlab.profiling.compare import CONFIDENCE, Paired, looks, until_decided
+from cnnlab.profiling.compare import Paired, looks, until_decided
 from cnnlab.profiling.estimate import Work, profiler_session
 from cnnlab.plotting import amp_amc as plots
 from cnnlab.plotting.amp_amc import figures  # noqa: F401  (the contract's figures(df))
@@ -222,11 +222,6 @@ def _amp_amc(df: pd.DataFrame, memory: bool):
     return claims.Measured(parts, ours, note) if parts else "no amp+amc point measured beside fp32"
 
 
-# the rule of the time claim: both variants timed in the same rounds, their ratio taken round by round
-PAIRED_RULE = (f"noise: paired rounds (every point once a round, the order reversed every other round), the ratio "
-               f"taken round by round and judged by the sign test's distribution-free {CONFIDENCE:.0%} interval of its "
-               f"median, alpha split over the looks at the rounds (cnnlab.profiling.compare); decided only when the "
-               f"whole interval is on one side, else inconclusive")
 CLAIMS = [
     claims.Declared(
         "AMP + AMC cuts peak memory allocated by around {:.0f}-{:.0f}%".format(*PAPER_MEMORY_DROP_PCT),
@@ -239,7 +234,7 @@ CLAIMS = [
                     'per batch compared to the FP32 baseline" (Sec. IV-C, Fig. 5 top)', "amp+amc / fp32 median time "
                     "per batch", claims.within(1.0, 1 + claims.SLIGHT, ".3f", "x"), partial(_amp_amc, memory=False),
                     each="model", bound=f"an increase, and \"slight\": +{claims.SLIGHT:.0%} at most, our bound",
-                    noise=PAIRED_RULE, gpu_only="the paper's float16 autocast on a T4; a CPU's AMP runs bfloat16 "
+                    gpu_only="the paper's float16 autocast on a T4; a CPU's AMP runs bfloat16 "
                     "instead, through other kernels, and has no cuDNN autotuner for AMC: a stand-in, not the paper's "
                     "mechanism"),
 ]

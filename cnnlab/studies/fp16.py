@@ -23,7 +23,7 @@ import torch
 from cnnlab import claims, config, data, models, studies, train
 from cnnlab.claims import Declared, Spread, below, falls, within
 from cnnlab.profiling import accuracy, benchmark, combine_rounds, free_memory, memory, wall_time
-from cnnlab.profiling.compare import CONFIDENCE, Paired, looks, until_decided
+from cnnlab.profiling.compare import Paired, looks, until_decided
 from cnnlab.profiling.estimate import Work, interpolate, profiler_session
 from cnnlab.plotting.fp16 import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.studies import Experiment, Parameter
@@ -396,14 +396,10 @@ _PAPER_TIME = "Sec. IV-B: \"a slight *increase* in the inference time at smaller
 _PAPER_MEM = "Sec. IV-B: \"a noticeable reduction in the average memory used, especially at larger batch sizes\""
 _AVG = f"average: model and input bytes + a pass's time-weighted tensor memory; range of {AVG_MEM_REPEATS} passes"
 _slowdown = partial(_vs_fp32, value=_per_round, autocast=True)
-# the rule of every time claim here: both precisions timed in the same rounds, their ratio taken round by round
-PAIRED_RULE = (f"noise: paired rounds (every point once a round, the order reversed every other round), the ratio "
-               f"taken round by round and judged by the sign test's distribution-free {CONFIDENCE:.0%} interval of its "
-               f"median, alpha split over the looks at the rounds (cnnlab.profiling.compare); decided only when the "
-               f"whole interval is on one side, else inconclusive")
 ACCURACY_RULE = ("noise: the test set is a sample of images; both precisions score the same images, so the difference "
                  "is paired: the exact 95% interval from the images only one of them gets right (McNemar-type, "
-                 "Clopper-Pearson: cnnlab.profiling.accuracy.paired_exact; where none changes, +- the discordance rate's "
+                 "Clopper-Pearson: cnnlab.profiling.accuracy.paired_exact; where none changes, +- the discordance "
+                 "rate's "
                  "upper end); decided "
                  "only when the whole interval is inside the band or beyond it, else inconclusive")
 _BF16 = ("the paper's float16 autocast on a T4; a CPU's autocast runs bfloat16 instead, through other kernels: a "
@@ -425,13 +421,13 @@ CLAIMS = [
              bound=f"\"noticeable\": our bound; {_AVG}", gpu_only="CUDA allocator, fp16 activations"),
     Declared("autocast is slightly slower than fp32 at small batches", _PAPER_TIME, "autocast / fp32 time per batch, "
              "smallest batch", within(1.0, 1 + claims.SLIGHT, ".2f", "x"), partial(_slowdown, ends=(0,)),
-             each="autocast precision", bound="a rise, and \"slight\": our bound", noise=PAIRED_RULE, gpu_only=_BF16),
+             each="autocast precision", bound="a rise, and \"slight\": our bound", gpu_only=_BF16),
     Declared("the reduced precisions' memory saving grows with batch size", _PAPER_MEM, "average memory / fp32's, "
              "smallest batch -> largest", falls(".2f", "x"), partial(_vs_fp32, value=_avg_mem, ends=(0, -1)),
              each="reduced precision", bound=_AVG, gpu_only="CUDA allocator, fp16 activations"),
     Declared("autocast's slowdown is confined to small batches: its time ratio to fp32 falls with batch size",
              _PAPER_TIME, "autocast / fp32 time per batch, smallest batch -> largest", falls(".2f", "x"),
-             partial(_slowdown, ends=(0, -1)), each="autocast precision", noise=PAIRED_RULE,
+             partial(_slowdown, ends=(0, -1)), each="autocast precision",
              bound="\"at smaller batch sizes\": the increase shrinks as the batch grows, our reading; each step "
                    "judged by the ratio of its two ratios, round by round"),
 ]

@@ -443,12 +443,10 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            latency_rounds=latency, inference_profile=ops, compiled_inference=compiled)
 
 
-PAIRED_RULE = ("noise: paired, alternating rounds in one process (cnnlab.profiling.compare): the median of the "
-               "rounds' ratios within the sign test's 95% interval of that median (alpha split over the planned looks "
-               "and over a claim's parts); decided only when the whole interval is on one side, else inconclusive")
 ACCURACY_RULE = ("noise: the test set is a sample of images; two models scored on the same images are told apart only "
                  "by the images one gets right and the other wrong: an exact McNemar-type 95% interval of the "
-                 "difference from those counts (accuracy.paired_exact: where they disagree on none, +- the disagreement "
+                 "difference from those counts (accuracy.paired_exact: where they disagree on none, +- the "
+                 "disagreement "
                  "rate's upper end), else, "
                  "where they were not counted, Newcombe's unpaired interval (wider); decided only when the whole "
                  "interval is on one side of the bound, else inconclusive")
@@ -551,11 +549,11 @@ INT8_CLAIMS = [  # judged on the CPU, where quantized models run
              noise=ACCURACY_RULE),
     Declared("quantization speeds inference up (the paper's conclusion; it timed no int8 model)", "\"Quantization and "
              "pruning [...] can help [...] speed-up the process\"", "fp32 / int8 CPU time per warm batch",
-             above(1.0, ".2f", "x"), partial(_latency, pair="int8"), noise=PAIRED_RULE)]
+             above(1.0, ".2f", "x"), partial(_latency, pair="int8"))]
 WORKER_CLAIMS = [
     Declared(f"more DataLoader workers can cut {phase} epoch time, but not always", "\"The number of workers can help "
              "decreasing time but not always\"", f"{phase} epoch time, 0 / w workers and next / previous",
-             above(1, ".2f", "x", once=True), partial(_workers, col=col), noise=PAIRED_RULE)
+             above(1, ".2f", "x", once=True), partial(_workers, col=col))
     for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s"))]
 CLAIMS = INT8_CLAIMS + [
     Declared(f"TorchScript tracing speeds GPU inference up more than {PAPER['gpu_speedup_bound']:g}x", "\">2x speed "
