@@ -31,6 +31,13 @@ METHOD = (f"Wilson {LEVEL} score interval of correct / total test images; a diff
 RULE = (f"noise: the test set is a sample of images, so each accuracy carries its interval ({METHOD}); decided only "
         "when the whole interval is on one side of the bound, else inconclusive")
 
+# The rule of every claim on two models scored on the same items (the discordant counts recorded): paired_exact
+PAIRED_RULE = ("noise: the test set is a sample of items; two models scored on the same items are told apart only by "
+               "the items one gets right and the other wrong: an exact McNemar-type 95% interval of the difference "
+               "from those counts (accuracy.paired_exact; where they disagree on none, +- the discordance rate's upper "
+               "bound), else, where they were not counted, Newcombe's unpaired interval (wider); decided only when "
+               "the whole interval is on one side of the bound, else inconclusive")
+
 
 def _wilson(correct: int, total: int, z: float) -> tuple[float, float, float]:
     """(p, low, high) as fractions."""

@@ -443,13 +443,7 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
                            latency_rounds=latency, inference_profile=ops, compiled_inference=compiled)
 
 
-ACCURACY_RULE = ("noise: the test set is a sample of images; two models scored on the same images are told apart only "
-                 "by the images one gets right and the other wrong: an exact McNemar-type 95% interval of the "
-                 "difference from those counts (accuracy.paired_exact: where they disagree on none, +- the "
-                 "disagreement "
-                 "rate's upper end), else, "
-                 "where they were not counted, Newcombe's unpaired interval (wider); decided only when the whole "
-                 "interval is on one side of the bound, else inconclusive")
+ACCURACY_RULE = accuracy.PAIRED_RULE  # shared with 06 (cnnlab.studies.lstm_pruning)
 SIZE_ARITHMETIC = ("settled by arithmetic, not judged: int8 stores a weight in 1 byte, fp32 in 4, so the weights "
                    "shrink 4x by construction (the graph, the per-channel scales and the folded batch norm move the "
                    "file's ratio a little); the measured ratio is shown")
