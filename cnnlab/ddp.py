@@ -654,14 +654,15 @@ def launch_plan(configs: list[dict], *, name: str, model: str, dataset: str, out
                 profile_repeats: int = 1, tf32: bool = False) -> list:
     """Train several configurations one after another in ONE torchrun launch, of as many processes as the largest
     needs: ``configs`` are dicts {data_fraction, batch_size_per_rank, world_size, profile (bool: profile its steps,
-    else its profiler metrics are NaN)}; a configuration of w processes trains on ranks 0..w-1 (a process group of
+    else its profiler metrics are NaN), name (optional: its folder, default ``w..._b..._f...``; a configuration
+    trained twice, in two rounds, needs two)}; a configuration of w processes trains on ranks 0..w-1 (a process group of
     their own, with the backend a launch of w would use: :func:`item_groups`) while the others wait, each with its own
     model, optimizer and warm-up steps, the data set read once per process. A study that times configurations in
     rounds (``cnnlab.studies.ddp_scaling``) pays the start of torchrun and its processes (seconds: importing torch)
     once per round instead of once per configuration, and its configurations run back to back on the same processes.
 
     Returns one entry per configuration, in order: its row as :func:`launch` returns it (``launch_time_s``: the whole
-    launch's; ``run_dir``: its own folder, ``<out_dir>/<name>/<w..._b..._f...>``), or, where the launch failed, the
+    launch's; ``run_dir``: its own folder, ``<out_dir>/<name>/<its name>``), or, where the launch failed, the
     :class:`LaunchFailed` (or :class:`LaunchOutOfMemory`) of the configuration it failed on, and None for those after
     it (not run: launch them again). ``timeout_s`` is per configuration (the launch gets that times their number; the
     waiting ranks' process group times out after it). Processes end as :func:`launch` ends them."""
@@ -669,11 +670,11 @@ def launch_plan(configs: list[dict], *, name: str, model: str, dataset: str, out
     device = config.resolve_device(device).type
     if not configs:
         raise ValueError("configs=[]: give at least one configuration to launch")
-    items = [{"out": f"w{c['world_size']}_b{c['batch_size_per_rank']}_f{c['data_fraction']:g}",
+    items = [{"out": c.get("name") or f"w{c['world_size']}_b{c['batch_size_per_rank']}_f{c['data_fraction']:g}",
               "fraction": float(c["data_fraction"]), "batch_size": int(c["batch_size_per_rank"]),
               "world_size": int(c["world_size"]), "profile": bool(c.get("profile", True))} for c in configs]
     if len({i["out"] for i in items}) < len(items):
-        raise ValueError(f"configs: a configuration appears twice: {[i['out'] for i in items]}")
+        raise ValueError(f"configs: two configurations have one folder (name them): {[i['out'] for i in items]}")
     run_dir = _fresh(Path(out_dir) / name)
     (run_dir / "plan.json").write_text(json.dumps(items, indent=1))
     args = _worker_args(model=model, dataset=dataset, epochs=epochs, device=device, num_workers=num_workers,

@@ -189,7 +189,8 @@ def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_pa
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
     monkeypatch.setattr(ddp_scaling.measure, "plan", lambda cfg: [])  # no probe launch: it would hang too
-    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4)
+    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4,
+                                min_rounds=1, max_rounds=1)  # one round: one launch, and one more after its failure
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="2 of 2 points failed"):
         runs = ddp_scaling.measure(cfg, tmp_path, progress=False)

@@ -258,7 +258,8 @@ def test_rounds_alternate_and_one_launch_runs_each_round_stored_per_round_and_co
     assert [p["round"] for p in points] == [0] * 4 + [1] * 4 + [2] * 4
     calls, launches = [], []
     monkeypatch.setattr(ddp, "launch_plan", fake_launch(calls, launches=launches))
-    cfg = quick(data_fractions=[1.0], batch_sizes=[32, 128], world_sizes=[1, 2], min_rounds=3, max_rounds=3)
+    cfg = quick(data_fractions=[1.0], batch_sizes=[32, 128], world_sizes=[1, 2], min_rounds=3, max_rounds=3,
+                rounds_per_launch=1)
     df = ddp_scaling.measure(cfg, tmp_path, progress=False)
     # one launch per round, every configuration of the round in it, in the round's order
     assert launches == [("round0", grid), ("round1", grid[::-1]), ("round2", grid)]
@@ -284,6 +285,11 @@ def test_rounds_alternate_and_one_launch_runs_each_round_stored_per_round_and_co
     again = ddp_scaling.measure(cfg, other, progress=False)
     assert launches == [("round1_from2", grid[::-1][2:]), ("round2", grid)], launches
     assert again["rounds"].eq(3).all()
+    # several rounds per launch (quick: 8): its start paid once for them, each round still in its own order
+    launches.clear()
+    ddp_scaling.measure(quick(data_fractions=[1.0], batch_sizes=[32, 128], world_sizes=[1, 2], min_rounds=3,
+                              max_rounds=3, rounds_per_launch=2), tmp_path / "two", progress=False)
+    assert launches == [("round0", grid + grid[::-1]), ("round2", grid)], launches
 
 
 def test_a_launch_that_fails_on_one_configuration_goes_on_from_the_next_in_another_launch(tmp_path, monkeypatch):

@@ -5,8 +5,9 @@ Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with 
 CPU and CUDA runtime, number of calls and "maximum CPU and GPU memory transfer" (its Fig. 1-15). The grid
 (data fraction x batch size per process x process count) is timed in paired rounds (:mod:`cnnlab.profiling.compare`):
 a round trains every configuration once (``warmup_steps`` untimed steps, ``epochs`` timed epochs), one after another
-on the same processes in ONE ``torchrun`` launch (:func:`cnnlab.ddp.launch_plan`: a configuration of fewer processes
-runs on the first ranks while the others wait), in grid order in even rounds and reversed in odd ones; round 0 also
+on the same processes, in one ``torchrun`` launch with the ``rounds_per_launch`` - 1 rounds after it
+(:func:`cnnlab.ddp.launch_plan`: a configuration of fewer processes runs on the first ranks while the others wait),
+in grid order in even rounds and reversed in odd ones; round 0 also
 profiles ``profile_steps`` steps per configuration (the profiler's totals, scaled to the epochs). Experiment "ddp"
 stores one row per (round, configuration), resumable; a failed configuration's reason is recorded. Rounds are added
 while a runtime claim is undecided (:func:`cnnlab.profiling.until_decided`), up to ``max_rounds`` and within
@@ -90,9 +91,11 @@ def _check(cfg) -> None:
 # images), batches of 32 and 128; the full set and the paper's smallest fraction, 1/10 (where it says gains are "less
 # pronounced"). 5 untimed warm-up steps per configuration and round (on an H100 the first epoch took 3.4x the next two
 # without them; on a CPU they cost a few ms), 1 timed epoch per configuration and round (the rounds are the
-# repetition), and 3 profiled blocks in round 0 (their spread: the profiler totals'). A round is one launch, whose
-# start-up (torchrun and two processes importing torch: ~13 CPU-s) dominates: 8 rounds took about as long as the 8
-# launches of 3 epochs each did before, and round_budget_s (1.5x those 80 s) adds rounds only where they fit.
+# repetition), and 3 profiled blocks in round 0 (their spread: the profiler totals'). A launch's start-up (torchrun
+# and two processes importing torch: ~13 CPU-s) is far more than a round's training (~3 s), so one launch trains 8
+# rounds (rounds_per_launch; a launch per round took 1.65x the time of the 8 launches of 3 epochs each before, back to
+# back on one machine); round_budget_s (1.5x those 80 s) adds rounds only where they fit. standard and paper: a launch
+# per round (an epoch there takes minutes; an interruption then loses one round).
 # standard: one Colab GPU: the paper's model and data, a smaller grid; 2 processes share the one GPU (Gloo).
 # paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
@@ -118,6 +121,9 @@ PARAMETERS = studies.Parameters(
     epochs=Parameter(1, check=config.positive_int, doc="timed training epochs per configuration and round"),
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
+    rounds_per_launch=Parameter(8, 1, check=config.positive_int,
+                                doc="rounds trained one after another in one launch (its start, seconds of importing "
+                                    "torch, paid once for them); 1: a launch per round, an interruption loses one"),
     round_budget_s=Parameter(120.0, 3 * 3600.0, 12 * 3600.0, type="float",
                              check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
                              doc="rounds are added while a runtime claim is undecided only while the next look's "
@@ -131,8 +137,8 @@ PARAMETERS = studies.Parameters(
     threads_per_rank=Parameter(1, None, type="int", doc="OMP threads of each process (None: min(4, cores))"),
     timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=MIN_TIMEOUT_S,
                                                                       low_open=False, high=MAX_TIMEOUT_S),
-                        doc="per configuration (s); a round's launch past this times its configurations is killed, the configuration "
-                            "it was on recorded as failed"),
+                        doc="per configuration (s); a launch past this times its configurations is killed, the "
+                            "configuration it was on recorded as failed"),
     oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more processes than CPU cores (each "
                             "still measured; timings then compete)"),
     tf32=studies.TF32,
@@ -146,15 +152,15 @@ CONFIGURATION = ("data_fraction", "batch_size_per_rank", "world_size")  # a grid
 
 
 class Rounds:
-    """The launches of a sweep's rounds: the first configuration of a round asked for launches it and every
-    configuration after it in the round's order, together (:func:`cnnlab.ddp.launch_plan`); the others are then read
-    from that launch. ``order`` is the sweep's points ((round, configuration) pairs, in order). A configuration that
-    ran out of memory is not launched again in a later round (it does not fit: the same reason is raised)."""
+    """The launches of a sweep's rounds: the first (round, configuration) asked for launches it and every one after
+    it in the sweep's order up to the end of its block of ``per_launch`` rounds (rounds 0..per_launch-1, then the
+    next ``per_launch``, ...), together (:func:`cnnlab.ddp.launch_plan`); the others are then read from that launch.
+    ``points`` are the sweep's points, in order. A configuration that ran out of memory is not launched again in a
+    later round (it does not fit: the same reason is raised)."""
 
-    def __init__(self, points: list[dict]):
-        self.order: dict[int, list[tuple]] = {}
-        for point in points:
-            self.order.setdefault(point["round"], []).append(tuple(point[k] for k in CONFIGURATION))
+    def __init__(self, points: list[dict], per_launch: int = 1):
+        self.order = [(p["round"], tuple(p[k] for k in CONFIGURATION)) for p in points]
+        self.per_launch = per_launch
         self.rows: dict[tuple, object] = {}
         self.oom: dict[tuple, BaseException] = {}
 
@@ -164,12 +170,14 @@ class Rounds:
         if configuration in self.oom:
             raise self.oom[configuration]
         if (r, configuration) not in self.rows:
-            order = self.order[r]
-            start = order.index(configuration)
-            todo = [c for c in order[start:] if c not in self.oom]
-            results = launch([{**dict(zip(CONFIGURATION, c)), "profile": r == 0} for c in todo],
-                             name=f"round{r}" + (f"_from{start}" if start else ""))
-            self.rows.update({(r, c): got for c, got in zip(todo, results) if got is not None})
+            start = self.order.index((r, configuration))
+            block = r // self.per_launch
+            todo = [(q, c) for q, c in self.order[start:] if q // self.per_launch == block and c not in self.oom]
+            at = [c for q, c in self.order if q == r].index(configuration)  # where in its round the launch starts
+            plan = [{**dict(zip(CONFIGURATION, c)), "profile": q == 0, "name": f"r{q}_w{c[2]}_b{c[1]}_f{c[0]:g}"}
+                    for q, c in todo]
+            results = launch(plan, name=f"round{r}" + (f"_from{at}" if at else ""))
+            self.rows.update({key: got for key, got in zip(todo, results) if got is not None})
         got = self.rows.pop((r, configuration))  # asked again (a retry): launched again
         if isinstance(got, ddp.LaunchOutOfMemory):
             self.oom[configuration] = got
@@ -205,11 +213,11 @@ def round_points(cfg, rounds: range) -> list[dict]:
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate, at its first look (``min_rounds`` rounds): per round one launch,
-    whose fixed cost (torchrun, the ranks' start, the process group, a profile) is probed by one real launch of the
-    most processes on two batches of synthetic data, plus every configuration's training steps (warm-up and the
-    timed epochs' steps per rank; round 0 also the profiled blocks), each as long as one step at its batch size here
-    (the ranks share the data out, in parallel)."""
+    """What :func:`measure` does, for its estimate, at its first look (``min_rounds`` rounds): a launch per
+    ``rounds_per_launch`` rounds, whose fixed cost (torchrun, the ranks' start, the process group, a profile) is
+    probed by one real launch of the most processes on two batches of synthetic data, plus every configuration's
+    training steps (warm-up and the timed epochs' steps per rank; round 0 also the profiled blocks), each as long as
+    one step at its batch size here (the ranks share the data out, in parallel)."""
     from cnnlab import train
 
     meta = data.info(cfg.dataset)
@@ -233,7 +241,7 @@ def plan(cfg) -> list[Work]:
 
     step, fixed = interpolate(cfg.batch_sizes, step_at, dev), cfg.profile_repeats * (1 + cfg.profile_steps)
     n = cfg.min_rounds
-    return [Work("launches", n, launch)] + [
+    return [Work("launches", -(-n // cfg.rounds_per_launch), launch)] + [
         Work("training steps", n * (cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b))) + fixed, step[b])
         for f, b, w in itertools.product(cfg.data_fractions, cfg.batch_sizes, cfg.world_sizes)]
 
@@ -241,17 +249,18 @@ def plan(cfg) -> list[Work]:
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
     """One row per grid point (data fraction x batch size per process x process count), in grid order, from the
-    rounds of experiment "ddp" (one stored row per round and configuration: :func:`round_points`, one launch per
-    round), combined by :func:`combine`: :data:`cnnlab.ddp.ROW_FIELDS` (times in ms, wall time, warmup_time_s and
-    launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals per rank from round 0, scaled
-    from ``profile_steps`` steps to the epochs), run_dir (the launch's folder, in the store's side folder
-    ``<store>.runs/``), round_times_s (the time per epoch in each round), rounds, confidence, and
-    :func:`add_epoch_time`'s and :func:`add_scaling`'s columns. Rounds: ``min_rounds``, then more while a runtime
-    claim is undecided (:func:`cnnlab.profiling.until_decided`), up to ``max_rounds`` and ``round_budget_s``.
-    Processes beyond the GPUs present share them (``placement`` says so); the stores are keyed by the GPUs present,
-    so another machine's rows are never read as this one's. Status "error" (the reason in ``error``; a point whose
-    rounds all failed; run again by the next call) or "oom". The configuration columns (model, backend, placement,
-    gpus_used, global_batch_size, ...) are on every row, failed ones too (from ``cfg`` and the grid point)."""
+    rounds of experiment "ddp" (one stored row per round and configuration: :func:`round_points`, a launch per
+    ``rounds_per_launch`` rounds), combined by :func:`combine`: :data:`cnnlab.ddp.ROW_FIELDS` (times in ms, wall
+    time, warmup_time_s and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals per
+    rank from round 0, scaled from ``profile_steps`` steps to the epochs), run_dir (the launch's folder, in the
+    store's side folder ``<store>.runs/``), round_times_s (the time per epoch in each round), rounds, confidence,
+    and :func:`add_epoch_time`'s and :func:`add_scaling`'s columns. Rounds: ``min_rounds``, then more while a
+    runtime claim is undecided (:func:`cnnlab.profiling.until_decided`), up to ``max_rounds`` and
+    ``round_budget_s``. Processes beyond the GPUs present share them (``placement`` says so); the stores are keyed
+    by the GPUs present, so another machine's rows are never read as this one's. Status "error" (the reason in
+    ``error``; a point whose rounds all failed; run again by the next call) or "oom". The configuration columns
+    (model, backend, placement, gpus_used, global_batch_size, ...) are on every row, failed ones too (from ``cfg``
+    and the grid point)."""
     gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
     where = {w: ddp.placement(cfg.device, w, gpus) for w in cfg.world_sizes}  # before any launch
     settings = dict(gpus_present=gpus if cfg.device == "cuda" else None)  # the placements depend on it
@@ -263,7 +272,8 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
         def run(n: int, level: float) -> pd.DataFrame:
             points = round_points(cfg, range(n))
             timed = DDP.run(cfg, store_dir, progress=progress, settings=settings, points=points,
-                            bind=dict(out_dir=runs, rounds=Rounds(points)), retry_errors=not looks)
+                            bind=dict(out_dir=runs, rounds=Rounds(points, cfg.rounds_per_launch)),
+                            retry_errors=not looks)
             looks.append(n)  # failed points are launched again once per call of measure, not at every look
             return _columns(combine(timed, n), cfg, where).assign(confidence=level)
 
@@ -404,8 +414,8 @@ PEAK_DESIGN = ("settled by design, not judged (on a GPU too): every rank holds t
                "cannot fall with more processes, and at a larger batch per rank it cannot fall either (more "
                "activations); the paper's falling \"memory transfer\" reads as the bytes allocated over an epoch "
                "(gpu_mem_allocated_mib: per step x steps, fewer steps), shown in the note")
-HOST_MEMORY = ("the paper's \"CPU memory\" is the host side of GPU training (data loading, the transfers); in a CPU run "
-               "the CPU memory is the training tensors themselves (model, batch, activations), which grow with the "
+HOST_MEMORY = ("the paper's \"CPU memory\" is the host side of GPU training (data loading, the transfers); in a CPU "
+               "run the CPU memory is the training tensors themselves (model, batch, activations), which grow with the "
                "batch: another quantity, not judged off a GPU")
 
 
