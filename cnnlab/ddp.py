@@ -107,7 +107,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pg-timeout-s", type=float, default=300.0,
                    help="a collective that waits longer than this fails instead of hanging")
     p.add_argument("--profile-steps", type=int, default=5,
-                   help="training steps recorded by the profiler after the timed epochs")
+                   help="training steps recorded by the profiler after the timed epochs (0: none profiled, the "
+                        "profiler's metrics NaN)")
     p.add_argument("--profile-repeats", type=int, default=1,
                    help="profiled blocks of --profile-steps steps: the totals are their median, with their range")
     p.add_argument("--profile-warmup", type=int, default=1,
@@ -119,8 +120,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fail-rank", type=int, default=None,
                    help="fault injection for tests: this rank raises after the process group has formed")
     p.add_argument("--out", required=True, help="output folder for rank<r>.json and row.json")
+    p.add_argument("--plan", default=None,
+                   help="a JSON file listing configurations to train one after another in this launch, each "
+                        '{"out": subfolder, "fraction": f, "batch_size": b, "world_size": w, "profile": true|false} '
+                        "(w at most the launch's processes: ranks 0..w-1 train it, the others wait); default: the "
+                        "one configuration of --fraction and --batch-size on every process, written to --out")
     args = p.parse_args(argv)
-    for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 1), ("profile_repeats", 1),
+    for name, minimum in (("batch_size", 1), ("epochs", 1), ("profile_steps", 0), ("profile_repeats", 1),
                           ("profile_warmup", 0), ("warmup_steps", 0)):
         if getattr(args, name) < minimum:
             p.error(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(args, name)}")
@@ -195,25 +201,32 @@ def init_process_group(device: str, timeout_s: float) -> tuple[int, int, int, to
     return rank, world_size, local_rank, dev, where.backend
 
 
-def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bool):
-    """(dataset fraction, its DistributedSampler, DataLoader over this rank's shard)."""
+_LOADED: dict = {}  # (dataset, synthetic, synthetic_size) -> the training set: read once per process, not per plan item
+
+
+def load_shard(args, rank: int, world_size: int, local_rank: int, pin_memory: bool, group=None):
+    """(dataset fraction, its DistributedSampler, DataLoader over this rank's shard); ``group``: the process group of
+    the configuration's ranks (None: all of them)."""
     from cnnlab import data
+
+    key = (args.dataset, args.synthetic, args.synthetic_size)
 
     def load(download: bool):
         return data.load(args.dataset, "train", synthetic=args.synthetic, synthetic_size=args.synthetic_size,
                          download=download)
 
     try:  # every rank reads the files at once when they are there ...
-        dataset = load(download=False)
+        dataset = _LOADED[key] if key in _LOADED else load(download=False)
     except data.DatasetUnavailableError:
         dataset = None
     missing = [None] * world_size
-    dist.all_gather_object(missing, dataset is None)
+    dist.all_gather_object(missing, dataset is None, group=group)  # every rank asks, also one that has it loaded
     if any(missing):  # ... else local rank 0 downloads first, so processes on one machine do not race
         if local_rank == 0 and dataset is None:
             dataset = load(download=True)
-        dist.barrier()
+        dist.barrier(group=group)
         dataset = dataset if dataset is not None else load(download=False)
+    _LOADED[key] = dataset
     part = data.subset(dataset, args.fraction, seed=args.seed)  # same seeded subset on every rank
     sampler = DistributedSampler(part, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     loader = data.make_loader(part, args.batch_size, sampler=sampler, num_workers=args.num_workers,
@@ -239,9 +252,11 @@ def step_stream(loader, sampler, first_epoch: int):
         epoch += 1
 
 
-def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple[dict, torch.nn.Module]:
+def train_and_profile(args, rank, world_size, local_rank, dev, backend, group=None) -> tuple[dict, torch.nn.Module]:
     """Train ``args.warmup_steps`` steps, untimed; then ``args.epochs`` epochs, timed; then profile
-    ``args.profile_steps`` more steps: (this rank's metrics, the trained model).
+    ``args.profile_steps`` more steps (none where it is 0: the profiler's metrics are then NaN): (this rank's
+    metrics, the trained model). ``group``: the process group of the configuration's ``world_size`` ranks (None:
+    every process of the launch).
 
     The warm-up steps take out what only a process's first steps pay (the CUDA context and cuDNN/cuBLAS set-up, DDP's
     bucket rebuild after its first step, Gloo's first connections, the allocator's first blocks): on an H100 the
@@ -273,11 +288,13 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     """
     from cnnlab import models
 
-    part, sampler, loader = load_shard(args, rank, world_size, local_rank, pin_memory=dev.type == "cuda")
+    part, sampler, loader = load_shard(args, rank, world_size, local_rank, pin_memory=dev.type == "cuda",
+                                       group=group)
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
     options = {} if args.stem is None else {"stem": args.stem}
     model = models.get(args.model, num_classes=part.num_classes, **options).to(dev)
-    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+                                  process_group=group)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     if args.fail_rank == rank:
         raise RuntimeError(f"injected failure on rank {rank} (--fail-rank {args.fail_rank})")
@@ -302,9 +319,9 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
     # epochs' totals, and their range is the noise of that estimate
     profs = [profile_ops(partial(step, batches), iterations=args.profile_steps, warmup=args.profile_warmup,
                          device=dev, profile_memory=not args.no_profile_memory, scheduled=True)
-             for _ in range(args.profile_repeats)]
+             for _ in range(args.profile_repeats if args.profile_steps else 0)]
     steps = args.epochs * len(loader)  # the sampler pads the shards: every rank takes as many steps
-    scale = steps / args.profile_steps
+    scale = steps / args.profile_steps if args.profile_steps else math.nan
 
     def per_epochs(value, whole=False):  # a total over the profiled steps, scaled to the timed epochs
         return value if isinstance(value, float) and math.isnan(value) else (
@@ -320,7 +337,8 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
                 "cpu_mem_allocated_mib": per_epochs(s["cpu_mem_allocated_mib"]),
                 "gpu_mem_allocated_mib": per_epochs(s["device_mem_allocated_mib"])}
 
-    blocks = [block(prof) for prof in profs]
+    blocks = [block(prof) for prof in profs] or [dict.fromkeys(SPREAD_METRICS + ("conv_calls", "kernel_launches"),
+                                                               math.nan)]  # nothing profiled
 
     def median(key):  # the median block (the lower middle of an even count: a value that was measured)
         values = [b[key] for b in blocks]
@@ -334,8 +352,9 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         nan = any(isinstance(v, float) and math.isnan(v) for v in values)
         spread.update({key: median(key), f"{key}_min": math.nan if nan else min(values),
                        f"{key}_max": math.nan if nan else max(values)})
-    s = profs[0].summary
-    peak = {key: max(p.summary[key] for p in profs) for key in ("max_cpu_mem_mib", "max_device_mem_mib")}
+    s = profs[0].summary if profs else {"device_missing_reason": "not profiled (profile_steps=0)"}
+    peak = {key: max((p.summary[key] for p in profs), default=math.nan)
+            for key in ("max_cpu_mem_mib", "max_device_mem_mib")}
 
     cuda = dev.type == "cuda"
     return {
@@ -354,7 +373,8 @@ def train_and_profile(args, rank, world_size, local_rank, dev, backend) -> tuple
         "kernel_launches": median("kernel_launches"),
         "max_cpu_mem_mib": peak["max_cpu_mem_mib"],
         "max_gpu_mem_mib": peak["max_device_mem_mib"],
-        "max_gpu_mem_missing_reason": None if cuda else "CPU run: no GPU memory",
+        "max_gpu_mem_missing_reason": None if cuda and profs else "CPU run: no GPU memory" if not cuda else
+        "not profiled (profile_steps=0)",
         "profile_repeats": args.profile_repeats,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # Linux reports KiB
         "torch_threads": torch.get_num_threads(),
@@ -467,29 +487,84 @@ def _die_with_parent(sig: int = signal.SIGKILL) -> None:
         os.kill(os.getpid(), sig)
 
 
+def plan_items(args, world_size: int) -> list[dict]:
+    """The configurations this launch trains, in order: ``--plan``'s, else the one of ``--fraction`` and
+    ``--batch-size`` on all ``world_size`` processes (written to ``--out`` itself: ``out`` "")."""
+    if args.plan is None:
+        return [{"out": "", "fraction": args.fraction, "batch_size": args.batch_size, "world_size": world_size,
+                 "profile": True}]
+    items = json.loads(Path(args.plan).read_text())
+    for item in items:
+        if not 1 <= int(item["world_size"]) <= world_size:
+            raise ValueError(f"plan item {item}: world_size must be 1 to the launch's {world_size} processes")
+    return items
+
+
+def item_groups(device: str, world_size: int, items: list[dict]) -> dict[int, tuple]:
+    """{processes: (process group of ranks 0..processes-1 or None for all of them, its backend)} for every
+    configuration's process count: fewer than all of them get the backend :func:`placement` gives that many
+    processes on this machine (as a launch of that many would use), so that a configuration trains as it would in a
+    launch of its own. Every rank creates every group, in the same order (``new_group`` is collective)."""
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    gpus = torch.cuda.device_count() if use_cuda else 0
+    groups = {}
+    for w in sorted({int(item["world_size"]) for item in items}):
+        if w == world_size:  # all of them: the launch's own group (on several machines too)
+            groups[w] = (None, dist.get_backend())
+            continue
+        backend = placement("cuda" if use_cuda else "cpu", w, gpus).backend
+        groups[w] = (dist.new_group(list(range(w)), backend=backend), backend)
+    return groups
+
+
+def run_item(args, item: dict, out: Path, rank: int, local_rank: int, dev, groups: dict) -> None:
+    """Train one plan item on ranks 0..w-1 (:func:`train_and_profile`; this rank's metrics in ``out``), rank 0
+    writing its ``row.json`` (:func:`merge`); then free what it held, so that the next item starts as a launch of
+    its own would (on a GPU: the allocator's cached blocks handed back, which another process sharing it needs)."""
+    w = int(item["world_size"])
+    group, backend = groups[w]
+    own = argparse.Namespace(**{**vars(args), "fraction": float(item["fraction"]),
+                                "batch_size": int(item["batch_size"]),
+                                "profile_steps": args.profile_steps if item.get("profile", True) else 0})
+    with config.tf32(args.tf32):  # explicit in every rank, never torch's defaults
+        metrics, model = train_and_profile(own, rank, w, local_rank, dev, backend, group)
+    _write_json(out / f"rank{rank}.json", metrics)
+    if args.save_params:
+        torch.save({k: v.detach().cpu() for k, v in model.named_parameters()}, out / f"params_rank{rank}.pt")
+    gathered = [None] * w if rank == 0 else None
+    dist.gather_object(metrics, gathered, dst=0, group=group)
+    if rank == 0:
+        setup = {"model": args.model, "dataset": args.dataset, "batch_size": own.batch_size,
+                 "fraction": own.fraction, "epochs": args.epochs}
+        _write_json(out / "row.json", merge(gathered, setup))
+    metrics = model = gathered = None  # noqa: F841  (DDP's reducer freed before the next item builds its own)
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun (not a test calling main() in its own process)
         _die_with_parent()
-    out = Path(args.out)
+    out = here = Path(args.out)  # here: the folder of the configuration running now, where an error is written
     out.mkdir(parents=True, exist_ok=True)
     rank = int(os.environ.get("RANK", "-1"))
     try:
         rank, world_size, local_rank, dev, backend = init_process_group(args.device, args.pg_timeout_s)
-        with config.tf32(args.tf32):  # explicit in every rank, never torch's defaults
-            metrics, model = train_and_profile(args, rank, world_size, local_rank, dev, backend)
-        _write_json(out / f"rank{rank}.json", metrics)
-        if args.save_params:
-            torch.save({k: v.detach().cpu() for k, v in model.named_parameters()}, out / f"params_rank{rank}.pt")
-        gathered = [None] * world_size if rank == 0 else None
-        dist.gather_object(metrics, gathered, dst=0)
-        if rank == 0:
-            setup = {k: getattr(args, k) for k in ("model", "dataset", "batch_size", "fraction", "epochs")}
-            _write_json(out / "row.json", merge(gathered, setup))
-        dist.barrier()
+        items = plan_items(args, world_size)
+        groups = item_groups(args.device, world_size, items)
+        # the ranks a configuration leaves out wait at a CPU barrier (Gloo blocks; NCCL's would spin on its GPU)
+        gate = None if backend == "gloo" else dist.new_group(backend="gloo")
+        for item in items:
+            here = out / item["out"]
+            here.mkdir(parents=True, exist_ok=True)
+            if rank < int(item["world_size"]):
+                run_item(args, item, here, rank, local_rank, dev, groups)
+            dist.barrier(group=gate)
     except BaseException as exc:
         oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
-        _write_json(out / f"rank{rank}.error.json", {
+        _write_json(here / f"rank{rank}.error.json", {
             "rank": rank, "hostname": socket.gethostname(), "error_type": type(exc).__name__,
             "error": f"{'out of memory: ' if oom else ''}{type(exc).__name__}: {exc}", "oom": oom,
             "traceback": traceback.format_exc()})
@@ -499,7 +574,6 @@ def main(argv=None) -> int:
         # group and its worker threads: free it now, while the interpreter is whole, not during its finalization,
         # where a still-joinable C++ thread ends the process with "terminate called without an active exception"
         # (pytorch/pytorch#190489, #179291).
-        metrics = model = gathered = None  # noqa: F841
         gc.collect()
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -552,52 +626,15 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
     # inf would reach Popen.wait as an OverflowError naming nothing; 0 would kill every launch at once
     timeout_s = config.number(timeout_s, parameter="timeout_s", low=0, high=7 * 24 * 3600.0)
     device = config.resolve_device(device).type
-    run_dir = Path(out_dir) / (f"{model}{'_' + stem if stem else ''}_{dataset}_w{world_size}_b{batch_size_per_rank}"
-                               f"_f{data_fraction:g}_e{epochs}_{device}")
-    shutil.rmtree(run_dir, ignore_errors=True)  # no stale rank files from an earlier launch
-    run_dir.mkdir(parents=True)
-    args = ["--model", model, "--dataset", dataset, "--batch-size", str(batch_size_per_rank),
-            "--fraction", repr(float(data_fraction)), "--epochs", str(epochs), "--device", device,
-            "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(run_dir),
-            "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--warmup-steps", str(warmup_steps),
-            "--profile-steps", str(profile_steps),
-            "--profile-warmup", str(profile_warmup), "--profile-repeats", str(profile_repeats)]
-    args += ["--stem", stem] if stem is not None else []
-    args += ["--synthetic"] if synthetic else []
-    args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
-    args += ["--save-params"] if save_params else []
-    args += ["--tf32"] if tf32 else []
-    args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
-    # python -m torch.distributed.run is the torchrun command, without relying on PATH.
-    # Below cnnlab.subreaper, which outlives torchrun: whatever torchrun leaves running (its workers, when it is killed
-    # outright) is killed and reaped there before the launch ends.
-    cmd = [sys.executable, "-m", "cnnlab.subreaper", str(os.getpid()),
-           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-           f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
-               PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])))
-    log = run_dir / "torchrun.log"
-
-    def run() -> tuple[str, bool] | None:  # why the launch failed and whether out of memory; None if it did not
-        with open(log, "w") as out:
-            # Its own session: a Ctrl-C in the caller's terminal does not reach it, so that the finally below
-            # decides; and SIGTERM when the caller dies outright (papermill killed: no finally runs), on which
-            # torchrun stops its workers (see cnnlab.subreaper).
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
-                                    start_new_session=True)
-            try:
-                code = proc.wait(timeout=timeout_s)
-                return None if code == 0 else _failure_reason(run_dir, log, code)
-            except subprocess.TimeoutExpired:
-                pass
-            finally:  # any exit (a timeout, KeyboardInterrupt, an exception): no torchrun or worker outlives it
-                _kill_tree(proc)
-        # only a timeout gets here
-        reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
-        partial, _ = _failure_reason(run_dir, log, -9)
-        return reason + (f" (earlier: {partial})" if partial.startswith("rank") else ""), False
-
-    launched = wall_time(run)
+    run_dir = _fresh(Path(out_dir) / (f"{model}{'_' + stem if stem else ''}_{dataset}_w{world_size}"
+                                      f"_b{batch_size_per_rank}_f{data_fraction:g}_e{epochs}_{device}"))
+    args = _worker_args(model=model, dataset=dataset, epochs=epochs, device=device, num_workers=num_workers,
+                        seed=seed, out=run_dir, timeout_s=timeout_s, warmup_steps=warmup_steps,
+                        profile_steps=profile_steps, profile_warmup=profile_warmup, profile_repeats=profile_repeats,
+                        stem=stem, synthetic=synthetic, synthetic_size=synthetic_size, save_params=save_params,
+                        tf32=tf32, fail_rank=fail_rank)
+    args += ["--batch-size", str(batch_size_per_rank), "--fraction", repr(float(data_fraction))]
+    launched = wall_time(lambda: _torchrun(world_size, args, run_dir, threads_per_rank, timeout_s))
     reason, oom = launched.result or ("torchrun exited with code 0 but rank 0 wrote no row.json", False)
     row = _read_row(run_dir / "row.json")
     if row is None:
@@ -608,6 +645,123 @@ def launch(*, world_size: int, batch_size_per_rank: int, data_fraction: float, m
         row["note"] = f"kept: row.json was complete when the launch then failed at shutdown: {reason}"
     row.update(launch_time_s=launched.seconds, run_dir=str(run_dir))
     return row
+
+
+def launch_plan(configs: list[dict], *, name: str, model: str, dataset: str, out_dir, epochs: int = 1,
+                synthetic: bool = False, synthetic_size: int | None = None, device: str = "cpu",
+                timeout_s: float = 600.0, threads_per_rank: int = 1, num_workers: int = 0, seed: int = 0,
+                stem: str | None = None, warmup_steps: int = 5, profile_steps: int = 5, profile_warmup: int = 1,
+                profile_repeats: int = 1, tf32: bool = False) -> list:
+    """Train several configurations one after another in ONE torchrun launch, of as many processes as the largest
+    needs: ``configs`` are dicts {data_fraction, batch_size_per_rank, world_size, profile (bool: profile its steps,
+    else its profiler metrics are NaN), name (optional: its folder, default ``w..._b..._f...``; a configuration
+    trained twice, in two rounds, needs two)}; a configuration of w processes trains on ranks 0..w-1 (a process group of
+    their own, with the backend a launch of w would use: :func:`item_groups`) while the others wait, each with its own
+    model, optimizer and warm-up steps, the data set read once per process. A study that times configurations in
+    rounds (``cnnlab.studies.ddp_scaling``) pays the start of torchrun and its processes (seconds: importing torch)
+    once per round instead of once per configuration, and its configurations run back to back on the same processes.
+
+    Returns one entry per configuration, in order: its row as :func:`launch` returns it (``launch_time_s``: the whole
+    launch's; ``run_dir``: its own folder, ``<out_dir>/<name>/<its name>``), or, where the launch failed, the
+    :class:`LaunchFailed` (or :class:`LaunchOutOfMemory`) of the configuration it failed on, and None for those after
+    it (not run: launch them again). ``timeout_s`` is per configuration (the launch gets that times their number; the
+    waiting ranks' process group times out after it). Processes end as :func:`launch` ends them."""
+    timeout_s = config.number(timeout_s, parameter="timeout_s", low=0, high=7 * 24 * 3600.0)
+    device = config.resolve_device(device).type
+    if not configs:
+        raise ValueError("configs=[]: give at least one configuration to launch")
+    items = [{"out": c.get("name") or f"w{c['world_size']}_b{c['batch_size_per_rank']}_f{c['data_fraction']:g}",
+              "fraction": float(c["data_fraction"]), "batch_size": int(c["batch_size_per_rank"]),
+              "world_size": int(c["world_size"]), "profile": bool(c.get("profile", True))} for c in configs]
+    if len({i["out"] for i in items}) < len(items):
+        raise ValueError(f"configs: two configurations have one folder (name them): {[i['out'] for i in items]}")
+    run_dir = _fresh(Path(out_dir) / name)
+    (run_dir / "plan.json").write_text(json.dumps(items, indent=1))
+    args = _worker_args(model=model, dataset=dataset, epochs=epochs, device=device, num_workers=num_workers,
+                        seed=seed, out=run_dir, timeout_s=timeout_s, warmup_steps=warmup_steps,
+                        profile_steps=profile_steps, profile_warmup=profile_warmup, profile_repeats=profile_repeats,
+                        stem=stem, synthetic=synthetic, synthetic_size=synthetic_size, tf32=tf32)
+    args += ["--plan", str(run_dir / "plan.json")]
+    world_size = max(i["world_size"] for i in items)
+
+    def unfinished() -> Path:  # the first configuration without a row: the one its ranks' error files explain
+        return next((run_dir / i["out"] for i in items if not (run_dir / i["out"] / "row.json").exists()), run_dir)
+    launched = wall_time(lambda: _torchrun(world_size, args, run_dir, threads_per_rank, timeout_s * len(items),
+                                           unfinished))
+    out, failed = [], None
+    for item in items:
+        row = None if failed else _read_row(run_dir / item["out"] / "row.json")
+        if row is not None:
+            out.append({**row, "launch_time_s": launched.seconds, "run_dir": str(run_dir / item["out"])})
+        elif failed is None:  # the configuration the launch failed on
+            reason, oom = launched.result or ("torchrun exited with code 0 but rank 0 wrote no row.json", False)
+            failed = (LaunchOutOfMemory if oom else LaunchFailed)(reason, run_dir / item["out"])
+            out.append(failed)
+        else:
+            out.append(None)
+    if failed is None and launched.result is not None:  # every row written, then a rank died at shutdown
+        for row in out:
+            row["note"] = f"kept: row.json was complete when the launch then failed at shutdown: {launched.result[0]}"
+    return out
+
+
+def _fresh(run_dir: Path) -> Path:
+    """``run_dir``, emptied: no stale rank files from an earlier launch."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def _worker_args(*, model, dataset, epochs, device, num_workers, seed, out, timeout_s, warmup_steps, profile_steps,
+                 profile_warmup, profile_repeats, stem, synthetic, synthetic_size, tf32, save_params=False,
+                 fail_rank=None) -> list[str]:
+    """The command line of ``python -m cnnlab.ddp`` for what every configuration of a launch shares."""
+    args = ["--model", model, "--dataset", dataset, "--epochs", str(epochs), "--device", device,
+            "--num-workers", str(num_workers), "--seed", str(seed), "--out", str(out),
+            "--pg-timeout-s", str(max(30.0, float(timeout_s))), "--warmup-steps", str(warmup_steps),
+            "--profile-steps", str(profile_steps),
+            "--profile-warmup", str(profile_warmup), "--profile-repeats", str(profile_repeats)]
+    args += ["--stem", stem] if stem is not None else []
+    args += ["--synthetic"] if synthetic else []
+    args += ["--synthetic-size", str(synthetic_size)] if synthetic_size else []
+    args += ["--save-params"] if save_params else []
+    args += ["--tf32"] if tf32 else []
+    args += ["--fail-rank", str(fail_rank)] if fail_rank is not None else []
+    return args
+
+
+def _torchrun(world_size: int, args: list[str], run_dir: Path, threads_per_rank: int, timeout_s: float,
+              failed_in=None) -> tuple[str, bool] | None:
+    """Run ``torchrun ... -m cnnlab.ddp *args`` with ``world_size`` processes, its log in ``run_dir/torchrun.log``:
+    None when it exited 0, else (why it failed, whether out of memory: :func:`_failure_reason`, from the ranks' error
+    files in ``failed_in()``, default ``run_dir``). No torchrun or worker outlives it."""
+    failed_in = failed_in or (lambda: run_dir)
+    # python -m torch.distributed.run is the torchrun command, without relying on PATH.
+    # Below cnnlab.subreaper, which outlives torchrun: whatever torchrun leaves running (its workers, when it is killed
+    # outright) is killed and reaped there before the launch ends.
+    cmd = [sys.executable, "-m", "cnnlab.subreaper", str(os.getpid()),
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+           f"--nproc-per-node={world_size}", "--max-restarts=0", "-m", "cnnlab.ddp", *args]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads_per_rank),  # no oversubscription of the cores
+               PYTHONPATH=os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])))
+    log = run_dir / "torchrun.log"
+    with open(log, "w") as out:
+        # Its own session: a Ctrl-C in the caller's terminal does not reach it, so that the finally below
+        # decides; and SIGTERM when the caller dies outright (papermill killed: no finally runs), on which
+        # torchrun stops its workers (see cnnlab.subreaper).
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=CHECKOUT, env=env,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+            return None if code == 0 else _failure_reason(failed_in(), log, code)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:  # any exit (a timeout, KeyboardInterrupt, an exception): no torchrun or worker outlives it
+            _kill_tree(proc)
+    # only a timeout gets here
+    reason = f"timeout: no result after {timeout_s:g} s; torchrun and its workers were killed"
+    partial, _ = _failure_reason(failed_in(), log, -9)
+    return reason + (f" (earlier: {partial})" if partial.startswith("rank") else ""), False
 
 
 def _read_row(path: Path) -> dict | None:

@@ -47,6 +47,23 @@ def test_two_gloo_ranks_train_to_identical_parameters(two_ranks):
     assert any(not torch.equal(p0[name], initial[name]) for name in p0)
 
 
+def test_one_launch_trains_a_plan_of_configurations_each_on_its_own_process_count(tmp_path):
+    # a round of cnnlab.studies.ddp_scaling: one torchrun of 2 processes; the 1-process configurations on rank 0 alone
+    configs = [dict(data_fraction=0.05, batch_size_per_rank=8, world_size=1, profile=True),
+               dict(data_fraction=0.05, batch_size_per_rank=8, world_size=2, profile=False),
+               dict(data_fraction=0.05, batch_size_per_rank=16, world_size=1, profile=False)]
+    rows = ddp.launch_plan(configs, name="round0", model="lenet5", dataset="digits", device="cpu", out_dir=tmp_path,
+                           epochs=1, timeout_s=120, warmup_steps=2, profile_steps=2)
+    assert [r["status"] for r in rows] == ["ok"] * 3, rows
+    assert [(r["world_size"], r["placement"], r["batch_size_per_rank"]) for r in rows] == \
+        [(1, "1 CPU process", 8), (2, "2 CPU processes", 8), (1, "1 CPU process", 16)]
+    # 71 images: 9 steps of 8 on one process, 5 per rank on two (36 each, padded: 72), 5 of 16 on one
+    assert [r["steps_per_rank"] for r in rows] == [9, 5, 5] and [r["samples_total"] for r in rows] == [71, 72, 71]
+    assert rows[0]["conv_calls"] == 9 * 2 * 2 and all(math.isnan(r["conv_calls"]) for r in rows[1:])  # profiled: 1st
+    assert all(r["params_identical"] for r in rows) and len({r["run_dir"] for r in rows}) == 3
+    assert all(r["wall_time_s"] > 0 for r in rows)
+
+
 def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     row, run_dir = two_ranks
     assert set(ROW_FIELDS) <= set(row)
@@ -172,7 +189,8 @@ def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_pa
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
     monkeypatch.setattr(ddp_scaling.measure, "plan", lambda cfg: [])  # no probe launch: it would hang too
-    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4)
+    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4,
+                                min_rounds=1, max_rounds=1)  # one round: one launch, and one more after its failure
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="2 of 2 points failed"):
         runs = ddp_scaling.measure(cfg, tmp_path, progress=False)

@@ -50,14 +50,15 @@ def placements(df: pd.DataFrame) -> dict:
 
 def below_noise(df: pd.DataFrame) -> list[tuple]:
     """(row, efficiency Spread, kind) of every efficiency of more than one process that says nothing about scaling:
-    "once" (one epoch: its noise unknown), "above" (above 1 beyond its noise), or "spans" (its range covers no
-    speed-up, 1 / processes, to ideal, 1)."""
+    "once" (no interval: too few rounds, its noise unknown), "above" (above 1 beyond its noise), or "spans" (its
+    interval covers no speed-up, 1 / processes, to ideal, 1)."""
     out = []
     ok = df[(df["status"] == "ok") & df["scaling_efficiency"].notna() & (df["world_size"] > 1)]
     for _, row in ok.iterrows():
-        eff = Spread.of_range(row, "scaling_efficiency")
+        bounded = all(pd.notna(row.get(f"scaling_efficiency_{end}")) for end in ("min", "max"))
+        eff = Spread.of_range(row, "scaling_efficiency") if bounded else Spread.exact(row["scaling_efficiency"])
         floor = 1 / row["world_size"]
-        kind = "once" if row["epochs"] < 2 else "above" if eff.low > 1 else \
+        kind = "once" if not bounded else "above" if eff.low > 1 else \
             "spans" if eff.low <= floor and eff.high >= 1 else None
         if kind:
             out.append((row, eff, kind))
@@ -114,10 +115,10 @@ def _plot_scaling(df: pd.DataFrame):
     right.set_ylim(0, top)
     right.legend(loc="lower left")
     below = below_noise(df)
-    short = {"once": "measured once", "above": "above 1 beyond its noise", "spans": "range spans no speed-up to 1"}
+    short = {"once": "too few rounds", "above": "above 1 beyond its noise", "spans": "range spans no speed-up to 1"}
     names = "; ".join(f"b{r['batch_size_per_rank']:g}, f{r['data_fraction']:g}, {processes(r)}: {short[kind]}"
                       for r, _, kind in below)
-    right.set_title("bars: the epochs' range, at least a time's noise floor" if not below else textwrap.fill(
+    right.set_title("bars: the sign test's interval over the paired rounds" if not below else textwrap.fill(
         f"{len(below)} of {int((eff['world_size'] > 1).sum())} below their noise (say nothing about scaling): "
         f"{names}", 70), fontsize="small", color="black" if not below else "#9a6700")
     fig.tight_layout()

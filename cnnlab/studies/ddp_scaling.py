@@ -2,18 +2,25 @@
 
 Paper 002 (Iwano, "Comparative Analysis of Runtime and Memory Optimization with ResNet152") trains ResNet-152 on 1,
 1/2 and 1/10 of CIFAR-100 with batch sizes 128-2048 on 1, 2 and 4 A100 GPUs and reports, from the PyTorch profiler,
-CPU and CUDA runtime, number of calls and "maximum CPU and GPU memory transfer" (its Fig. 1-15). Here every grid
-point is one ``torchrun`` launch (:func:`cnnlab.ddp.launch`: ``warmup_steps`` untimed steps, timed epochs, then
-``profile_steps`` profiled steps whose totals are scaled to the epochs), experiment "ddp" (resumable; a failed
-launch's reason is recorded), and :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency
-against one process. On CUDA, more processes than GPUs share them (Gloo, :func:`cnnlab.ddp.placement`): every row,
+CPU and CUDA runtime, number of calls and "maximum CPU and GPU memory transfer" (its Fig. 1-15). The grid
+(data fraction x batch size per process x process count) is timed in paired rounds (:mod:`cnnlab.profiling.compare`):
+a round trains every configuration once (``warmup_steps`` untimed steps, ``epochs`` timed epochs), one after another
+on the same processes, in one ``torchrun`` launch with the ``rounds_per_launch`` - 1 rounds after it
+(:func:`cnnlab.ddp.launch_plan`: a configuration of fewer processes runs on the first ranks while the others wait),
+in grid order in even rounds and reversed in odd ones; round 0 also
+profiles ``profile_steps`` steps per configuration (the profiler's totals, scaled to the epochs). Experiment "ddp"
+stores one row per (round, configuration), resumable; a failed configuration's reason is recorded. Rounds are added
+while a runtime claim is undecided (:func:`cnnlab.profiling.until_decided`), up to ``max_rounds`` and within
+``round_budget_s``. :func:`add_scaling` adds what the paper lacks: speed-up and scaling efficiency against one
+process. On CUDA, more processes than GPUs share them (Gloo, :func:`cnnlab.ddp.placement`): every row,
 figure and claim comparing process counts says how they ran ("2 processes sharing 1 GPU", "2 CPU processes").
 
-The claims judge the paper's own quantities, each with its noise: runtime is the measured time per epoch
-(:func:`add_epoch_time`), not the profiled steps scaled; kernel calls are the model's convolution operators
-(``conv_calls``; ``calls_total`` also counts the DataLoader's per-image transforms); memory is the peak of live
-tensor bytes per rank (``max_*_mem_mib``). The profiler's totals (times, calls, bytes allocated) are in the table
-and figures (:mod:`cnnlab.plotting.ddp_scaling`).
+The claims judge the paper's own quantities: runtime is the measured time per epoch, round by round
+(``round_times_s``), its ratios taken within rounds and judged by the sign test's interval of their median
+(:class:`cnnlab.profiling.Paired`), not the profiled steps scaled. Kernel calls (the model's convolution operators)
+and peak GPU memory per rank are settled by arithmetic and by design: shown, not judged. Peak CPU memory is the
+paper's host-side memory only on a GPU (on a CPU it is the training tensors): judged there. The profiler's totals
+(times, calls, bytes allocated) are in the table and figures (:mod:`cnnlab.plotting.ddp_scaling`).
 """
 
 from __future__ import annotations
@@ -24,14 +31,15 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 from cnnlab import claims, config, data, ddp, models, studies
-from cnnlab.claims import INCONCLUSIVE, Claim, Declared, Measured, Spread, above, below, falls, joined
+from cnnlab.claims import Claim, Declared, Measured, Spread, above, below, falls, joined
 from cnnlab.plotting.ddp_scaling import below_noise, placements, processes
 from cnnlab.plotting.ddp_scaling import figures  # noqa: F401  (the contract's figures(df))
-from cnnlab.profiling import derived, spread, store_file, wall_time
+from cnnlab.profiling import Paired, derived, store_file, until_decided, wall_time
 from cnnlab.profiling.estimate import Work, interpolate
 from cnnlab.studies import Experiment, Parameter
 
@@ -75,18 +83,23 @@ def _check(cfg) -> None:
     cfg.threads_per_rank = config.positive_int(min(4, cores) if cfg.threads_per_rank is None else cfg.threads_per_rank,
                                                parameter="threads_per_rank", maximum=most,
                                                bound="oversubscribe=True" if over else present)
+    if cfg.max_rounds < cfg.min_rounds:
+        raise ValueError(f"max_rounds={cfg.max_rounds} is not valid; valid: at least min_rounds={cfg.min_rounds}")
 
 
 # quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option) on the real offline digits set (1437
 # images), batches of 32 and 128; the full set and the paper's smallest fraction, 1/10 (where it says gains are "less
-# pronounced"). 5 untimed warm-up steps (on an H100 the first epoch took 3.4x the next two without them; on a CPU they
-# cost a few ms), 3 timed epochs (their spread: the noise of the time per epoch and the throughput) and 3 profiled
-# blocks (their spread: the profiler totals'): a few seconds more per launch, whose start-up dominates.
+# pronounced"). 5 untimed warm-up steps per configuration and round (on an H100 the first epoch took 3.4x the next two
+# without them; on a CPU they cost a few ms), 1 timed epoch per configuration and round (the rounds are the
+# repetition), and 3 profiled blocks in round 0 (their spread: the profiler totals'). A launch's start-up (torchrun
+# and two processes importing torch: ~13 CPU-s) is far more than a round's training (~3 s), so one launch trains 8
+# rounds (rounds_per_launch; a launch per round took 1.65x the time of the 8 launches of 3 epochs each before, back to
+# back on one machine); round_budget_s (1.5x those 80 s) adds rounds only where they fit. standard and paper: a launch
+# per round (an epoch there takes minutes; an interruption then loses one round).
 # standard: one Colab GPU: the paper's model and data, a smaller grid; 2 processes share the one GPU (Gloo).
 # paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
-# paper gives no epoch count: one epoch, timed whole (no range: its runtime claims are inconclusive, "measured once";
-# epochs=2 or more gives them one); 10 steps of it profiled.
+# paper gives no epoch count: one epoch per configuration and round; 10 steps of it profiled in round 0.
 PARAMETERS = studies.Parameters(
     model=Parameter("lenet5", "resnet152", check=partial(config.one_of, valid=models.names()), doc="registry name"),
     stem=Parameter(None, "imagenet", check=_stem, type="str",
@@ -105,9 +118,18 @@ PARAMETERS = studies.Parameters(
                           doc="processes (on CUDA one GPU each where there are enough, else sharing them)"),
     warmup_steps=Parameter(5, check=partial(config.positive_int, minimum=0),
                            doc="untimed training steps before the timed epochs (their time: warmup_time_s)"),
-    epochs=Parameter(3, 1, check=config.positive_int, doc="timed training epochs"),
+    epochs=Parameter(1, check=config.positive_int, doc="timed training epochs per configuration and round"),
+    min_rounds=studies.MIN_ROUNDS,
+    max_rounds=studies.MAX_ROUNDS,
+    rounds_per_launch=Parameter(8, 1, check=config.positive_int,
+                                doc="rounds trained one after another in one launch (its start, seconds of importing "
+                                    "torch, paid once for them); 1: a launch per round, an interruption loses one"),
+    round_budget_s=Parameter(120.0, 3 * 3600.0, 12 * 3600.0, type="float",
+                             check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
+                             doc="rounds are added while a runtime claim is undecided only while the next look's "
+                                 "rounds fit in this many seconds of measuring (s)"),
     profile_steps=Parameter(3, 5, 10, check=config.positive_int, doc="training steps profiled after the timed "
-                            "epochs (their totals are scaled to the epochs)"),
+                            "epochs of round 0 (their totals are scaled to the epochs)"),
     profile_repeats=Parameter(3, check=config.positive_int,
                               doc="blocks of profile_steps steps: the totals are their median, their range the noise"),
     # None: four threads per process on a GPU run (data loading, the optimizer), never more than the cores present
@@ -115,7 +137,8 @@ PARAMETERS = studies.Parameters(
     threads_per_rank=Parameter(1, None, type="int", doc="OMP threads of each process (None: min(4, cores))"),
     timeout_s=Parameter(180, 1800, 3600, type="float", check=partial(config.number, low=MIN_TIMEOUT_S,
                                                                       low_open=False, high=MAX_TIMEOUT_S),
-                        doc="per configuration (s); a launch past it is killed and recorded as failed"),
+                        doc="per configuration (s); a launch past this times its configurations is killed, the "
+                            "configuration it was on recorded as failed"),
     oversubscribe=Parameter(False, check=config.boolean, doc="True: allow more processes than CPU cores (each "
                             "still measured; timings then compete)"),
     tf32=studies.TF32,
@@ -125,31 +148,76 @@ PARAMETERS = studies.Parameters(
 configure = PARAMETERS.configure
 
 
-def ddp_point(data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str, stem: str | None,
-              dataset: str, synthetic: bool, warmup_steps: int, epochs: int, profile_steps: int,
+CONFIGURATION = ("data_fraction", "batch_size_per_rank", "world_size")  # a grid point; with "round", a stored row
+
+
+class Rounds:
+    """The launches of a sweep's rounds: the first (round, configuration) asked for launches it and every one after
+    it in the sweep's order up to the end of its block of ``per_launch`` rounds (rounds 0..per_launch-1, then the
+    next ``per_launch``, ...), together (:func:`cnnlab.ddp.launch_plan`); the others are then read from that launch.
+    ``points`` are the sweep's points, in order. A configuration that ran out of memory is not launched again in a
+    later round (it does not fit: the same reason is raised)."""
+
+    def __init__(self, points: list[dict], per_launch: int = 1):
+        self.order = [(p["round"], tuple(p[k] for k in CONFIGURATION)) for p in points]
+        self.per_launch = per_launch
+        self.rows: dict[tuple, object] = {}
+        self.oom: dict[tuple, BaseException] = {}
+
+    def row(self, r: int, configuration: tuple, launch) -> dict:
+        """The row of ``configuration`` in round ``r``; ``launch(configs, name=...)`` launches several (the keyword
+        arguments of :func:`cnnlab.ddp.launch_plan` but the shared settings); raises its failure."""
+        if configuration in self.oom:
+            raise self.oom[configuration]
+        if (r, configuration) not in self.rows:
+            start = self.order.index((r, configuration))
+            block = r // self.per_launch
+            todo = [(q, c) for q, c in self.order[start:] if q // self.per_launch == block and c not in self.oom]
+            at = [c for q, c in self.order if q == r].index(configuration)  # where in its round the launch starts
+            plan = [{**dict(zip(CONFIGURATION, c)), "profile": q == 0, "name": f"r{q}_w{c[2]}_b{c[1]}_f{c[0]:g}"}
+                    for q, c in todo]
+            results = launch(plan, name=f"round{r}" + (f"_from{at}" if at else ""))
+            self.rows.update({key: got for key, got in zip(todo, results) if got is not None})
+        got = self.rows.pop((r, configuration))  # asked again (a retry): launched again
+        if isinstance(got, ddp.LaunchOutOfMemory):
+            self.oom[configuration] = got
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+
+def ddp_point(round: int, data_fraction: float, batch_size_per_rank: int, world_size: int, *, model: str,
+              stem: str | None, dataset: str, synthetic: bool, warmup_steps: int, epochs: int, profile_steps: int,
               profile_repeats: int, tf32: bool, device: str, threads_per_rank: int, timeout_s: float,
-              out_dir: Path) -> dict:
-    """One point of experiment "ddp": :func:`cnnlab.ddp.launch`'s row (its run folder under ``out_dir``) without
-    the status it leaves to the sweep; a launch that fails raises its reason (:class:`cnnlab.ddp.LaunchFailed`;
+              out_dir: Path, rounds: Rounds) -> dict:
+    """One point of experiment "ddp", a configuration in a round: its row from the round's launch
+    (:class:`Rounds`, :func:`cnnlab.ddp.launch_plan`; its folder under ``out_dir``) without the status it leaves to
+    the sweep; a configuration that failed raises its reason (:class:`cnnlab.ddp.LaunchFailed`;
     :class:`cnnlab.ddp.LaunchOutOfMemory` is recorded as "oom")."""
-    row = ddp.launch(world_size=world_size, batch_size_per_rank=batch_size_per_rank, data_fraction=data_fraction,
-                     model=model, dataset=dataset, epochs=epochs, synthetic=synthetic, device=device,
-                     out_dir=out_dir, timeout_s=timeout_s, threads_per_rank=threads_per_rank, stem=stem,
-                     warmup_steps=warmup_steps, profile_steps=profile_steps, profile_repeats=profile_repeats,
-                     tf32=tf32)
+    launch = partial(ddp.launch_plan, model=model, dataset=dataset, epochs=epochs, synthetic=synthetic,
+                     device=device, out_dir=out_dir, timeout_s=timeout_s, threads_per_rank=threads_per_rank,
+                     stem=stem, warmup_steps=warmup_steps, profile_steps=profile_steps,
+                     profile_repeats=profile_repeats, tf32=tf32)
+    row = rounds.row(round, (data_fraction, batch_size_per_rank, world_size), launch)
     return {k: v for k, v in row.items() if k not in ("status", "error")}
 
 
-DDP = Experiment("ddp", ddp_point, desc="ddp configurations",
-                 axes={"data_fraction": "data_fractions", "batch_size_per_rank": "batch_sizes",
-                       "world_size": "world_sizes"})
+DDP = Experiment("ddp", ddp_point, desc="ddp rounds")
+
+
+def round_points(cfg, rounds: range) -> list[dict]:
+    """The sweep's points: every configuration once per round, in grid order in even rounds and reversed in odd
+    ones (neither end of the grid always runs first after a change of load)."""
+    grid = list(itertools.product(cfg.data_fractions, cfg.batch_sizes, cfg.world_sizes))
+    return [dict(round=r, **dict(zip(CONFIGURATION, c))) for r in rounds for c in (grid if r % 2 == 0 else grid[::-1])]
 
 
 def plan(cfg) -> list[Work]:
-    """What :func:`measure` does, for its estimate: per grid point one launch, whose fixed cost (torchrun, the ranks'
-    start, the process group, the first profile) is probed by one real launch of the most processes on two batches
-    of synthetic data, plus the point's training steps (warm-up, the timed epochs' steps per rank, the profiled
-    blocks), each as long as one step at its batch size here (the ranks share the data out, in parallel)."""
+    """What :func:`measure` does, for its estimate, at its first look (``min_rounds`` rounds): a launch per
+    ``rounds_per_launch`` rounds, whose fixed cost (torchrun, the ranks' start, the process group, a profile) is
+    probed by one real launch of the most processes on two batches of synthetic data, plus every configuration's
+    training steps (warm-up and the timed epochs' steps per rank; round 0 also the profiled blocks), each as long as
+    one step at its batch size here (the ranks share the data out, in parallel)."""
     from cnnlab import train
 
     meta = data.info(cfg.dataset)
@@ -172,29 +240,50 @@ def plan(cfg) -> list[Work]:
         return lambda: train.train_step(net, x, y, optimizer)
 
     step, fixed = interpolate(cfg.batch_sizes, step_at, dev), cfg.profile_repeats * (1 + cfg.profile_steps)
-    return [work for f, b, w in itertools.product(cfg.data_fractions, cfg.batch_sizes, cfg.world_sizes) for work in (
-        Work("launches", 1, launch),
-        Work("training steps", cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b)) + fixed, step[b]))]
+    n = cfg.min_rounds
+    return [Work("launches", -(-n // cfg.rounds_per_launch), launch)] + [
+        Work("training steps", n * (cfg.warmup_steps + cfg.epochs * -(-round(f * size) // (w * b))) + fixed, step[b])
+        for f, b, w in itertools.product(cfg.data_fractions, cfg.batch_sizes, cfg.world_sizes)]
 
 
 @studies.measurement(plan)
 def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.DataFrame:
-    """One row per grid point (data fraction x batch size per process x process count), in grid order: one launch of
-    :func:`cnnlab.ddp.launch`, its :data:`cnnlab.ddp.ROW_FIELDS` (times in ms, wall time, warmup_time_s and
-    launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals per rank, scaled from
-    ``profile_steps`` steps to the epochs), run_dir (the launch's logs, in the store's side folder ``<store>.runs/``),
-    point_time_s, and :func:`add_epoch_time`'s and :func:`add_scaling`'s columns. Processes beyond the GPUs present
-    share them (``placement`` says so); the stores are keyed by the GPUs present, so another machine's rows are never
-    read as this one's. Status "error" (the launch's reason in ``error``; run again by the next call) or "oom". The
-    configuration columns (model, backend, placement, gpus_used, global_batch_size, ...) are on every row, failed
-    ones too (from ``cfg`` and the grid point)."""
+    """One row per grid point (data fraction x batch size per process x process count), in grid order, from the
+    rounds of experiment "ddp" (one stored row per round and configuration: :func:`round_points`, a launch per
+    ``rounds_per_launch`` rounds), combined by :func:`combine`: :data:`cnnlab.ddp.ROW_FIELDS` (times in ms, wall
+    time, warmup_time_s and launch_time_s in s, memory in MiB, throughput in samples/s; the profiler's totals per
+    rank from round 0, scaled from ``profile_steps`` steps to the epochs), run_dir (the launch's folder, in the
+    store's side folder ``<store>.runs/``), round_times_s (the time per epoch in each round), rounds, confidence,
+    and :func:`add_epoch_time`'s and :func:`add_scaling`'s columns. Rounds: ``min_rounds``, then more while a
+    runtime claim is undecided (:func:`cnnlab.profiling.until_decided`), up to ``max_rounds`` and
+    ``round_budget_s``. Processes beyond the GPUs present share them (``placement`` says so); the stores are keyed
+    by the GPUs present, so another machine's rows are never read as this one's. Status "error" (the reason in
+    ``error``; a point whose rounds all failed; run again by the next call) or "oom". The configuration columns
+    (model, backend, placement, gpus_used, global_batch_size, ...) are on every row, failed ones too (from ``cfg``
+    and the grid point)."""
     gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
     where = {w: ddp.placement(cfg.device, w, gpus) for w in cfg.world_sizes}  # before any launch
     settings = dict(gpus_present=gpus if cfg.device == "cuda" else None)  # the placements depend on it
+    looks = []
     with tempfile.TemporaryDirectory() as tmp:  # the launches' folders: one per store (per settings)
         runs = Path(tmp) if store_dir is None else \
             store_file(DDP.store(store_dir), cfg.settings(**settings)).with_suffix(".csv.runs")  # the store's side
-        df = DDP.run(cfg, store_dir, progress=progress, settings=settings, bind=dict(out_dir=runs), retry_errors=True)
+
+        def run(n: int, level: float) -> pd.DataFrame:
+            points = round_points(cfg, range(n))
+            timed = DDP.run(cfg, store_dir, progress=progress, settings=settings, points=points,
+                            bind=dict(out_dir=runs, rounds=Rounds(points, cfg.rounds_per_launch)),
+                            retry_errors=not looks)
+            looks.append(n)  # failed points are launched again once per call of measure, not at every look
+            return _columns(combine(timed, n), cfg, where).assign(confidence=level)
+
+        df = until_decided(run, lambda d: claims.decided(check_claims(d, cfg.device)), min_rounds=cfg.min_rounds,
+                           max_rounds=cfg.max_rounds, budget_s=cfg.round_budget_s)
+    return df.assign(looks=len(looks))
+
+
+def _columns(df: pd.DataFrame, cfg, where: dict) -> pd.DataFrame:
+    """``df`` (one row per point) with :data:`cnnlab.ddp.ROW_FIELDS` first and the configuration on every row."""
     df = df.reindex(columns=list(dict.fromkeys([*ddp.ROW_FIELDS, *df.columns])))
     text = ("data_source", "error", "note", "cuda_missing_reason", "max_gpu_mem_missing_reason", "placement")
     df = df.astype({c: object for c in text})  # all-NaN (float) columns when no point ran
@@ -212,39 +301,82 @@ def measure(cfg, store_dir: str | Path | None, progress: bool = True) -> pd.Data
     return add_scaling(add_epoch_time(df))
 
 
+def combine(timed: pd.DataFrame, rounds: int) -> pd.DataFrame:
+    """One row per configuration (grid order: round 0's) of the per-round rows ``timed``: its first measured round
+    that was profiled (else its first measured round), with round_times_s ("0.31, 0.29, nan, ...": the time per
+    epoch, wall_time_s / epochs, of every round 0..``rounds``-1 in order, nan where it failed), rounds (how many
+    measured), warmup_time_s the rounds' median; a configuration no round of which was measured keeps its first
+    failed row; one that failed in some rounds says so in ``note``."""
+    out = []
+    for _, group in timed[timed["round"] < rounds].groupby(list(CONFIGURATION), sort=False):
+        ok = group[group["status"] == "ok"].sort_values("round")
+        profiled = ok[ok["conv_calls"].notna()] if "conv_calls" in ok else ok
+        row = (profiled if len(profiled) else ok if len(ok) else group).iloc[0].to_dict()
+        row.pop("round")
+        per_epoch = dict(zip(ok["round"], ok["wall_time_s"] / ok["epochs"])) if len(ok) else {}
+        row["round_times_s"] = ", ".join(f"{per_epoch[r]:.6g}" if r in per_epoch else "nan" for r in range(rounds))
+        row["rounds"] = len(ok)
+        if len(ok):
+            row["warmup_time_s"] = float(ok["warmup_time_s"].median())
+        failed = group[group["status"] != "ok"]
+        if len(ok) and len(failed):
+            row["note"] = joined(row.get("note") if isinstance(row.get("note"), str) else "",
+                                 f"{len(failed)} of {len(group)} rounds failed: {failed['error'].iloc[0]}")
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def add_epoch_time(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with epoch_time_s: the measured time of one timed epoch (s) of the slowest process, wall_time_s /
-    epochs, and epoch_time_s_min / _max: the range of the epochs' times (an epoch's samples / its throughput, each
-    epoch paced by its slowest process: ``throughput_samples_per_s_max`` / ``_min``), widened to hold the mean. NaN
-    where the point has no wall time (a failed launch)."""
-    mean, per_epoch = df["wall_time_s"] / df["epochs"], df["samples_total"] / df["epochs"]
-    rate = {end: df.get(f"throughput_samples_per_s_{end}", df["throughput_samples_per_s"]) for end in ("max", "min")}
-    return df.assign(epoch_time_s=mean,
-                     epoch_time_s_min=pd.concat([(per_epoch / rate["max"]).fillna(mean), mean], axis=1).min(axis=1),
-                     epoch_time_s_max=pd.concat([(per_epoch / rate["min"]).fillna(mean), mean], axis=1).max(axis=1))
+    """``df`` with epoch_time_s: the median over the rounds of the measured time of one timed epoch (s) of the
+    slowest process (``round_times_s``), epoch_time_s_min / _max: the rounds' least and most (the figures' bars; the
+    claims judge ratios within rounds), and throughput_samples_per_s (_min, _max): an epoch's samples over them. NaN
+    where the point has no measured round."""
+    times = [_round_times(r) for _, r in df.iterrows()]
+    stat = [(float(np.median(t)), min(t), max(t)) if t else (math.nan,) * 3 for t in times]
+    median, low, high = (pd.Series([x[i] for x in stat], index=df.index) for i in range(3))
+    per_epoch = df["samples_total"] / df["epochs"]
+    return df.assign(epoch_time_s=median, epoch_time_s_min=low, epoch_time_s_max=high,
+                     throughput_samples_per_s=per_epoch / median, throughput_samples_per_s_min=per_epoch / high,
+                     throughput_samples_per_s_max=per_epoch / low)
+
+
+def _round_times(row) -> list[float]:
+    """A point's measured times per epoch, one per measured round (s)."""
+    text = row.get("round_times_s")
+    return [t for t in (float(x) for x in text.split(",")) if not math.isnan(t)] if isinstance(text, str) else []
+
+
+def paired_time(row) -> Paired:
+    """A point's time per epoch round by round (``round_times_s``), at the row's ``confidence``."""
+    return Paired.of_rounds(row, column="round_times_s")
 
 
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with speedup_vs_1 (x: throughput / throughput with 1 process), scaling_efficiency (speed-up / processes,
-    1 = ideal) and its noise, scaling_efficiency_min / _max (from each point's range of epoch throughputs, never
-    narrower than the noise floor of a time: :meth:`Spread.timed_range`), and scaling_missing_reason, comparing
-    points with the same model, dataset, device, epochs, data fraction and batch size per rank (so each process
-    keeps its batch: the paper's setting)."""
+    """``df`` with speedup_vs_1 (x: throughput / the 1-process point's: the median over the rounds of the 1-process
+    time per epoch / this point's, the same round, x samples per epoch here / there, which differ by the sampler's
+    padding at most) and scaling_efficiency (speed-up / processes: 1 = ideal) with scaling_efficiency_min / _max,
+    the sign test's interval of that median at the row's confidence (:class:`cnnlab.profiling.Paired`; unbounded
+    where too few rounds), and scaling_missing_reason, comparing points with the same model, dataset, device, epochs,
+    data fraction and batch size per rank (so each process keeps its batch: the paper's setting)."""
     columns = ["speedup_vs_1", "scaling_efficiency", "scaling_efficiency_min", "scaling_efficiency_max"]
     df = df.assign(**dict.fromkeys(columns, math.nan), scaling_missing_reason=None)
     keys = ["model", "dataset", "device", "epochs", "data_fraction", "batch_size_per_rank"]
     for _, group in df.groupby(keys, dropna=False):
-        base = group[(group["world_size"] == 1) & (group["status"] == "ok")]
+        base = group[(group["world_size"] == 1) & (group["status"] == "ok") & (group["rounds"] > 0)]
         for idx, status in group["status"].items():
-            if status != "ok" or base.empty:
+            if status != "ok" or base.empty or not df.at[idx, "rounds"]:
                 df.at[idx, "scaling_missing_reason"] = "no successful 1-process point to compare with" \
-                    if status == "ok" else f"point {status}"
+                    if status == "ok" and base.empty else "no measured round" if status == "ok" else f"point {status}"
                 continue
-            b, t = (Spread.timed_range(row, "throughput_samples_per_s") for row in (base.iloc[0], df.loc[idx]))
-            # speed-up, and its lowest and highest within both intervals; a point against itself: exactly 1
-            x = (1.0, 1.0, 1.0) if idx == base.index[0] else \
-                (derived.ratio(t.value, b.value), derived.ratio(t.low, b.high), derived.ratio(t.high, b.low))
-            df.loc[idx, columns] = [x[0], *(derived.efficiency(v, df.at[idx, "world_size"]) for v in x)]
+            b, row = base.iloc[0], df.loc[idx]
+            if idx == base.index[0]:  # a point against itself: exactly 1
+                df.loc[idx, columns] = [1.0, 1.0, 1.0, 1.0]
+                continue
+            speedup = paired_time(b) / paired_time(row)
+            work = row["samples_total"] / b["samples_total"]  # the same data, shared out (padding aside)
+            bounded = speedup.high < 1e300
+            df.loc[idx, columns] = [speedup.value * work, *(derived.efficiency(v * work, row["world_size"]) for v in (
+                speedup.value, speedup.low if bounded else math.nan, speedup.high if bounded else math.nan))]
     return df
 
 
@@ -255,7 +387,7 @@ def scaling_caveats(df: pd.DataFrame) -> list[str]:
             f"{WHY[kind].format(floor=1 / row['world_size'])}" for row, eff, kind in below_noise(df)]
 
 
-WHY = {"once": "measured once (one epoch): its noise is unknown",
+WHY = {"once": "has too few rounds for an interval: its noise is unknown",
        "above": "is above ideal (1) beyond its noise: the 1-process point was slowed (other work, a warm-up), not a "
                 "gain of data parallelism",
        "spans": "spans no speed-up ({floor:.2f}) to ideal (1): below its noise"}
@@ -263,15 +395,28 @@ WHY = {"once": "measured once (one epoch): its noise is unknown",
 
 # Sec. 4.5's "relatively unaffected", read as: every point within +-25% of one value (largest / smallest below this).
 CPU_MEMORY_SPREAD = 1.25 / 0.75
-TIME = "epoch_time_s"  # the runtime claims' quantity (add_epoch_time): measured, not the profiled steps scaled
+TIME = "epoch_time_s"  # the runtime claims' quantity: measured per round (round_times_s), not the profiled steps scaled
 AXES = {"batch_size_per_rank": "batch size", "world_size": "process count"}  # along which a claim judges a fall
 OTHER = {"batch_size_per_rank": "world_size", "world_size": "batch_size_per_rank"}  # the axis a trend holds fixed
-ONCE = "measured once per point (epochs=1): the noise of a time per epoch is unknown, so it decides nothing"
 MEMORY = ('sec. 4.5, Fig. 10-15: "the CPU memory transfer remains relatively unaffected by batch size and GPU count, '
           'the GPU memory transfer shows a substantial decrease with increased parallelism and larger batch sizes"')
-TIME_NOISE = (f"noise: a time per epoch is the epochs' mean within their range, at least /{spread.TIME_NOISE:g} to "
-              f"x{spread.TIME_NOISE:g} (a ratio: between the extremes); decided only where intervals do not overlap")
+TIME_NOISE = ("noise: paired rounds: a round trains every configuration once, back to back in one launch, the order "
+              "reversed every other round; a ratio of times is taken within each round and judged by the sign test's "
+              "confidence interval of its median over the rounds (cnnlab.profiling.compare; alpha split over the "
+              "looks at the rounds and over the parts); decided only where the interval clears the bound")
 COUNT_NOISE = "noise: operator counts and peaks of live tensor bytes are exact for the batches profiled"
+CALLS_ARITHMETIC = ("settled by arithmetic, not judged: convolution calls per epoch per rank = calls per step (a "
+                    "forward and a backward call per convolution layer, the same at every batch size and process "
+                    "count) x steps per epoch per rank (ceil(fraction x images / (processes x batch size))), so they "
+                    "fall exactly as the steps do, by construction; the values below show it")
+PEAK_DESIGN = ("settled by design, not judged (on a GPU too): every rank holds the whole model, its gradients and "
+               "optimizer state and one batch's activations, so a rank's peak at a fixed batch per rank "
+               "cannot fall with more processes, and at a larger batch per rank it cannot fall either (more "
+               "activations); the paper's falling \"memory transfer\" reads as the bytes allocated over an epoch "
+               "(gpu_mem_allocated_mib: per step x steps, fewer steps), shown in the note")
+HOST_MEMORY = ("the paper's \"CPU memory\" is the host side of GPU training (data loading, the transfers); in a CPU "
+               "run the CPU memory is the training tensors themselves (model, batch, activations), which grow with the "
+               "batch: another quantity, not judged off a GPU")
 
 
 def _ran(ok: pd.DataFrame) -> str:
@@ -286,32 +431,50 @@ def _groups(ok: pd.DataFrame, metric: str, along: str, least=0.0) -> dict:
     return {k: g.sort_values(along) for k, g in rows if g[along].nunique() > 1}
 
 
+def _value(row, metric: str, per_epoch: bool):
+    """A point's ``metric``: its paired time per epoch (:func:`paired_time`), or an exact count or peak (per epoch
+    where ``per_epoch``)."""
+    if metric == TIME:
+        return paired_time(row)
+    return Spread.exact(row[metric] / (row["epochs"] if per_epoch else 1))
+
+
 def _falls(claim: str, paper: str, quantity: str, metric: str, along: str, unit: str, note="", least=0.0,
-           per_epoch=False, also="") -> Declared:
-    """The claim that ``metric`` (per epoch where ``per_epoch``) falls along ``along`` in every :func:`_groups`."""
+           per_epoch=False, also="", **settled) -> Declared:
+    """The claim that ``metric`` (per epoch where ``per_epoch``) falls along ``along`` in every :func:`_groups`;
+    ``settled``: ``not_judged`` or ``gpu_only`` (:class:`cnnlab.claims.Declared`)."""
     def measure(ok: pd.DataFrame):
         gs = {f"f={f:g} {OTHER[along][0]}={v:g}": g for (f, v), g in _groups(ok, metric, along, least).items()}
-        of = Spread.timed_range if metric == TIME else Spread.of_range
-        xs = {k: [of(r, metric) * (1 / r.epochs if per_epoch else 1) for _, r in g.iterrows()] for k, g in gs.items()}
+        xs = {k: [_value(r, metric, per_epoch) for _, r in g.iterrows()] for k, g in gs.items()}
         steps = {k: g["steps_per_rank"] / g["epochs"] for k, g in gs.items() if "steps_per_rank" in g}
         fell = sum(g[also].iloc[-1] < g[also].iloc[0] for g in gs.values()) if also else 0
         ours = "; ".join(f"{k}: " + " -> ".join(x.text(".4g", unit) for x in v) for k, v in xs.items())
         return Measured(xs, ours + (_ran(ok) if along == "world_size" else ""), joined(
-            note, also and f"{also} (per step x steps, not a peak) fell in {fell} of {len(gs)}", *(
-                f"{k}: steps per epoch per rank " + " -> ".join(f"{x:g}" for x in s) for k, s in steps.items()
-                if s.notna().all())), {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) \
-            if gs else claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s measured")
+            note(ok) if callable(note) else note, also and f"{also} (per step x steps, not a peak) fell in {fell} of "
+            f"{len(gs)}", *(f"{k}: steps per epoch per rank " + " -> ".join(f"{x:g}" for x in s)
+                            for k, s in steps.items() if s.notna().all())),
+            {k: [f"{along.split('_')[0]}={x:g}" for x in g[along]] for k, g in gs.items()}) \
+            if gs else joined(claims.missing(ok, metric.removesuffix("_mib"), f"fewer than two {AXES[along]}s "
+                                             "measured"), settled.get("not_judged"))
     return Declared(claim, paper, f"{quantity} along {AXES[along]}", falls(".4g", unit), measure,
                     noise=TIME_NOISE if metric == TIME else COUNT_NOISE,
-                    each=f"{AXES[OTHER[along]]} and data fraction{f' >= {least:g}' if least else ''}")
+                    each=f"{AXES[OTHER[along]]} and data fraction{f' >= {least:g}' if least else ''}", **settled)
+
+
+def _calls_per_step(ok: pd.DataFrame) -> str:
+    """The arithmetic's one measured factor: convolution calls per step at every point (the same, or not)."""
+    per = (ok["conv_calls"] / ok["steps_per_rank"]).dropna()
+    return "" if per.empty else f"convolution calls per step here: {', '.join(f'{x:g}' for x in sorted(set(per)))}" \
+        + (" at every point" if per.nunique() == 1 else " (not one number: the arithmetic does not apply)")
 
 
 def _tenth(ok: pd.DataFrame):
-    """Each runtime gain (first / last time of a :func:`_groups` group) at the smallest fraction / at the largest."""
+    """Each runtime gain (first / last time of a :func:`_groups` group, within each round) at the smallest fraction
+    / at the largest, within each round."""
     fr = sorted(ok["data_fraction"].unique())
     if not fr or fr[0] > 0.1 + 1e-9 or fr[-1] < 0.5:
         return "needs the data fractions 1/10 and one >= 1/2 in the grid"
-    gain = {(a, f, v): Spread.timed_range(g.iloc[0], TIME) / Spread.timed_range(g.iloc[-1], TIME)
+    gain = {(a, f, v): paired_time(g.iloc[0]) / paired_time(g.iloc[-1])
             for a in OTHER for (f, v), g in _groups(ok, TIME, a).items()}
     ends = {f"{a.split('_')[0]} gain at {OTHER[a].split('_')[0]}={v:g}": (x, gain[a, fr[-1], v])
             for (a, f, v), x in gain.items() if f == fr[0] and (a, fr[-1], v) in gain}
@@ -321,15 +484,16 @@ def _tenth(ok: pd.DataFrame):
 
 
 def _crossover(ok: pd.DataFrame):
-    """At each data fraction >= 1/2: batch gain / process gain at the smallest batch, the reverse at the largest."""
+    """At each data fraction >= 1/2, within each round: batch gain / process gain at the smallest batch, the
+    reverse at the largest."""
     parts, rows = {}, ok[ok["data_fraction"] >= 0.5].dropna(subset=[TIME])
     for f, part in (fp for fp in rows.groupby("data_fraction") if min(fp[1][c].nunique() for c in OTHER) > 1):
-        t = {(r["batch_size_per_rank"], r["world_size"]): Spread.timed_range(r, TIME) for _, r in part.iterrows()}
+        t = {(r["batch_size_per_rank"], r["world_size"]): paired_time(r) for _, r in part.iterrows()}
         bs, ws = (sorted(part[c].unique()) for c in OTHER)
         (b0, b1), (bp, bl), w1, wn = bs[:2], bs[-2:], ws[0], ws[-1]
         if {(b0, w1), (b1, w1), (b0, wn), (bl, w1), (bl, wn), (bp, w1)} <= set(t):
             parts[f"f={f:g} b={b0:g}: batch gain / process gain"] = t[b0, wn] / t[b1, w1]
-            parts[f"f={f:g} b={bl:g}: process gain / batch gain"] = t[bl, w1] * t[bl, w1] / (t[bl, wn] * t[bp, w1])
+            parts[f"f={f:g} b={bl:g}: process gain / batch gain"] = (t[bl, w1] / t[bl, wn]) / (t[bp, w1] / t[bl, w1])
     return Measured(parts, "; ".join(f"{k} {v.text('.3f')}" for k, v in parts.items()) + _ran(ok)) \
         if parts else "needs two batch sizes and two process counts at a data fraction >= 1/2"
 
@@ -339,48 +503,50 @@ def _cpu_memory(ok: pd.DataFrame):
     m = ok.groupby("data_fraction")["max_cpu_mem_mib"].agg(["min", "max", "count"]).query("count > 1")
     return Measured({f"f={f:g}": Spread.exact(r["max"] / r["min"]) for f, r in m.iterrows()}, "; ".join(
         f"f={f:g}: {r['min']:.4g} to {r['max']:.4g} MiB ({r['max'] / r['min']:.3f}x)" for f, r in m.iterrows())
-        + _ran(ok), "on a CPU run the training tensors (model, batch, activations) are CPU memory" if "device" in ok
-        and ok["device"].eq("cpu").any() else "") if len(m) else "fewer than two points per data fraction"
+        + _ran(ok)) if len(m) else "fewer than two points per data fraction"
 
 
 CLAIMS = [
     *(_falls(f"runtime per epoch falls with {AXES[a]} on the larger data fractions (1, 1/2)", 'sec. 4.3.2, Fig. 1-6: '
              '"for the half and full datasets, a more substantial decrease in runtime was observed with increasing '
-             'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process)", TIME, a,
-             " s", least=0.5) for a in AXES),
+             'batch sizes and GPU counts"', f"{TIME} (wall_time_s / epochs: an epoch of the slowest process, per "
+             "round; a step: its ratio within each round)", TIME, a, " s", least=0.5) for a in AXES),
     Declared("runtime gains from batch size and process count are less pronounced on 1/10 of the data", 'sec. 4.3.1: '
              '"For the one-tenth dataset size, [...] the reduction in runtime with increased batch sizes and GPU '
              'counts was less pronounced"', f"{TIME}: a gain (first / last time along an axis) at 1/10 of the data "
-             "/ the same at >= 1/2", below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
+             "/ the same at >= 1/2, within each round", below(1, ".3f"), _tenth, each="gain", noise=TIME_NOISE),
     Declared("batch size cuts runtime more at small batches, process count more at large batches (the crossover)",
              'sec. 4.3.2: "in smaller batch sizes, an increase in batch size had a more significant impact on reducing '
              'runtime. However, in larger batch sizes, the increase in GPU count became more influential"', f"{TIME} "
-             "T(b, w): T(b0, most) / T(b1, 1) at the smallest batch b0, T(bL, 1)^2 / (T(bL, most) x T(bL-1, 1)) at "
-             "the largest bL", above(1, ".3f"), _crossover, each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
+             "T(b, w), within each round: T(b0, most) / T(b1, 1) at the smallest batch b0, (T(bL, 1) / T(bL, most)) "
+             "/ (T(bL-1, 1) / T(bL, 1)) at the largest bL", above(1, ".3f"), _crossover,
+             each="ratio at data fractions >= 1/2", noise=TIME_NOISE),
     *(_falls(f"the model's kernel calls (convolution operators) per epoch fall with {AXES[a]}", 'sec. 4.4, Fig. 7-9: '
              '"an increase in batch size and the number of GPUs used generally led to a decrease in the total number '
              'of kernel calls"; sec. 4.2.3: "kernel calls, such as for convolution operations"', "conv_calls / epochs "
              "(convolution calls, forward and backward, per epoch per rank)", "conv_calls", a, "", per_epoch=True,
-             note="arithmetic: calls per epoch = calls per step x steps per epoch per rank") for a in AXES),
+             note=_calls_per_step, not_judged=CALLS_ARITHMETIC) for a in AXES),
     Declared("peak CPU memory is relatively unaffected by batch size and process count", MEMORY, "max_cpu_mem_mib "
              "(peak of live CPU tensor memory in a profiled step, the largest process): largest / smallest",
              below(CPU_MEMORY_SPREAD, ".3g", "x"), _cpu_memory, each="data fraction", noise=COUNT_NOISE,
-             bound="\"relatively unaffected\": our bound, the paper gives none"),
+             bound="\"relatively unaffected\": our bound, the paper gives none", gpu_only=HOST_MEMORY),
     *(_falls(f"peak GPU memory falls with {what}", MEMORY, "max_gpu_mem_mib (peak of live GPU tensor memory "
-             "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib")
+             "in a profiled step, the largest process)", "max_gpu_mem_mib", a, " MiB", also="gpu_mem_allocated_mib",
+             not_judged=PEAK_DESIGN)
       for a, what in (("world_size", "more GPUs"), ("batch_size_per_rank", "batch size"))),
 ]
 
 
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
-    """:data:`CLAIMS` on the ``ok`` rows (a time measured once decides nothing); ``ours`` names the points not run."""
-    ok, lost = add_epoch_time(df[df["status"] == "ok"]), df[df["status"] != "ok"]
+    """:data:`CLAIMS` on the ``ok`` rows (:func:`measure`'s, one per point with its ``round_times_s``); ``ours``
+    names the points not run."""
+    ok, lost = df[(df["status"] == "ok") & (df["rounds"] > 0)], df[(df["status"] != "ok") | (df["rounds"] == 0)]
     gap = f"; {len(lost)} of {len(df)} grid points missing, not judged: " + ", ".join(
         f"{_point(r)} ({r['status']})" for _, r in lost.iterrows()) if len(lost) else ""
     kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in ok.iterrows() if "note" in ok and pd.notna(r["note"]))
-    for d, c in zip(CLAIMS, checks := claims.check(CLAIMS, ok, device)):  # times measured once: their noise unknown
-        timed = c.held is not None and d.noise == TIME_NOISE and (ok["epochs"].fillna(1) < 2).any()
-        c.held, c.ours, c.note = INCONCLUSIVE if timed else c.held, c.ours + gap, joined(timed and ONCE, c.note, kept)
+    checks = claims.check(CLAIMS, ok, device)
+    for c in checks:
+        c.ours, c.note = c.ours + gap, joined(c.note, kept)
     return checks
 
 
