@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from cnnlab.profiling.compare import Paired, spent
+from cnnlab.profiling.compare import NoRounds, Paired, spent
 from cnnlab.profiling.spread import TIME_NOISE, Spread  # noqa: F401  (a measurement; re-exported here)
 
 INCONCLUSIVE = "inconclusive"
@@ -316,7 +316,10 @@ class Declared:
 
     def judged(self, df: pd.DataFrame, device) -> Claim:
         dev, criterion = str(device), self.criterion()
-        m = self.measure(df)
+        try:
+            m = self.measure(df)
+        except NoRounds as err:  # e.g. a stored table from before paired rounds: said, not judged
+            m = str(err)
         if isinstance(m, str) or not m.parts:
             note = m if isinstance(m, str) else joined(m.note, "nothing measured to judge")
             return Claim(self.claim, self.paper, "not measured", None, dev, criterion, note, self.beyond)

@@ -85,6 +85,10 @@ def _ranks(n: int, confidence: float) -> tuple[int | None, int | None]:
     return (None if math.isnan(ci.low) else int(ci.low)), (None if math.isnan(ci.high) else int(ci.high))
 
 
+class NoRounds(ValueError):
+    """A row without the per-round times a paired comparison needs (a table stored before paired rounds)."""
+
+
 @dataclass(frozen=True)
 class Paired(Spread):
     """A quantity measured once per round (``samples``), its median within the sign-test ``confidence`` interval of
@@ -114,7 +118,8 @@ class Paired(Spread):
         level its rounds were taken at, else :data:`CONFIDENCE`)."""
         text = row.get(column)
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{column}={text!r}: no per-round times to pair")
+            raise NoRounds(f"no per-round times ({column}) to pair: a table stored before paired rounds, or a point "
+                           f"not measured; measure it again to judge")
         level = confidence if confidence is not None else _row_confidence(row)
         return cls.of([float(t) for t in text.split(",")], level)
 

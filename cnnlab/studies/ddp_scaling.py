@@ -540,7 +540,10 @@ CLAIMS = [
 def check_claims(df: pd.DataFrame, device) -> list[Claim]:
     """:data:`CLAIMS` on the ``ok`` rows (:func:`measure`'s, one per point with its ``round_times_s``); ``ours``
     names the points not run."""
-    ok, lost = df[(df["status"] == "ok") & (df["rounds"] > 0)], df[(df["status"] != "ok") | (df["rounds"] == 0)]
+    # a table stored before paired rounds lacks their columns: its claims then say so (not measured), none fails
+    df = df.assign(**{c: None for c in (TIME, "round_times_s") if c not in df})
+    rounds = df["rounds"] if "rounds" in df else (df["status"] == "ok").astype(int)
+    ok, lost = df[(df["status"] == "ok") & (rounds > 0)], df[(df["status"] != "ok") | (rounds == 0)]
     gap = f"; {len(lost)} of {len(df)} grid points missing, not judged: " + ", ".join(
         f"{_point(r)} ({r['status']})" for _, r in lost.iterrows()) if len(lost) else ""
     kept = "; ".join(f"{_point(r)}: {r['note']}" for _, r in ok.iterrows() if "note" in ok and pd.notna(r["note"]))

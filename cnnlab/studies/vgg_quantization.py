@@ -492,6 +492,8 @@ def _pair(df, col: str, pair=PRECISIONS, unit="", spread=Spread.timed_range, *, 
 def _latency(df: pd.DataFrame, pair: str):
     """The base's / the other form's time per batch of :data:`LATENCY_PAIRS` ``pair``, paired round by round."""
     rows = ok(df, "latency_rounds")
+    if not {"pair", "label"} <= set(rows):
+        return "no latency_rounds table (one stored before paired rounds): measure it again to judge"
     rows = rows[rows["pair"] == pair].set_index("label")
     base, other = LATENCY_PAIRS[pair]
     if not {base, other} <= set(rows.index):
