@@ -382,7 +382,11 @@ def test_a_stop_by_sigterm_or_sighup_is_not_counted_as_a_death(tmp_path):
 
     store = tmp_path / "s.csv"
     script = textwrap.dedent(f"""
-        import os, time
+        import os, signal, time
+        # the process a scheduler or a terminal stops: both signals at their defaults, also where this test itself
+        # runs under nohup (which leaves SIGHUP ignored in every child)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from cnnlab.profiling import sweep
         df = sweep(lambda i: (time.sleep(120 if i == 1 and os.environ.get("HANG") else 0), {{"x": i}})[1],
                    {{"i": [0, 1]}}, {str(store)!r}, progress=False)
