@@ -393,10 +393,17 @@ def _pipeline_process(tmp_path, monkeypatch, name: str, source: str, *args, env=
     for the terminal's foreground group, which Ctrl-C signals as a whole)."""
     import subprocess
 
+    import signal
+
+    def terminal_defaults():  # as a terminal's foreground job: no signal ignored, even where the tests run as a
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # background job (SIGINT ignored) or under nohup
+            signal.signal(signum, signal.SIG_DFL)
+
     _one_notebook(tmp_path, monkeypatch, name, source)
     return subprocess.Popen([sys.executable, "-c", _PIPELINE, str(tmp_path), *args], cwd=REPO,
                             env={**os.environ, "CNNLAB_PROGRESS_EVERY": "600", **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=terminal_defaults)
 
 
 def _wait_for(condition, seconds: float, what: str) -> None:
