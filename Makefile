@@ -80,11 +80,15 @@ torch:
 # each (two workers of two threads on two cores make every timing meaningless).
 # --dist loadfile keeps each notebook's cells in one worker (one kernel), in order. $(REPORT) lists every skip with
 # its reason in the summary, besides failures and errors (-rs alone would drop those two, pytest's default -rfE).
+# Tests marked `alone` (the noise rule's A/A and A/B tests, tests/power.py) time real work and judge how often it
+# is decided: they run first, on one process with the machine to themselves, the rest after them (beside another
+# worker, a 2-core machine's second job shifts the timings they count).
 REPORT := -rfEs
+TEST_ENV = CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR="$(CURDIR)/build/test-figures" MPLBACKEND=Agg OMP_NUM_THREADS=1
 test: $(STAMP)
 	rm -rf build/test-figures
-	CNNLAB_PRESET=quick CNNLAB_FIGURES_DIR="$(CURDIR)/build/test-figures" MPLBACKEND=Agg OMP_NUM_THREADS=1 \
-	$(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) --durations=15 \
+	$(TEST_ENV) $(PY) -m pytest -p no:xdist -m alone $(REPORT) tests
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile -m "not alone" $(REPORT) --durations=15 \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=900 tests notebooks
 
 # The unit tests alone (no notebooks), e.g. on another CPU kernel path as .ci/run does:
@@ -92,7 +96,8 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	@$(PY) -c "import os, torch; print('CPU kernel path: ATen', torch.backends.cpu.get_cpu_capability(), \
 	  '| oneDNN ISA cap', os.environ.get('ONEDNN_MAX_CPU_ISA', 'none'))"
-	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(REPORT) tests
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -p no:xdist -m alone $(REPORT) tests
+	MPLBACKEND=Agg OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -m "not alone" $(REPORT) tests
 
 # The fast lane, for working on one module: the unit tests not marked slow (tests/slow.txt and @pytest.mark.slow:
 # those that train, measure, run a notebook or start a Python that imports torch) or gpu, without the notebooks;

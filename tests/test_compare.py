@@ -125,6 +125,7 @@ def test_bad_arguments_are_refused_by_name():
         ratios_frame({"A": [1.0]}, "Z", 0.95)
 
 
+@pytest.mark.alone
 def test_the_rule_on_this_machine_aa_and_ab():
     """The rule's own A/A and A/B tests on real timings (tests/power.py: 10 matmuls against 10 and 12, about 6 ms a
     call), at the quick preset's rounds: identical work decided in at most 1 of 20 trials, 1.2x the work decided the
