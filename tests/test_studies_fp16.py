@@ -17,7 +17,7 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 
-from cnnlab import claims, models, studies, train
+from cnnlab import claims, data, models, studies, train
 from cnnlab.claims import INCONCLUSIVE, SLIGHT
 from cnnlab.profiling import accuracy
 from cnnlab.studies import fp16 as pr
@@ -101,7 +101,8 @@ def test_autocast_memory_is_measured_in_its_own_pass(measured):
 def test_accuracy_per_precision_on_the_digits_test_set(measured):
     acc = studies.tables(measured)["accuracy"]
     assert list(acc["precision"]) == ["fp32", "autocast-bf16", "fp16", "bf16"] and (acc["status"] == "ok").all()
-    assert (acc["num_examples"] == 360).all() and (acc["data_source"] == "real").all()
+    n = data.info("digits").test_size
+    assert (acc["num_examples"] == n).all() and (acc["data_source"] == "real").all()
     # each change is against the fp32 row's accuracy and loss (row 0)
     assert (acc["accuracy_change_pp"] == acc["accuracy_pct"] - acc.loc[0, "accuracy_pct"]).all()
     assert (acc["loss_change"] == acc["loss"] - acc.loc[0, "loss"]).all()
@@ -109,9 +110,9 @@ def test_accuracy_per_precision_on_the_digits_test_set(measured):
     assert (acc["loss"] > 0).all() and (acc["eval_time_s"] > 0).all()
     assert list(acc["dtype"]) == ["float32", "float32", "float16", "bfloat16"]
     # the images only one of the two gets right: the paired difference's counts, consistent with the accuracies
-    fp32 = accuracy.correct_count(acc.loc[0, "accuracy_pct"], 360)
+    fp32 = accuracy.correct_count(acc.loc[0, "accuracy_pct"], n)
     for _, r in acc.iterrows():
-        assert accuracy.correct_count(r["accuracy_pct"], 360) - fp32 == r["correct_only_here"] - r["correct_only_fp32"]
+        assert accuracy.correct_count(r["accuracy_pct"], n) - fp32 == r["correct_only_here"] - r["correct_only_fp32"]
     assert acc.loc[0, "correct_only_here"] == acc.loc[0, "correct_only_fp32"] == 0
     assert (acc["trained_model_dtype"] == "float32").all()
     # an untrained LeNet's logits barely differ between fp32 and 16-bit: the loss moves by little

@@ -65,7 +65,7 @@ def test_evaluate_in_reduced_precision_and_bad_recipe():
     loader = data.make_loader(data.load("digits", "test"), 128)
     fp32 = train.evaluate(model, loader)
     bf16 = train.evaluate(model, loader, autocast=torch.bfloat16)
-    assert fp32["num_examples"] == bf16["num_examples"] == 360
+    assert fp32["num_examples"] == bf16["num_examples"] == data.info("digits").test_size == 960
     # bf16 keeps 8 mantissa bits, so autocast moves the mean loss a little, never by 0.05 (a loss not computed in
     # fp32, or inputs not normalised alike, would); a loss that does not move at all means autocast did not run.
     check("bf16 vs fp32 mean loss |diff|", abs(fp32["loss"] - bf16["loss"]), "<", 0.05)
@@ -81,8 +81,8 @@ def test_evaluate_per_item_says_which_items_were_right_in_the_loaders_order():
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
     test = data.load("digits", "test")
     got = train.evaluate(model, data.make_loader(test, 100), per_item=True)
-    assert got["right"].dtype == torch.bool and got["right"].shape == (360,)
-    assert 100.0 * got["right"].sum().item() / 360 == pytest.approx(got["accuracy_pct"])
+    assert got["right"].dtype == torch.bool and got["right"].shape == (960,)
+    assert 100.0 * got["right"].sum().item() / 960 == pytest.approx(got["accuracy_pct"])
     # per item, whatever the batches: the same items right with another batch size
     assert torch.equal(train.evaluate(model, data.make_loader(test, 7), per_item=True)["right"], got["right"])
     assert "right" not in train.evaluate(model, data.make_loader(test, 100))

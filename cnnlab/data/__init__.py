@@ -34,7 +34,7 @@ INFO = {
     "cifar100": DatasetInfo("cifar100", 100, (3, 32, 32), "image", 50000, 10000),
     "mini_imagenet": DatasetInfo("mini_imagenet", 100, (3, 224, 224), "image", 48000, 12000),
     "imdb": DatasetInfo("imdb", 2, (256,), "tokens", 25000, 25000),
-    "digits": DatasetInfo("digits", 10, (3, 32, 32), "image", 1437, 360),
+    "digits": DatasetInfo("digits", 10, (3, 32, 32), "image", 837, 960),
 }
 SPLITS = ("train", "test")
 

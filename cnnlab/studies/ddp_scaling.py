@@ -87,8 +87,8 @@ def _check(cfg) -> None:
         raise ValueError(f"max_rounds={cfg.max_rounds} is not valid; valid: at least min_rounds={cfg.min_rounds}")
 
 
-# quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option) on the real offline digits set (1437
-# images), batches of 32 and 128; the full set and the paper's smallest fraction, 1/10 (where it says gains are "less
+# quick: a CPU smoke run: Gloo, 1 and 2 processes, LeNet-5 (no stem option) on the real offline digits set (its 837
+# training images), batches of 32 and 128; the full set and the paper's smallest fraction, 1/10 (where it says gains are "less
 # pronounced"). 5 untimed warm-up steps per configuration and round (on an H100 the first epoch took 3.4x the next two
 # without them; on a CPU they cost a few ms), 1 timed epoch per configuration and round (the rounds are the
 # repetition), and 3 profiled blocks in round 0 (their spread: the profiler totals'). A launch's start-up (torchrun

@@ -53,7 +53,7 @@ def _resolve(cfg) -> None:
     looks(cfg.min_rounds, cfg.max_rounds)  # ValueError naming both where min_rounds > max_rounds
 
 
-# quick: a CPU smoke run, ResNet-20 trained on the real, offline `digits` set (its whole test split, 360 images:
+# quick: a CPU smoke run, ResNet-20 trained on the real, offline `digits` set (its whole test split, 960 images:
 # accuracy_resolution says what that can decide); fp16 (model.half()) is timed on a CPU only at cpu_fp16_batch_sizes
 # (it can be ~25x slower than fp32 on CPUs without native fp16 arithmetic), batch sizes up to 32 and one batch per
 # point and round (a CPU's bf16 autocast took 7.9 s a batch at 128: rounds of it would not fit the budget); one

@@ -31,7 +31,7 @@ PARAMETERS = studies.Parameters(
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
     # quick: 5.4 s of measuring in all before paired rounds (docs/findings/cpu-e651462), to stay within 1.5x of it
-    round_budget_s=Parameter(4.0, 600.0, 1800.0, check=partial(config.number, low=0.0, high=7 * 86400.0),
+    round_budget_s=Parameter(10.0, 600.0, 1800.0, check=partial(config.number, low=0.0, high=7 * 86400.0),
                              doc="s the rounds may take in all: no look at more rounds past it"),
     save_traces=Parameter(False, True, check=config.boolean,  # off in quick: CI keeps no files
                           doc="write the profiled batches' Chrome trace into <figures>/traces/"),
