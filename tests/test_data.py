@@ -169,8 +169,10 @@ def test_two_loads_of_one_dataset_at_once_take_turns_and_both_get_the_data(tmp_p
 
 def test_digits_is_real_offline_data():
     train, test = data.load("digits", "train"), data.load("digits", "test")
-    assert (len(train), len(test)) == (1437, 360)
+    assert (len(train), len(test)) == (837, 960) == (data.info("digits").train_size, data.info("digits").test_size)
     assert train.data_source == "real" and train.num_classes == 10
+    # stratified: every class has about as many test images as its share of the 1,797 (no class left out of either)
+    assert set(test.labels.tolist()) == set(range(10)) and max(test.labels.bincount()) - min(test.labels.bincount()) < 10
     x, _ = train[0]
     assert x.shape == (3, 32, 32)
     assert set(train.labels.tolist()) == set(range(10))
@@ -208,7 +210,7 @@ def test_imdb_tokenize_vocab_encode():
 def test_loader_fraction_and_validation():
     ds = data.load("digits", "test")
     loader = data.make_loader(ds, 32, fraction=0.1, shuffle=True)
-    assert len(loader.dataset) == 36 and loader.dataset.data_source == "real"
+    assert len(loader.dataset) == 96 and loader.dataset.data_source == "real"
     with pytest.raises(ValueError, match="fraction"):
         data.make_loader(ds, 32, fraction=0)
     with pytest.raises(ValueError, match="batch_size"):

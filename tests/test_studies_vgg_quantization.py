@@ -116,7 +116,7 @@ def test_int8_table_and_profile(parts):
     df = parts["int8"].set_index("precision")
     assert list(df.index) == ["fp32", "int8"] and set(df["device"]) == {"cpu"} and set(df["status"]) == {"ok"}
     assert df.loc["int8", "size_ratio_vs_fp32"] <= 0.30
-    assert df.loc["fp32", "top1_agreement_pct"] == 100.0 and df["test_items"].eq(360).all()
+    assert df.loc["fp32", "top1_agreement_pct"] == 100.0 and df["test_items"].eq(960).all()
     for col in ("export_size_mb", "state_dict_size_mb", "latency_ms_median", "throughput_items_per_s"):
         assert (df[col] > 0).all() and df[col].map(math.isfinite).all(), col
     assert df.loc["int8", "prepare_time_s"] > 0 and df.loc["int8", "calibration_items"] == 8
@@ -134,8 +134,8 @@ def test_compiled_inference_matches_eager(parts):
     assert (df["output_tolerance"] == vq.output_tolerance("cpu")).all()
     check("VGG-11 compiled forms vs eager, relative logit error", df["rel_error_vs_eager"].max(), "<",
           vq.output_tolerance("cpu"))
-    # every method's first pass covers the whole test set (360 digits images, batches of 8) and predicts alike
-    assert (df["first_pass_items"] == 360).all() and (df["first_pass_batches"] == 45).all()
+    # every method's first pass covers the whole test set (960 digits images, batches of 8) and predicts alike
+    assert (df["first_pass_items"] == 960).all() and (df["first_pass_batches"] == 120).all()
     assert df["accuracy_pct"].nunique() == 1 and (df["first_pass_s"] > 0).all() and (df["build_s"] >= 0).all()
     assert df.loc["eager", "speedup_vs_eager"] == df.loc["eager", "first_pass_speedup_vs_eager"] == 1.0
     # eager and TorchScript, the pair the claims compare, in timing_rounds rounds from fresh copies; no profile on a CPU
