@@ -17,7 +17,7 @@ import cnnlab  # noqa: F401  (first: registers torchvision's schemas)
 from cnnlab.profiling.compare import compare
 
 BASE_MATMULS = 10
-QUICK = dict(min_rounds=8, max_rounds=18)  # the quick preset's rounds (cnnlab.contract.MIN_ROUNDS, MAX_ROUNDS)
+QUICK = dict(min_rounds=8, max_rounds=27)  # the quick preset's rounds (cnnlab.contract.MIN_ROUNDS, MAX_ROUNDS)
 
 
 def work(matmuls: int):

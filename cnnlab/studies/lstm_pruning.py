@@ -118,7 +118,7 @@ PARAMETERS = studies.Parameters(
     # batch-size claim is undecided, within round_budget_s
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
-    round_budget_s=Parameter(45.0, 600.0, 1800.0, check=functools.partial(config.number, low=0, high=86400),
+    round_budget_s=Parameter(75.0, 600.0, 1800.0, check=functools.partial(config.number, low=0, high=86400),
                              doc="seconds the DataLoader sweep's rounds may take (s)"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
     threads=studies.THREADS,
