@@ -21,7 +21,7 @@ from cnnlab import ddp, models
 from cnnlab.ddp import ROW_FIELDS, merge, placement
 from cnnlab.studies import ddp_scaling
 
-TINY = dict(model="lenet5", dataset="digits", data_fraction=0.05, batch_size_per_rank=8, device="cpu")
+TINY = dict(model="lenet5", dataset="digits", data_fraction=0.085, batch_size_per_rank=8, device="cpu")
 WARMUP_STEPS = 100  # 10x the 10 timed steps: were the warm-up in the timed epochs, they would take longer than it
 
 
@@ -49,9 +49,9 @@ def test_two_gloo_ranks_train_to_identical_parameters(two_ranks):
 
 def test_one_launch_trains_a_plan_of_configurations_each_on_its_own_process_count(tmp_path):
     # a round of cnnlab.studies.ddp_scaling: one torchrun of 2 processes; the 1-process configurations on rank 0 alone
-    configs = [dict(data_fraction=0.05, batch_size_per_rank=8, world_size=1, profile=True),
-               dict(data_fraction=0.05, batch_size_per_rank=8, world_size=2, profile=False),
-               dict(data_fraction=0.05, batch_size_per_rank=16, world_size=1, profile=False)]
+    configs = [dict(data_fraction=0.085, batch_size_per_rank=8, world_size=1, profile=True),
+               dict(data_fraction=0.085, batch_size_per_rank=8, world_size=2, profile=False),
+               dict(data_fraction=0.085, batch_size_per_rank=16, world_size=1, profile=False)]
     rows = ddp.launch_plan(configs, name="round0", model="lenet5", dataset="digits", device="cpu", out_dir=tmp_path,
                            epochs=1, timeout_s=120, warmup_steps=2, profile_steps=2)
     assert [r["status"] for r in rows] == ["ok"] * 3, rows
@@ -68,7 +68,7 @@ def test_merged_row_has_every_field_and_counts_the_shards(two_ranks):
     row, run_dir = two_ranks
     assert set(ROW_FIELDS) <= set(row)
     assert (row["world_size"], row["nnodes"], row["backend"], row["device"]) == (2, 1, "gloo", "cpu")
-    assert (row["batch_size_per_rank"], row["global_batch_size"], row["data_fraction"]) == (8, 16, 0.05)
+    assert (row["batch_size_per_rank"], row["global_batch_size"], row["data_fraction"]) == (8, 16, 0.085)
     # 71 images; DistributedSampler pads to 36 per rank -> 5 steps of <= 8 per epoch, 2 epochs.
     assert row["samples_total"] == 2 * 36 * 2 and row["steps_per_rank"] == 10
     # 3 profiled steps, scaled to the 10 steps of the timed epochs: LeNet-5 runs 2 convolutions forward and backward
@@ -189,7 +189,7 @@ def test_sweep_records_timeouts_as_failed_goes_on_and_kills_every_process(tmp_pa
     # Rank 0 hangs after the process group forms, so every point times out however fast this machine starts up.
     monkeypatch.setenv("CNNLAB_DDP_HANG_RANK", "0")
     monkeypatch.setattr(ddp_scaling.measure, "plan", lambda cfg: [])  # no probe launch: it would hang too
-    cfg = ddp_scaling.configure("quick", data_fractions=[0.05], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4,
+    cfg = ddp_scaling.configure("quick", data_fractions=[0.085], batch_sizes=[8], world_sizes=[1, 2], timeout_s=4,
                                 min_rounds=1, max_rounds=1)  # one round: one launch, and one more after its failure
     start = time.perf_counter()
     with pytest.warns(UserWarning, match="2 of 2 points failed"):
@@ -257,7 +257,7 @@ def test_two_torchrun_nodes_meet_at_a_c10d_rendezvous_and_train_one_model(tmp_pa
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
                    "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                    "--rdzv-id", f"cnnlab-test-{port}", "--max-restarts", "0",
-                   "-m", "cnnlab.ddp", "--model", "lenet5", "--dataset", "digits", "--fraction", "0.05",
+                   "-m", "cnnlab.ddp", "--model", "lenet5", "--dataset", "digits", "--fraction", "0.085",
                    "--batch-size", "8", "--epochs", "1", "--device", "cpu", "--profile-steps", "2", "--save-params",
                    "--pg-timeout-s", "30", "--out", str(out)]
             out.mkdir()
@@ -353,7 +353,7 @@ def test_an_interrupted_launch_leaves_no_torchrun_or_worker_running(tmp_path, mo
 def test_torchrun_and_workers_stop_when_the_launching_process_is_killed(tmp_path):
     # papermill killed: the launcher gets no chance to clean up, so torchrun and its workers must stop by themselves
     code = ("import sys; from cnnlab import ddp; ddp.launch(world_size=2, out_dir=sys.argv[1], timeout_s=300, "
-            "model='lenet5', dataset='digits', data_fraction=0.05, batch_size_per_rank=8, device='cpu')")
+            "model='lenet5', dataset='digits', data_fraction=0.085, batch_size_per_rank=8, device='cpu')")
     env = dict(os.environ, CNNLAB_DDP_HANG_RANK="0", OMP_NUM_THREADS="1")
     launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, cwd=ddp.CHECKOUT)
     try:
