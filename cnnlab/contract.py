@@ -118,7 +118,8 @@ DEVICE = Parameter("auto", check=_device, doc="auto | cpu | cuda | cuda:N")
 # planned look spends alpha (compare.look_confidence): quick looks at 8, 12 and 18 rounds, each at 98.3% (the sign test's
 # interval at 8 and 12 rounds takes the same order statistics as at 97.5%, so the third look costs the first two
 # nothing). A fourth look at 27 rounds decided identical work in 2 of 20 A/A trials in a CI run and 2 of 60 here
-# (tests/power.py; 0 of 60 up to 18): within the 5% the rule promises, but not the test's 1 of 20; standard looks at 8, 12, 18, 27, 41, 48 (each at 99.2%), paper at 10 to 96 (99.4%). Each study states its own time budget for the
+# (tests/power.py; 0 of 60 up to 18): within the 5% the rule promises, but not the test's 1 of 20. Standard looks at
+# 8, 12, 18, 27, 41, 48 (each at 99.2%), paper at 10 to 96 (99.4%). Each study states its own time budget for the
 # added rounds (round_budget_s).
 MIN_ROUNDS = Parameter(8, 8, 10, check=_positive, type="int",
                        doc="timing rounds before the first look at the verdicts (paired, alternating)")

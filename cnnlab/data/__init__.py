@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Subset
 
-from cnnlab.data.images import ImageTensorDataset, load_cifar, load_digits, synthetic_images
+from cnnlab.data.images import (DIGITS_IMAGES, DIGITS_TEST_IMAGES, ImageTensorDataset, load_cifar, load_digits,
+                                 synthetic_images)
 from cnnlab.data.storage import DamagedFileError, DatasetUnavailableError, data_root
 from cnnlab.data.text import TokenDataset, load_imdb, synthetic_sentiment
 
@@ -34,7 +35,7 @@ INFO = {
     "cifar100": DatasetInfo("cifar100", 100, (3, 32, 32), "image", 50000, 10000),
     "mini_imagenet": DatasetInfo("mini_imagenet", 100, (3, 224, 224), "image", 48000, 12000),
     "imdb": DatasetInfo("imdb", 2, (256,), "tokens", 25000, 25000),
-    "digits": DatasetInfo("digits", 10, (3, 32, 32), "image", 837, 960),
+    "digits": DatasetInfo("digits", 10, (3, 32, 32), "image", DIGITS_IMAGES - DIGITS_TEST_IMAGES, DIGITS_TEST_IMAGES),
 }
 SPLITS = ("train", "test")
 

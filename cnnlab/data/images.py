@@ -126,7 +126,7 @@ def load_cifar(name: str, split: str, *, root=None, download_ok: bool = True, au
 # Two models that agree on every test image differ by at most +-4.38 / n (n test images: Clopper-Pearson's upper end
 # of 0 discordant at 97.5%, cnnlab.profiling.accuracy.paired_exact), so fp16's "within 0.5 pp" needs n >= 876; 960 is
 # also a multiple of 07's timed batch (40). The 837 training images still train the quick recipe's models to ~97-99%.
-DIGITS_TEST_IMAGES = 960
+DIGITS_IMAGES, DIGITS_TEST_IMAGES = 1797, 960
 
 
 def load_digits(split: str, *, test_size: int = DIGITS_TEST_IMAGES, seed: int = 0):

@@ -61,7 +61,7 @@ PARAMETERS = studies.Parameters(
                           doc="at least this many timed batches per point and round"),
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
-    # quick: 17 s of measuring in all before paired rounds (docs/findings/cpu-e651462), to stay within 1.5x of it
+    # quick: 40 s for the rounds in all (01 took 35-50 s in the quick runs of 911d1e2, within the suite's 1.5x of 4c6a73c)
     round_budget_s=Parameter(40.0, 1800.0, 7200.0, check=partial(config.number, low=0.0, high=7 * 86400.0),
                              doc="s the batch rounds may take in all: no look at more rounds past it"),
     profile_iterations=Parameter(2, 5, 10, check=config.positive_int,
