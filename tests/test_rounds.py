@@ -45,6 +45,7 @@ def test_a_metric_measured_in_no_round_is_nan_without_a_warning():
     assert out[["mem", "mem_low", "mem_high"]].isna().all().all() and out["rounds"].tolist() == [2]
 
 
+@pytest.mark.alone  # two processes side by side: beside another pytest worker on 2 cores, 18 of 20
 def test_the_same_work_timed_twice_is_inconclusive_in_19_of_20_trials():
     """The A/A test of the noise rule: the same work (tests/same_work.py, a matmul, 20 batches of 0.6 ms a round)
     timed in two rounds, as two configurations of one process (separate rounds) and in two processes run side by

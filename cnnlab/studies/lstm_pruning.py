@@ -13,8 +13,9 @@ units; :func:`final_comparison` times it beside the masks.
 The DataLoader sweep's comparisons (workers, batch sizes) are timed in paired, alternating rounds over the whole
 grid (``min_rounds``, more while a claim is undecided, up to ``max_rounds`` within ``round_budget_s``:
 :func:`cnnlab.profiling.compare.until_decided`) and judged on the sign test's interval of the median per-round ratio.
-The profile and the final models are repeated ``timing_rounds`` times and judged on the range of their rounds; with
-one round there is no range, and those claims say so instead of deciding. Accuracies before and after pruning are
+The final models are timed the same way, in paired rounds of the four variants (more while their claims are
+undecided, within ``final_budget_s``). The profile is repeated ``timing_rounds`` times and judged on the range of its
+rounds; with one round there is no range, and that claim says so instead of deciding. Accuracies before and after pruning are
 scored on the same test items and compared item by item (:func:`cnnlab.profiling.accuracy.paired_exact`).
 
 Where the paper is silent: Adam, gradients clipped at norm 5 (as the Kaggle notebook); no fine-tuning in the scan;
@@ -113,13 +114,17 @@ PARAMETERS = studies.Parameters(
     profile_iterations=Parameter(3, 5, check=count, doc="profiled training steps"),
     warmup=Parameter(1, 3, 5, check=functools.partial(count, minimum=0), doc="untimed batches before timing"),
     repeats=Parameter(5, 20, 50, check=count, doc="timed batches per latency"),
-    timing_rounds=Parameter(3, 3, 5, check=count, doc="rounds of the profile and of the final models (their range)"),
-    # paired rounds of the DataLoader sweep's grid (cnnlab.profiling.compare): rounds added while the workers or the
-    # batch-size claim is undecided, within round_budget_s
+    timing_rounds=Parameter(3, 3, 5, check=count, doc="rounds of the profile (their range)"),
+    # paired rounds (cnnlab.profiling.compare) of the DataLoader sweep's grid and of the final models: rounds added
+    # while a claim of theirs is undecided, within round_budget_s and final_budget_s
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
     round_budget_s=Parameter(75.0, 600.0, 1800.0, check=functools.partial(config.number, low=0, high=86400),
                              doc="seconds the DataLoader sweep's rounds may take (s)"),
+    # quick: a round of the four final models is about 4 s here (2 cores), so 45 s allows the first look (8 rounds)
+    # and, where the speed-up is still undecided, the second (12)
+    final_budget_s=Parameter(45.0, 300.0, 900.0, check=functools.partial(config.number, low=0, high=86400),
+                             doc="seconds the final models' paired rounds may take (s)"),
     # quick: one intra-op thread (CI runs two notebooks at once on two cores; more threads than free cores spin-wait)
     threads=studies.THREADS,
     tf32=studies.TF32,
@@ -167,7 +172,8 @@ def plan(cfg) -> list[Work]:
     variants are as large, or smaller): its epochs (a test pass after each), the DataLoader sweep
     (:func:`cnnlab.profiling.loaders.plan`), the profiled steps of every round, the sensitivity scan (a test pass per
     point), the final models (a test pass before and after fine-tuning, the fine-tuning epochs, timed batches, three
-    steps for the memory peak; then per round a training epoch and a test pass of each variant)."""
+    steps for the memory peak; then per paired round (``min_rounds``) a training epoch and a test pass of each
+    variant)."""
     config.set_threads(cfg.threads)
     dev = torch.device(cfg.device)
     (train_set, train_size), (test_set, test_size) = (
@@ -195,8 +201,8 @@ def plan(cfg) -> list[Work]:
                           rounds=cfg.min_rounds, device=dev, sizes=(train_size, test_size)),
             Work("profiles", cfg.timing_rounds * (cfg.profile_iterations + 1), step),
             Work("profiles", cfg.timing_rounds, profiler_session(dev)), Work("sensitivity", scan * passes, test_batch),
-            Work("final models", variants * (cfg.finetune_epochs + cfg.timing_rounds) * steps + variants * 3, step),
-            Work("final models", variants * (2 + cfg.timing_rounds) * passes, test_batch),
+            Work("final models", variants * (cfg.finetune_epochs + cfg.min_rounds) * steps + variants * 3, step),
+            Work("final models", variants * (2 + cfg.min_rounds) * passes, test_batch),
             Work("final models", variants * (cfg.warmup + cfg.repeats + 3),
                  unit_seconds(infer_at(cfg.batch_size), dev))]
 
@@ -323,8 +329,10 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     fifth of the learning rate (adjusting the kept weights): ``masked_rows`` (the paper's: L2-structured masks over
     the rows of every tensor but the head), ``masked_units`` (masks over whole hidden units), ``unit_pruned`` (those
     units removed). Epoch times (s): train_epoch_s, test_epoch_s and overall_s (the two together, the part of the
-    paper's "overall time" we run), medians over ``cfg.timing_rounds`` rounds taking the variants in turn (a burst of
-    load hits one round of each), with _min and _max. Also params, nonzero_params, hidden_size, accuracy_pct before
+    paper's "overall time" we run), each a fresh copy's, in paired rounds taking the variants in turn, the order
+    reversed every other round (a burst of load hits one round of each): ``cfg.min_rounds``, more while a claim of
+    :data:`FINAL_CLAIMS` is undecided, up to ``cfg.max_rounds`` within ``cfg.final_budget_s``
+    (``cnnlab.profiling.compare.until_decided``); medians with _min, _max and the times round by round (round_*). Also params, nonzero_params, hidden_size, accuracy_pct before
     (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_peak_mem_mib,
     train_step_peak_mem_mib (memory.train_step_peak_mib: a step after a first one, so that Adam's state exists),
     size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
@@ -353,19 +361,40 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
                                                for q in ("median", "p10", "p90")},
                      "inference_peak_mem_mib": timing.peak_mem_alloc_mib, "train_step_peak_mem_mib": peak,
                      "size_mb": quantize.state_dict_bytes(prune.make_permanent(copy.deepcopy(net).cpu())) / 1e6})
-    rounds = []
-    for _ in range(cfg.timing_rounds):
-        for variant, net in variants.items():
-            work = copy.deepcopy(net)
-            train_s = _train(work, train_loader, cfg.lr / 5, device)["epoch_time_s"].iloc[0]
-            test_s = wall_time(lambda: evaluate(work, test_loader, device=device), device=device).seconds  # noqa: B023
-            rounds.append({"variant": variant, "train_epoch_s": train_s, "test_epoch_s": test_s,
-                           "overall_s": train_s + test_s})
-    times = pd.DataFrame(rounds).groupby("variant", sort=False).agg(["median", "min", "max"])
+    rounds: list[dict] = []
+
+    def run(n: int, level: float) -> pd.DataFrame:  # rounds 0..n-1 of every variant (those already timed kept)
+        for r in range(len(rounds) // len(variants), n):
+            for variant in (list(variants) if r % 2 == 0 else list(variants)[::-1]):
+                work = copy.deepcopy(variants[variant])
+                train_s = _train(work, train_loader, cfg.lr / 5, device)["epoch_time_s"].iloc[0]
+                test_s = wall_time(lambda: evaluate(work, test_loader, device=device), device=device).seconds  # noqa: B023
+                rounds.append({"round": r, "variant": variant, "train_epoch_s": train_s, "test_epoch_s": test_s,
+                               "overall_s": train_s + test_s})
+        return _final_table(rows, pd.DataFrame(rounds), level).assign(
+            batch_size=cfg.batch_size, device=str(device), cpu_threads=torch.get_num_threads(),
+            data_source=train_set.data_source)
+
+    def decided(df: pd.DataFrame) -> bool:
+        return claims.decided(claims.check(FINAL_CLAIMS, {"final_models": df.set_index("variant"),
+                                                          "chosen": cfg.chosen_ratio}, device))
+
+    return until_decided(run, decided, min_rounds=cfg.min_rounds, max_rounds=cfg.max_rounds,
+                         budget_s=cfg.final_budget_s)
+
+
+def _final_table(rows: list[dict], rounds: pd.DataFrame, level: float) -> pd.DataFrame:
+    """:func:`final_comparison`'s table: ``rows`` (one per variant) with each time's median over ``rounds`` (one row per
+    round and variant), its _min and _max, its times round by round (``round_<time>``, "0.94, 0.97, ...": the paired
+    ratios' source, :meth:`Paired.of_rounds`), ``rounds``, ``confidence`` (``level``) and the speed-ups against dense."""
+    order = rounds.sort_values("round", kind="stable")
+    times = order.groupby("variant", sort=False)[list(_TIMES)].agg(["median", "min", "max"])
     times.columns = [col if stat == "median" else f"{col}_{stat}" for col, stat in times.columns]
+    for col in _TIMES:
+        times[f"round_{col}"] = order.groupby("variant", sort=False)[col].agg(
+            lambda ts: ", ".join(f"{t:.6g}" for t in ts))
     df = pd.DataFrame(rows).merge(times, left_on="variant", right_index=True).assign(
-        timing_rounds=cfg.timing_rounds, batch_size=cfg.batch_size, device=str(device),
-        cpu_threads=torch.get_num_threads(), data_source=train_set.data_source)
+        rounds=int(rounds["round"].nunique()), confidence=level)
     for col, name in (("train_epoch_s", "train"), ("test_epoch_s", "test"), ("overall_s", "overall"),
                       ("latency_ms_median", "inference")):
         df[f"{name}_speedup"] = derived.against(df, col, {"variant": "dense"}, how="speedup")
@@ -500,11 +529,19 @@ def _final(t, variant: str, cols=(), note: str = ""):
         return Measured({"peak": Spread.exact(v[mib] / d[mib])}, f"training-step peak {d[mib]:.1f} -> {v[mib]:.1f} "
                         f"MiB ({v[mib] - d[mib]:+.1f}), non-zero parameters {d['nonzero_params']:,} -> "
                         f"{v['nonzero_params']:,}", note)
-    if fin.get("timing_rounds", pd.Series([1])).iloc[0] < 2:
-        return joined(ONE_ROUND, note)
-    x = {_TIMES[c]: Spread.timed_range(d, c) / Spread.timed_range(v, c) for c in cols}
+    if f"round_{cols[0]}" in fin:  # paired rounds: dense's time / the variant's, round by round
+        if fin["rounds"].iloc[0] < 2:
+            return joined(ONE_ROUND, note)
+        x = {_TIMES[c]: Paired.of_rounds(d, column=f"round_{c}") / Paired.of_rounds(v, column=f"round_{c}")
+             for c in cols}
+        how = f" ({int(fin['rounds'].iloc[0])} paired rounds, the variants' order reversed every other round)"
+    else:  # a table stored before paired rounds: its rounds' range, floored as times
+        if fin.get("timing_rounds", pd.Series([1])).iloc[0] < 2:
+            return joined(ONE_ROUND, note)
+        x = {_TIMES[c]: Spread.timed_range(d, c) / Spread.timed_range(v, c) for c in cols}
+        how = " (unpaired: a table stored before paired rounds)"
     return Measured(x, ", ".join(f"{_TIMES[c]} {d[c]:.2f} -> {v[c]:.2f} s ({x[_TIMES[c]].text('.2f', 'x')})"
-                                 for c in cols), note)
+                                 for c in cols) + how, note)
 
 
 SWEEP_CLAIMS = [  # judged on the DataLoader sweep alone (its rounds are added until these are decided)
@@ -515,6 +552,25 @@ SWEEP_CLAIMS = [  # judged on the DataLoader sweep alone (its rounds are added u
              "num_workers=0, batch_size=128. Due to a memory overhead?\"", "training-epoch time at batch b / at batch "
              f"{PAPER['best_batch_size']}, both at 0 workers (the paper's optimum), paired round by round", above(1.0),
              lambda t: _sweep(t, workers=False), "other batch size b measured")]
+# The final models' claims, judged on final_comparison's table (its rounds are added until these are decided)
+FINAL_CLAIMS = [d for variant, words, quoted, shown in (
+    ("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS, "settled by design, as above"),
+    ("unit_pruned", "removing hidden units (beyond the paper)", "", "")) for d in (
+    Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
+             f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
+             f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
+             "dense / pruned (train epoch + test pass) time", above(PAPER_SPEEDUP, ".2f", "x"),
+             functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL), beyond=not quoted,
+             bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), not_judged=shown and MASKS_BY_DESIGN),
+    Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
+             f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
+             above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=list(_TIMES)[1:]),
+             "timed part (train epoch, test pass)", beyond=not quoted, not_judged=shown),
+    Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
+             "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak memory of a "
+             "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant), beyond=not quoted,
+             noise="noise: none, the bytes of the tensors held and allocated are exact",
+             not_judged=shown or UNITS_BY_DESIGN))]
 CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
     Declared("the LSTM layers are the bottleneck of a training step", "\"the computations of the model are expensive "
              "in memory which is the main bottleneck but also take up most of the time\" (slides \"LSTM -> 1\"): "
@@ -539,23 +595,7 @@ CLAIMS = [  # "{chosen}": the final models' ratio, filled in by check_claims
              lambda t: _sensitivity(t, "layer"), f"layer but the head at every ratio up to the paper's "
              f"{PAPER['chosen_ratio']:g}", **_ACCURACY),
     _preference,
-    *(d for variant, words, quoted, shown in (("masked_rows", "structured masks (the paper's final model)", PAPER_MASKS,
-      "settled by design, as above"), ("unit_pruned", "removing hidden units (beyond the paper)", "", "")) for d in (
-        Declared(f"pruning by {words} speeds a training epoch plus a test pass up as much as the paper's",
-                 f"{quoted}train + test {_change(PAPER_TRAIN_TEST)}, like for like; with validation "
-                 f"{_change(PAPER_TIMED)}; its \"Overall Time\" {_change(PAPER['overall_s'])}",
-                 "dense / pruned (train epoch + test pass) time", above(PAPER_SPEEDUP, ".2f", "x"),
-                 functools.partial(_final, variant=variant, cols=["overall_s"], note=_OVERALL), beyond=not quoted,
-                 bound="the paper's {:.2f} / {:.2f} s".format(*PAPER_TRAIN_TEST), not_judged=shown and MASKS_BY_DESIGN),
-        Declared(f"pruning by {words} cuts training and test time", f"{quoted}train epoch "
-                 f"{_change(PAPER['train_epoch_s'])}, test {_change(PAPER['test_s'])}", "dense / pruned time",
-                 above(1.0, ".2f", "x"), functools.partial(_final, variant=variant, cols=list(_TIMES)[1:]),
-                 "timed part (train epoch, test pass)", beyond=not quoted, not_judged=shown),
-        Declared(f"pruning by {words} cuts memory", (quoted or "\"Gain in time and memory\": ") +
-                 "{:,} -> {:,} non-zero parameters".format(*PAPER["nonzero_params"]), "pruned / dense peak memory of a "
-                 "training step", below(1.0, ".2f", "x"), functools.partial(_final, variant=variant), beyond=not quoted,
-                 noise="noise: none, the bytes of the tensors held and allocated are exact",
-                 not_judged=shown or UNITS_BY_DESIGN))),
+    *FINAL_CLAIMS,
 ]
 
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnlab import claims, config, data, models, quantize, studies
-from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, within
+from cnnlab.claims import ONE_ROUND, SLIGHT, Claim, Declared, Spread, above, joined, within
 from cnnlab.config import output_tolerance, relative_error  # one rule for "the same network's output"
 from cnnlab.plotting.vgg_quantization import figures  # noqa: F401  (the contract's figures(df))
 from cnnlab.plotting.vgg_quantization import ok
@@ -507,7 +507,8 @@ def _latency(df: pd.DataFrame, pair: str):
 
 
 def _workers(df: pd.DataFrame, col: str):
-    """Pageable rows' epoch time ``col``, paired round by round: 0 workers' / each other count's, next / previous."""
+    """Pageable rows' epoch time ``col``, paired round by round: 0 workers' / each other count's (judged); each count's
+    against the next fewer (shown: :data:`WORKERS_AGAINST_NONE`)."""
     sweep = ok(df, "loader_sweep")
     if not {"round", "num_workers", "pin_memory", col} <= set(sweep):
         return f"no {col} per round and worker count in the DataLoader sweep"
@@ -521,13 +522,21 @@ def _workers(df: pd.DataFrame, col: str):
     level = float(pageable["confidence"].iloc[0]) if "confidence" in pageable else CONFIDENCE
     t = {k: Paired.of(by_round[k].tolist(), level) for k in w}
     first = pageable.iloc[0]
-    return claims.Measured({"0 / w": {f"0 / {b}": t[0] / t[b] for b in w[1:]},
-                            "next / previous": {f"{b} / {a}": t[b] / t[a] for a, b in zip(w, w[1:])}},
+    steps = ", ".join(f"{b} / {a} workers {(t[b] / t[a]).text('.2f', 'x')}" for a, b in zip(w[1:], w[2:]))
+    return claims.Measured({f"0 / {b} workers": t[0] / t[b] for b in w[1:]},
                            ", ".join(f"{k} workers {t[k].text('.3f', ' s')}" for k in w) +
                            f" ({len(by_round)} paired rounds, the grid's order reversed every other round)",
-                           f"timed: {loaders.TIMED}; epochs of {int(first['train_items'])} training and "
+                           joined(steps and f"shown, not judged: {steps}", WORKERS_AGAINST_NONE,
+                                  f"timed: {loaders.TIMED}; epochs of {int(first['train_items'])} training and "
                            f"{int(first['test_items'])} test images; workers capped at os.cpu_count() = "
-                           f"{int(sweep['num_workers_cap'].iloc[0])}")
+                           f"{int(sweep['num_workers_cap'].iloc[0])}"))
+
+
+# "can help decreasing time": some count of worker processes beats loading in the training process (0 workers, the
+# DataLoader's default). A step between two counts that both lose to 0 workers (1 -> 2 here, often equal within a
+# few per cent) is no help a user could take, so it is shown beside the verdict and not judged.
+WORKERS_AGAINST_NONE = ("judged against 0 workers (the default): a step between two worker counts that both lose to "
+                        "0 workers helps no one, and is shown, not judged")
 
 
 INT8_CLAIMS = [  # judged on the CPU, where quantized models run
@@ -549,8 +558,9 @@ INT8_CLAIMS = [  # judged on the CPU, where quantized models run
              above(1.0, ".2f", "x"), partial(_latency, pair="int8"))]
 WORKER_CLAIMS = [
     Declared(f"more DataLoader workers can cut {phase} epoch time, but not always", "\"The number of workers can help "
-             "decreasing time but not always\"", f"{phase} epoch time, 0 / w workers and next / previous",
-             above(1, ".2f", "x", once=True), partial(_workers, col=col))
+             "decreasing time but not always\"", f"{phase} epoch time with 0 workers / with w workers, paired round by "
+             "round", above(1, ".2f", "x"), partial(_workers, col=col), "w > 0 measured", some=True,
+             bound="\"can help\": against loading in the training process, 0 workers")
     for phase, col in (("train", "train_epoch_s"), ("eval", "test_epoch_s"))]
 CLAIMS = INT8_CLAIMS + [
     Declared(f"TorchScript tracing speeds GPU inference up more than {PAPER['gpu_speedup_bound']:g}x", "\">2x speed "
