@@ -94,8 +94,9 @@ def _check(cfg) -> None:
 # repetition), and 3 profiled blocks in round 0 (their spread: the profiler totals'). A launch's start-up (torchrun
 # and two processes importing torch: ~13 CPU-s) is far more than a round's training (~3 s), so one launch trains 8
 # rounds (rounds_per_launch; a launch per round took 1.65x the time of the 8 launches of 3 epochs each before, back to
-# back on one machine); round_budget_s (1.5x those 80 s) adds rounds only where they fit. standard and paper: a launch
-# per round (an epoch there takes minutes; an interruption then loses one round).
+# back on one machine); round_budget_s adds rounds only where they fit: 120 s stopped at 12 rounds in a quick run of
+# 04143db with "falls with process count" undecided (its epochs vary by a factor of 2 here), 180 s reaches 18.
+# standard and paper: a launch per round (an epoch there takes minutes; an interruption then loses one round).
 # standard: one Colab GPU: the paper's model and data, a smaller grid; 2 processes share the one GPU (Gloo).
 # paper: the paper's grid (sec. 4.2.2) and model: torchvision's ResNet-152 (the ImageNet stem) on 32x32 CIFAR-100,
 # which is what fits its batches of up to 2048 per 40 GB A100 (the 3x3 CIFAR stem needs 16x the activations). The
@@ -124,7 +125,7 @@ PARAMETERS = studies.Parameters(
     rounds_per_launch=Parameter(8, 1, check=config.positive_int,
                                 doc="rounds trained one after another in one launch (its start, seconds of importing "
                                     "torch, paid once for them); 1: a launch per round, an interruption loses one"),
-    round_budget_s=Parameter(120.0, 3 * 3600.0, 12 * 3600.0, type="float",
+    round_budget_s=Parameter(180.0, 3 * 3600.0, 12 * 3600.0, type="float",
                              check=partial(config.number, low=0, high=MAX_TIMEOUT_S),
                              doc="rounds are added while a runtime claim is undecided only while the next look's "
                                  "rounds fit in this many seconds of measuring (s)"),

@@ -113,9 +113,11 @@ PARAMETERS = studies.Parameters(
     repeats=Parameter(3, 20, 50, check=config.positive_int, doc="timed batches per point and round"),
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
-    # quick: the rounds after the first look may take this long (~6 s a round here; measured 175 s in all before
-    # paired rounds, and the study stays within 1.5x of that); on a GPU a round takes well under a second.
-    round_budget_s=Parameter(150, 600, 1800, check=partial(config.number, low=0, high=86400, low_open=False),
+    # quick: the rounds after the first look may take this long (~6 s a round here, ~8 s under load): 100 s reaches
+    # the look at 12 rounds. Its claims on a CPU: tiled against untiled is decided at 8 rounds (1.55x, 1.45-1.72x at
+    # 18); the trend's 32 -> 64 step sits within a few per cent of 1, undecided at 18 rounds in every quick run, so
+    # 150 s (18 rounds) bought no verdict. On a GPU a round takes well under a second.
+    round_budget_s=Parameter(100, 600, 1800, check=partial(config.number, low=0, high=86400, low_open=False),
                              type="float", doc="seconds the timing rounds may take in all, more rounds added while "
                              "undecided"),
     threads=studies.THREADS,
