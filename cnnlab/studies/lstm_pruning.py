@@ -100,9 +100,11 @@ PARAMETERS = studies.Parameters(
                           doc="DataLoader-sweep batch sizes (paper: several, best 128)"),
     num_workers=Parameter([0, 1, 2, 4, 8], check=config.num_workers, axis=True,
                           doc="paper: [0, 1, 2, 4, 8]; values above os.cpu_count() are recorded as skipped"),
-    # quick reads 10% of the data per round (200 training reviews, 50 test ones: 2-7 batches an epoch), so that
-    # min_rounds paired rounds of the grid take about as long as three rounds of 30% did
-    sweep_fraction=Parameter(0.1, 0.2, 1.0, check=fraction, doc="share of the data each DataLoader-sweep epoch reads"),
+    # quick reads 20% of the data per round (400 training reviews, 100 test ones: 4-13 batches an epoch). At 10%
+    # (2-7 batches) batch 32 / batch 128 came out 0.89x (0.70-1.01x) after 18 rounds in a quick run of 4253331, its
+    # rounds' ratios 0.65-1.24: an epoch of 0.14 s is a few scheduler slices. The grid's rounds are mostly the
+    # workers' start-up, which a longer epoch does not add to
+    sweep_fraction=Parameter(0.2, 0.2, 1.0, check=fraction, doc="share of the data each DataLoader-sweep epoch reads"),
     ratios=Parameter([0.1, 0.5, 0.9], [round(0.1 * k, 1) for k in range(1, 10)], axis=True,
                      check=functools.partial(config.number_list, low=0, high=1, high_open=True, sort=True,
                                              valid="pruning ratios in (0, 1), e.g. [0.1, 0.5, 0.9]"),
@@ -119,7 +121,7 @@ PARAMETERS = studies.Parameters(
     # while a claim of theirs is undecided, within round_budget_s and final_budget_s
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
-    round_budget_s=Parameter(75.0, 600.0, 1800.0, check=functools.partial(config.number, low=0, high=86400),
+    round_budget_s=Parameter(110.0, 600.0, 1800.0, check=functools.partial(config.number, low=0, high=86400),
                              doc="seconds the DataLoader sweep's rounds may take (s)"),
     # quick: a round of the four final models is about 4 s here (2 cores), so 45 s allows the first look (8 rounds)
     # and, where the speed-up is still undecided, the second (12)

@@ -112,7 +112,9 @@ PARAMETERS = studies.Parameters(
     # TorchScript vs eager per batch; rounds added while a claim is undecided, within round_budget_s
     min_rounds=studies.MIN_ROUNDS,
     max_rounds=studies.MAX_ROUNDS,
-    round_budget_s=Parameter(90.0, 600.0, 1800.0, check=partial(config.number, low=0, high=86400),
+    # quick: 130 s reaches 18 rounds of the sweep; 90 s stopped at 12 in a quick run of 4253331, where 1 worker's train
+    # epoch over 0 workers' (1.16x, 0.98-1.25x) was not decided
+    round_budget_s=Parameter(130.0, 600.0, 1800.0, check=partial(config.number, low=0, high=86400),
                              doc="seconds the DataLoader sweep's rounds may take (s; each latency comparison: a "
                                  "quarter of it)"),
     methods=Parameter(list(METHODS), check=_methods, axis=True, doc=", ".join(METHODS)),
