@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from cnnlab import claims, studies  # noqa: E402
 from cnnlab.studies import STUDIES  # noqa: E402  (the checkout's cnnlab, not an installed one)
 
-CPU = ROOT / "docs" / "findings" / "cpu-911d1e2"
+CPU = ROOT / "docs" / "findings" / "cpu-47358f6"
 GPU = ROOT / "docs" / "findings" / "h100-16352c7"
 VERDICT = {**{k: v.word for k, v in claims.STORED.items()}, "": "n/a"}  # the workbook's words
 NOTEBOOKS = [f"{i:02d}_{s}" for i, s in enumerate(STUDIES)]

@@ -75,7 +75,7 @@ def test_the_findings_table_renames_verdicts_and_marks_claims_one_run_lacks(tmp_
 
 def test_the_findings_table_judges_the_stored_tables_with_this_checkouts_claims(tmp_path):
     ft = _findings_table()
-    stored = ROOT / "docs" / "findings" / "cpu-911d1e2" / "00_quickstart"
+    stored = ROOT / "docs" / "findings" / "cpu-47358f6" / "00_quickstart"
     for run in ("a", "b"):
         shutil.copytree(stored, tmp_path / run / "00_quickstart")
     judged = ft.verdicts(tmp_path / "a", "00_quickstart")
