@@ -15,8 +15,8 @@ grid (``min_rounds``, more while a claim is undecided, up to ``max_rounds`` with
 :func:`cnnlab.profiling.compare.until_decided`) and judged on the sign test's interval of the median per-round ratio.
 The final models are timed the same way, in paired rounds of the four variants (more while their claims are
 undecided, within ``final_budget_s``). The profile is repeated ``timing_rounds`` times and judged on the range of its
-rounds; with one round there is no range, and that claim says so instead of deciding. Accuracies before and after pruning are
-scored on the same test items and compared item by item (:func:`cnnlab.profiling.accuracy.paired_exact`).
+rounds; with one round there is no range, and that claim says so instead of deciding. Accuracies before and after
+pruning are scored on the same test items and compared item by item (:func:`cnnlab.profiling.accuracy.paired_exact`).
 
 Where the paper is silent: Adam, gradients clipped at norm 5 (as the Kaggle notebook); no fine-tuning in the scan;
 final models fine-tuned with masks held; "all layers" leaves the head (its rows are the classes) alone.
@@ -334,10 +334,11 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
     paper's "overall time" we run), each a fresh copy's, in paired rounds taking the variants in turn, the order
     reversed every other round (a burst of load hits one round of each): ``cfg.min_rounds``, more while a claim of
     :data:`FINAL_CLAIMS` is undecided, up to ``cfg.max_rounds`` within ``cfg.final_budget_s``
-    (``cnnlab.profiling.compare.until_decided``); medians with _min, _max and the times round by round (round_*). Also params, nonzero_params, hidden_size, accuracy_pct before
-    (accuracy_pruned_pct) and after fine-tuning, latency_ms_* per batch (benchmark), inference_peak_mem_mib,
-    train_step_peak_mem_mib (memory.train_step_peak_mib: a step after a first one, so that Adam's state exists),
-    size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups against dense."""
+    (``cnnlab.profiling.compare.until_decided``); medians with _min, _max and the times round by round (round_*). Also
+    params, nonzero_params, hidden_size, accuracy_pct before (accuracy_pruned_pct) and after fine-tuning, latency_ms_*
+    per batch (benchmark), inference_peak_mem_mib, train_step_peak_mem_mib (memory.train_step_peak_mib: a step after a
+    first one, so that Adam's state exists), size_mb (state dict with masks folded in, MB = 1e6 bytes), speed-ups
+    against dense."""
     device = torch.device(cfg.device)
     train_loader = data.make_loader(train_set, cfg.batch_size, shuffle=True, seed=1)
     test_loader = data.make_loader(test_set, cfg.batch_size)
@@ -370,7 +371,8 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
             for variant in (list(variants) if r % 2 == 0 else list(variants)[::-1]):
                 work = copy.deepcopy(variants[variant])
                 train_s = _train(work, train_loader, cfg.lr / 5, device)["epoch_time_s"].iloc[0]
-                test_s = wall_time(lambda: evaluate(work, test_loader, device=device), device=device).seconds  # noqa: B023
+                test_pass = functools.partial(evaluate, work, test_loader, device=device)
+                test_s = wall_time(test_pass, device=device).seconds
                 rounds.append({"round": r, "variant": variant, "train_epoch_s": train_s, "test_epoch_s": test_s,
                                "overall_s": train_s + test_s})
         return _final_table(rows, pd.DataFrame(rounds), level).assign(
@@ -387,8 +389,9 @@ def final_comparison(model, cfg, train_set, test_set) -> pd.DataFrame:
 
 def _final_table(rows: list[dict], rounds: pd.DataFrame, level: float) -> pd.DataFrame:
     """:func:`final_comparison`'s table: ``rows`` (one per variant) with each time's median over ``rounds`` (one row per
-    round and variant), its _min and _max, its times round by round (``round_<time>``, "0.94, 0.97, ...": the paired
-    ratios' source, :meth:`Paired.of_rounds`), ``rounds``, ``confidence`` (``level``) and the speed-ups against dense."""
+    round and variant), its _min and _max, its times round by round (``round_<time>``, "0.94, 0.97, ...": the
+    paired ratios' source, :meth:`Paired.of_rounds`), ``rounds``, ``confidence`` (``level``) and the speed-ups
+    against dense."""
     order = rounds.sort_values("round", kind="stable")
     times = order.groupby("variant", sort=False)[list(_TIMES)].agg(["median", "min", "max"])
     times.columns = [col if stat == "median" else f"{col}_{stat}" for col, stat in times.columns]

@@ -530,8 +530,8 @@ def _workers(df: pd.DataFrame, col: str):
                            f" ({len(by_round)} paired rounds, the grid's order reversed every other round)",
                            joined(steps and f"shown, not judged: {steps}", WORKERS_AGAINST_NONE,
                                   f"timed: {loaders.TIMED}; epochs of {int(first['train_items'])} training and "
-                           f"{int(first['test_items'])} test images; workers capped at os.cpu_count() = "
-                           f"{int(sweep['num_workers_cap'].iloc[0])}"))
+                                  f"{int(first['test_items'])} test images; workers capped at os.cpu_count() = "
+                                  f"{int(sweep['num_workers_cap'].iloc[0])}"))
 
 
 # "can help decreasing time": some count of worker processes beats loading in the training process (0 workers, the
